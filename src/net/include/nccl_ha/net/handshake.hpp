@@ -1,0 +1,43 @@
+// Frame I/O over TCP as coroutines on the reactor, each bounded by a timeout.
+//
+// Any failure (timeout, EOF, a malformed frame) is returned as an Error and logged at the call
+// site by the caller; callers drop the connection on error. Progress-thread only.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <span>
+
+#include "nccl_ha/net/wire.hpp"
+
+namespace nccl_ha::net {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Millis = std::chrono::milliseconds;
+
+asio::awaitable<Status> write_frame(tcp::socket& socket, std::uint16_t type, std::uint64_t token,
+                                    std::span<const std::uint8_t> payload, Millis timeout);
+
+asio::awaitable<Expected<Frame>> read_frame(tcp::socket& socket, std::uint64_t expected_token, Millis timeout,
+                                            std::size_t max_payload = kMaxPayload);
+
+// Reads a frame of the given type; an error frame from the peer becomes Errc::peer_error with
+// the peer's reason, any other type Errc::bad_type.
+asio::awaitable<Expected<Frame>> read_frame_of(tcp::socket& socket, std::uint16_t type, std::uint64_t expected_token,
+                                               Millis timeout, std::size_t max_payload = kMaxPayload);
+
+// Connects, retrying refused/unreachable attempts every `retry_every` until `timeout` has
+// passed (a peer that starts later is fine; a peer that never comes is a timeout error).
+asio::awaitable<Expected<tcp::socket>> connect_with_retry(tcp::endpoint peer, Millis timeout,
+                                                          Millis retry_every = Millis(200));
+
+// Exchanges Endpoints: writes ours, reads theirs.
+asio::awaitable<Expected<Endpoint>> exchange_endpoints(tcp::socket& socket, std::uint64_t token,
+                                                       const Endpoint& local, Millis timeout);
+
+// Resolves "host" or "host:port" (numeric or via getaddrinfo) - blocking, for setup only.
+Expected<tcp::endpoint> resolve_endpoint(const std::string& host, std::uint16_t default_port);
+
+}  // namespace nccl_ha::net

@@ -1,0 +1,69 @@
+// Reliable-connected queue pairs and their state machine RESET -> INIT -> RTR -> RTS.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "nccl_ha/net/discovery.hpp"
+#include "nccl_ha/net/verbs.hpp"
+
+namespace nccl_ha::net {
+
+// What one side tells the other to connect an RC QP (sent in the handshake).
+struct Endpoint {
+  std::uint32_t qpn = 0;
+  std::uint32_t psn = 0;       // first packet sequence number this side sends
+  ibv_gid gid{};
+  std::uint16_t lid = 0;
+  std::uint8_t port = 1;
+  std::uint8_t gid_index = 0;
+  std::uint8_t link_layer = IBV_LINK_LAYER_UNSPECIFIED;
+  std::uint8_t mtu = IBV_MTU_1024;  // the sender's active MTU (ibv_mtu)
+};
+
+struct QpTimeouts {
+  std::uint8_t timeout = 14;     // 4.096 us * 2^timeout per retry (HA_NCCL_QP_TIMEOUT)
+  std::uint8_t retry_cnt = 7;    // HA_NCCL_QP_RETRY_CNT
+  std::uint8_t rnr_retry = 7;    // 7 = retry forever on RNR
+  std::uint8_t min_rnr_timer = 12;
+  std::uint8_t max_rd_atomic = 1;
+  std::uint8_t service_level = 0;
+  std::uint8_t traffic_class = 0;
+
+  // Defaults, overridden by HA_NCCL_QP_TIMEOUT (1..31) and HA_NCCL_QP_RETRY_CNT (0..7).
+  static QpTimeouts from_env();
+};
+
+struct QpCaps {
+  std::uint32_t max_send_wr = 64;
+  std::uint32_t max_recv_wr = 64;
+  std::uint32_t max_send_sge = 1;
+  std::uint32_t max_recv_sge = 1;
+  std::uint32_t max_inline = 0;
+};
+
+constexpr int kDefaultQpAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+Expected<QpPtr> create_rc_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, const QpCaps& caps);
+
+// A random 24-bit PSN.
+std::uint32_t random_psn();
+
+// This side's endpoint description for `qp` on `port`.
+Endpoint local_endpoint(const ibv_qp* qp, const PortInfo& port, std::uint32_t psn);
+
+// min(local, remote) - both are ibv_mtu enums.
+ibv_mtu negotiate_mtu(ibv_mtu local, ibv_mtu remote) noexcept;
+
+Status qp_to_init(ibv_qp* qp, std::uint8_t port, int access = kDefaultQpAccess);
+// Uses GID (global routing) when either side is RoCE or the remote has no LID; LID otherwise.
+Status qp_to_rtr(ibv_qp* qp, const Endpoint& local, const Endpoint& remote, const QpTimeouts& t);
+Status qp_to_rts(ibv_qp* qp, std::uint32_t local_psn, const QpTimeouts& t);
+// Moves the QP to ERROR: outstanding work requests flush with IBV_WC_WR_FLUSH_ERR.
+Status qp_to_error(ibv_qp* qp);
+
+// INIT -> RTR -> RTS in one go.
+Status connect_rc_qp(ibv_qp* qp, const Endpoint& local, const Endpoint& remote, const QpTimeouts& t);
+
+}  // namespace nccl_ha::net

@@ -1,0 +1,113 @@
+// The reactor: one boost::asio::io_context driven by one progress thread.
+//
+// Everything asynchronous in nccl-ha runs here: completion-channel loops, device async-event
+// pumps, the TCP handshakes and the timers. State machines are C++20 coroutines
+// (asio::awaitable) started with Reactor::spawn().
+//
+// Thread-safety contract
+// ----------------------
+//  * start(), stop(), post(), spawn(), run_sync() and running() may be called from any thread.
+//    stop() and run_sync() must not be called from the progress thread itself when they have to
+//    wait (run_sync() detects that case and runs the function inline; stop() from the progress
+//    thread only requests the stop and returns).
+//  * Coroutines and handlers run on the progress thread only, so state touched exclusively by
+//    them needs no lock. Anything shared with other threads must be handed over by post() /
+//    run_sync() or be atomic.
+//  * No exception ever escapes the progress thread: spawn() catches and logs what a coroutine
+//    throws (and hands it to its completion callback); post() handlers are wrapped likewise.
+//  * stop() cancels every spawned coroutine with terminal cancellation (their pending async
+//    operations finish with operation_aborted), lets them unwind, then joins the thread. A
+//    coroutine that ignores cancellation for longer than the grace period is abandoned: the
+//    io_context is stopped and its frame destroyed with the context.
+//  * stop() called from the progress thread only requests the stop; until the owner's stop()
+//    from another thread has joined, run_sync() from other threads may wait for ever: owners
+//    call stop() from their own thread.
+//  * spawn() before start() queues the coroutine for the first run; after stop() (until the
+//    next start()) it is dropped with a DEBUG line.
+//  * The reactor can be started again after stop().
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <future>
+#include <list>
+#include <mutex>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+
+#include "nccl_ha/reactor/log.hpp"
+
+namespace nccl_ha::reactor {
+
+namespace asio = boost::asio;
+
+class Reactor {
+ public:
+  using Executor = asio::io_context::executor_type;
+  using Done = std::function<void(std::exception_ptr)>;
+
+  Reactor();
+  ~Reactor();  // stop()
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  // Starts the progress thread. No-op when already running.
+  void start();
+
+  // Cancels all coroutines, waits up to `grace` for them to unwind, joins the thread.
+  // Idempotent.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+  bool in_progress_thread() const noexcept { return std::this_thread::get_id() == thread_id_.load(); }
+
+  asio::io_context& context() noexcept { return ctx_; }
+  Executor executor() noexcept { return ctx_.get_executor(); }
+
+  // Runs f on the progress thread, later. Exceptions are logged, never propagated.
+  void post(std::function<void()> f);
+
+  // Runs f on the progress thread and waits for it (inline when already there or when the
+  // reactor is not running). For setup and teardown, never for the data path.
+  void run_sync(const std::function<void()>& f);
+
+  // Starts `task` on the progress thread. It is cancelled by stop(). `done` (optional) runs on the
+  // progress thread when the coroutine ends, with the exception it threw, if any. `name` is used
+  // in log lines.
+  void spawn(std::string name, asio::awaitable<void> task, Done done = nullptr);
+
+  // Number of coroutines started by spawn() that have not finished yet (progress-thread view).
+  std::size_t live_tasks() const noexcept { return live_tasks_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Task {
+    std::string name;
+    asio::cancellation_signal cancel;
+  };
+
+  void start_task(std::string name, asio::awaitable<void> task, Done done);
+  void cancel_all_tasks();
+
+  asio::io_context ctx_;
+  std::optional<asio::executor_work_guard<Executor>> work_;
+  std::thread thread_;
+  std::atomic<std::thread::id> thread_id_{};
+  std::atomic<bool> running_{false};
+  std::atomic<bool> stopping_{false};
+  std::promise<void> run_done_;
+  std::mutex stop_mutex_;  // serializes stop() callers off the progress thread
+  std::list<Task> tasks_;  // progress thread only
+  std::atomic<std::size_t> live_tasks_{0};
+};
+
+}  // namespace nccl_ha::reactor

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Checks what a VM integration test recorded under <logdir>/{a,b}/out/.
+
+Every check prints what it verified; the first failed expectation exits 1 with the reason.
+"""
+import json
+import sys
+from pathlib import Path
+
+
+class Run:
+    def __init__(self, logdir: Path):
+        self.dir = logdir
+
+    def out(self, role, name):
+        return self.dir / role / "out" / name
+
+    def text(self, role, name):
+        p = self.out(role, name)
+        if not p.exists():
+            fail(f"{p} is missing")
+        return p.read_text().strip()
+
+    def rc(self, role, name):
+        return int(self.text(role, f"{name}.rc"))
+
+    def report(self, role, name):
+        return json.loads(self.text(role, f"{name}.json"))
+
+
+def fail(msg):
+    print(f"check: FAIL: {msg}")
+    sys.exit(1)
+
+
+def expect(cond, msg):
+    if not cond:
+        fail(msg)
+    print(f"check: ok: {msg}")
+
+
+def rail(report, index):
+    rails = report["rails"]
+    expect(len(rails) > index, f"{report['role']} reports rail {index}")
+    return rails[index]
+
+
+def expect_traffic(r, sizes):
+    """A healthy rail: latency and bandwidth measured (real traffic) at every size."""
+    got = [x["size"] for x in r["results"]]
+    expect(got == sizes, f"rail {r['index']} ({r['local']}) measured sizes {sizes}")
+    for x in r["results"]:
+        lat = x.get("latency_us", {})
+        expect(lat.get("samples", 0) > 0 and 0 < lat["min"] <= lat["median"] <= lat["p99"],
+               f"rail {r['index']} size {x['size']}: latency min/median/p99 "
+               f"{lat.get('min')}/{lat.get('median')}/{lat.get('p99')} us")
+        expect(x.get("bw_mib_s", 0) > 0, f"rail {r['index']} size {x['size']}: bandwidth {x.get('bw_mib_s')} MiB/s")
+
+
+def ha_ping_rails(run):
+    sizes = [8, 65536, 1048576]
+    expect(run.rc("a", "healthy") == 0, "client exit 0 with both rails healthy")
+    expect(run.rc("b", "healthy") == 0, "server exit 0 with both rails healthy")
+    for role in ("a", "b"):
+        rep = run.report(role, "healthy")
+        expect(len(rep["rails"]) == 2, f"{rep['role']} checked 2 rails")
+        for i in (0, 1):
+            r = rail(rep, i)
+            expect(r["status"] == "healthy", f"{rep['role']} rail {i} {r['local']} healthy ({r['reason']})")
+            expect(r["local"] == f"rxe{i}:1", f"{rep['role']} rail {i} is rxe{i}:1")
+            if role == "a":
+                expect_traffic(r, sizes)
+    rep = run.report("a", "degraded")
+    expect(run.rc("a", "degraded") == 1, "client exit 1 when a rail is below --min-bw")
+    r = rail(rep, 0)
+    expect(r["status"] == "degraded" and "min-bw" in r["reason"], f"rail 0 degraded: {r['reason']}")
+    expect(len(rep["rails"]) == 1, "--rails 0 checked only rail 0")
+
+
+def ha_ping_rail_down(run):
+    # Rail 0 pulled on b while ha-ping runs on it: b's async port event ends the rail.
+    expect(run.rc("a", "mid-run") == 1, "mid-run: client exit 1")
+    expect(run.rc("b", "mid-run") == 1, "mid-run: server exit 1")
+    srv = run.report("b", "mid-run")
+    r0 = rail(srv, 0)
+    expect(r0["status"] == "down" and "port error on rxe0:1" in r0["reason"],
+           f"mid-run: server saw the port-error event on rail 0: {r0['reason']}")
+    rep = run.report("a", "mid-run")
+    r0 = rail(rep, 0)
+    expect(r0["status"] == "down" and r0["reason"].startswith("peer") and "port error" in r0["reason"],
+           f"mid-run: client reports rail 0 down by the peer's port error: {r0['reason']}")
+    secs = int(run.text("a", "mid-run.seconds"))
+    expect(secs < 60, f"mid-run: client finished in {secs} s (< 60)")
+
+    # Rail 0 already down when ha-ping starts.
+    expect(run.rc("a", "pre-down") == 1, "pre-down: client exit 1")
+    expect(run.rc("b", "pre-down") == 1, "pre-down: server exit 1")
+    rep = run.report("a", "pre-down")
+    r0, r1 = rail(rep, 0), rail(rep, 1)
+    expect(r0["status"] == "down", f"pre-down: rail 0 reported down: {r0['reason']}")
+    expect("not ACTIVE" in r0["reason"] and r0["reason"].startswith("peer"),
+           "pre-down: rail 0 reason names the peer's inactive port")
+    expect(r1["status"] == "healthy", f"pre-down: rail 1 healthy ({r1['reason']})")
+    expect_traffic(r1, [8, 65536])
+    srv = run.report("b", "pre-down")
+    expect(rail(srv, 0)["status"] == "down" and "local" in rail(srv, 0)["reason"],
+           f"pre-down: server: rail 0 down locally: {rail(srv, 0)['reason']}")
+
+
+def ha_ping_bounds(run):
+    expect(run.rc("a", "peer-absent") == 2, "no server: client exit 2")
+    rep = run.report("a", "peer-absent")
+    expect("unreachable" in rep.get("error", ""), f"no server: error says unreachable: {rep.get('error')}")
+    secs = int(run.text("a", "peer-absent.seconds"))
+    expect(secs <= 15, f"no server: gave up after {secs} s (--timeout 5, bound 15)")
+
+    for name, bound, why in (("black-hole", 15, "no completion within"),
+                             ("black-hole-retry6", 30, "retry counter exceeded")):
+        expect(run.rc("a", name) == 1, f"{name} on rail 1: client exit 1")
+        rep = run.report("a", name)
+        r0, r1 = rail(rep, 0), rail(rep, 1)
+        expect(r0["status"] == "healthy", f"{name}: rail 0 healthy ({r0['reason']})")
+        expect_traffic(r0, [8, 65536])
+        expect(r1["status"] == "unreachable", f"{name}: rail 1 unreachable: {r1['reason']}")
+        expect(why in r1["reason"], f"{name}: reason says '{why}'")
+        secs = int(run.text("a", f"{name}.seconds"))
+        expect(secs < 2 * bound + 30, f"{name}: client finished in {secs} s (phase bound {bound} s)")
+        expect(run.rc("b", name) == 1, f"{name}: server exit 1")
+        srv = run.report("b", name)
+        expect(rail(srv, 1)["status"] == "unreachable", f"{name}: server sees rail 1 unreachable too")
+
+
+CHECKS = {
+    "ha-ping-rails": ha_ping_rails,
+    "ha-ping-rail-down": ha_ping_rail_down,
+    "ha-ping-bounds": ha_ping_bounds,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in CHECKS:
+        print(f"usage: check.py {{{','.join(CHECKS)}}} LOGDIR")
+        sys.exit(2)
+    CHECKS[sys.argv[1]](Run(Path(sys.argv[2])))
+    print(f"check: {sys.argv[1]} passed")

@@ -1,0 +1,187 @@
+// DeviceFilter: NCCL_IB_HCA syntax (prefix, exact '=', exclude '^', ports, lists), malformed
+// specs, and from_env() (HA_NCCL_IB_HCA before NCCL_IB_HCA; bad value -> match-all + WARN).
+#include <boost/test/unit_test.hpp>
+#include <string>
+
+#include "nccl_ha/net/device_filter.hpp"
+#include "test_support.hpp"
+
+using namespace nccl_ha;
+using namespace nccl_ha::net;
+using namespace nccl_ha::test;
+
+namespace {
+
+DeviceFilter parsed(const std::string& spec) {
+  auto f = DeviceFilter::parse(spec);
+  BOOST_REQUIRE_MESSAGE(f.ok(), "'" << spec << "' rejected: " << (f.ok() ? "" : f.error().message));
+  return std::move(f).value();
+}
+
+struct EnvFixture {
+  EnvGuard env;
+  EnvFixture() {
+    env.unset("HA_NCCL_IB_HCA");
+    env.unset("NCCL_IB_HCA");
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(device_filter)
+
+BOOST_AUTO_TEST_CASE(empty_spec_and_default_match_everything) {
+  for (const auto& f : {parsed(""), DeviceFilter{}}) {
+    BOOST_TEST(f.entries().empty());
+    BOOST_TEST(!f.exclude());
+    BOOST_TEST(!f.exact());
+    BOOST_TEST(f.matches("mlx5_0", 1));
+    BOOST_TEST(f.matches("rxe0", 2));
+    BOOST_TEST(f.matches("", 1));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(prefix_match) {
+  const auto f = parsed("mlx5");
+  BOOST_REQUIRE(f.entries().size() == 1u);
+  BOOST_TEST(f.entries()[0].name == "mlx5");
+  BOOST_TEST(!f.entries()[0].port.has_value());
+  BOOST_TEST(f.matches("mlx5", 1));
+  BOOST_TEST(f.matches("mlx5_0", 1));
+  BOOST_TEST(f.matches("mlx5_10", 2));
+  BOOST_TEST(!f.matches("mlx4_0", 1));
+  BOOST_TEST(!f.matches("mlx", 1));
+  BOOST_TEST(!f.matches("rxe0", 1));
+  BOOST_TEST(!f.matches("xmlx5", 1));
+}
+
+BOOST_AUTO_TEST_CASE(exact_match) {
+  const auto f = parsed("=mlx5_1");
+  BOOST_TEST(f.exact());
+  BOOST_TEST(!f.exclude());
+  BOOST_TEST(f.matches("mlx5_1", 1));
+  BOOST_TEST(!f.matches("mlx5_10", 1));
+  BOOST_TEST(!f.matches("mlx5_", 1));
+  // '=' applies to the whole list.
+  const auto g = parsed("=mlx5_0,mlx5_1");
+  BOOST_TEST(g.matches("mlx5_0", 1));
+  BOOST_TEST(g.matches("mlx5_1", 1));
+  BOOST_TEST(!g.matches("mlx5_10", 1));
+  BOOST_TEST(!g.matches("mlx5_00", 1));
+}
+
+BOOST_AUTO_TEST_CASE(exclusion) {
+  const auto f = parsed("^mlx5_3");
+  BOOST_TEST(f.exclude());
+  BOOST_TEST(!f.exact());
+  BOOST_TEST(!f.matches("mlx5_3", 1));
+  BOOST_TEST(!f.matches("mlx5_30", 1));  // prefix exclusion
+  BOOST_TEST(f.matches("mlx5_2", 1));
+  BOOST_TEST(f.matches("rxe0", 1));
+}
+
+BOOST_AUTO_TEST_CASE(exact_exclusion_in_either_order) {
+  for (const char* spec : {"^=mlx5_3", "=^mlx5_3"}) {
+    BOOST_TEST_CONTEXT(spec) {
+      const auto f = parsed(spec);
+      BOOST_TEST(f.exclude());
+      BOOST_TEST(f.exact());
+      BOOST_REQUIRE(f.entries().size() == 1u);
+      BOOST_TEST(f.entries()[0].name == "mlx5_3");
+      BOOST_TEST(!f.matches("mlx5_3", 1));
+      BOOST_TEST(f.matches("mlx5_30", 1));  // exact: only that name is excluded
+      BOOST_TEST(f.matches("mlx5_2", 1));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ports) {
+  const auto f = parsed("mlx5_0:1,mlx5_1");
+  BOOST_REQUIRE(f.entries().size() == 2u);
+  BOOST_TEST(f.entries()[0].name == "mlx5_0");
+  BOOST_TEST(f.entries()[0].port.value_or(0) == 1u);
+  BOOST_TEST(f.entries()[1].name == "mlx5_1");
+  BOOST_TEST(!f.entries()[1].port.has_value());
+  BOOST_TEST(f.matches("mlx5_0", 1));
+  BOOST_TEST(!f.matches("mlx5_0", 2));
+  BOOST_TEST(f.matches("mlx5_1", 1));
+  BOOST_TEST(f.matches("mlx5_1", 2));
+  BOOST_TEST(f.matches("mlx5_12", 2));  // prefix
+  BOOST_TEST(!f.matches("mlx5_2", 1));
+
+  const auto edge = parsed("a:255,b:1");
+  BOOST_TEST(edge.matches("a", 255));
+  BOOST_TEST(!edge.matches("a", 1));
+
+  const auto excl = parsed("^=mlx5_0:2");
+  BOOST_TEST(excl.matches("mlx5_0", 1));
+  BOOST_TEST(!excl.matches("mlx5_0", 2));
+  BOOST_TEST(excl.matches("mlx5_1", 2));
+}
+
+BOOST_AUTO_TEST_CASE(multiple_entries) {
+  const auto f = parsed("rxe0,siw,mlx5_2:1");
+  BOOST_REQUIRE(f.entries().size() == 3u);
+  BOOST_TEST(f.matches("rxe0", 1));
+  BOOST_TEST(f.matches("siw_eth0", 1));
+  BOOST_TEST(f.matches("mlx5_2", 1));
+  BOOST_TEST(!f.matches("mlx5_2", 2));
+  BOOST_TEST(!f.matches("rxe1", 1));
+  BOOST_TEST(!f.matches("mlx5_0", 1));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_specs_are_errors) {
+  for (const char* spec : {",", "mlx5,", ",mlx5", "mlx5,,rxe0", ":1", "mlx5_0,:1", "mlx5:0", "mlx5:256", "mlx5:-1",
+                           "mlx5:x", "mlx5:", "mlx5:1:2", "mlx5: 1", "^", "=", "^=", "=^", "^^mlx5", "==mlx5",
+                           "mlx 5", "mlx5,^rxe0", "mlx5,=rxe0", "^,mlx5"}) {
+    auto f = DeviceFilter::parse(spec);
+    BOOST_TEST(!f.ok(), "'" << spec << "' was accepted");
+    if (!f.ok()) {
+      BOOST_TEST((f.error().code == Errc::invalid_argument), spec);
+      BOOST_TEST(!f.error().message.empty());
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(from_env_unset_matches_everything, EnvFixture) {
+  LogCapture log;
+  const auto f = DeviceFilter::from_env();
+  BOOST_TEST(f.entries().empty());
+  BOOST_TEST(f.matches("anything", 1));
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(from_env_reads_nccl_ib_hca, EnvFixture) {
+  env.set("NCCL_IB_HCA", "=rxe0:1");
+  const auto f = DeviceFilter::from_env();
+  BOOST_TEST(f.exact());
+  BOOST_TEST(f.matches("rxe0", 1));
+  BOOST_TEST(!f.matches("rxe0", 2));
+  BOOST_TEST(!f.matches("rxe01", 1));
+}
+
+BOOST_FIXTURE_TEST_CASE(from_env_prefers_ha_nccl_ib_hca, EnvFixture) {
+  env.set("NCCL_IB_HCA", "mlx5");
+  env.set("HA_NCCL_IB_HCA", "rxe");
+  const auto f = DeviceFilter::from_env();
+  BOOST_TEST(f.matches("rxe0", 1));
+  BOOST_TEST(!f.matches("mlx5_0", 1));
+}
+
+BOOST_FIXTURE_TEST_CASE(from_env_bad_value_warns_and_matches_everything, EnvFixture) {
+  for (const char* bad : {"mlx5:0", "^", "mlx5,,rxe0", ":1"}) {
+    BOOST_TEST_CONTEXT(bad) {
+      LogCapture log;
+      env.set("HA_NCCL_IB_HCA", bad);
+      env.set("NCCL_IB_HCA", "mlx5");  // not consulted: HA_NCCL_IB_HCA is set
+      const auto f = DeviceFilter::from_env();
+      BOOST_TEST(f.entries().empty());
+      BOOST_TEST(!f.exclude());
+      BOOST_TEST(f.matches("rxe0", 1));
+      BOOST_TEST(f.matches("mlx5_0", 3));
+      BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_HCA", bad}) == 1u, log.dump());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,122 @@
+#include "protocol.hpp"
+
+namespace ha_ping {
+namespace {
+
+using nccl_ha::Errc;
+using nccl_ha::make_error;
+using nccl_ha::net::ByteReader;
+using nccl_ha::net::ByteWriter;
+
+constexpr std::size_t kMaxRails = 64;
+constexpr std::size_t kMaxSizes = 64;
+
+nccl_ha::Error malformed(const char* what) { return make_error(Errc::bad_length, std::string("malformed ") + what); }
+
+void put_names(ByteWriter& w, const std::vector<std::string>& names) {
+  w.u16(static_cast<std::uint16_t>(names.size()));
+  for (const auto& n : names) w.str(n);
+}
+
+bool get_names(ByteReader& r, std::vector<std::string>& names) {
+  std::uint16_t n = 0;
+  if (!r.u16(n) || n > kMaxRails) return false;
+  names.resize(n);
+  for (auto& s : names)
+    if (!r.str(s, 256)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode(const Hello& m) {
+  std::vector<std::uint8_t> out;
+  ByteWriter w(out);
+  put_names(w, m.rails);
+  w.u16(static_cast<std::uint16_t>(m.sizes.size()));
+  for (auto s : m.sizes) w.u64(s);
+  w.u32(m.iters);
+  w.u32(m.bw_iters);
+  w.u32(m.window);
+  w.u32(m.timeout_ms);
+  return out;
+}
+
+nccl_ha::Expected<Hello> decode_hello(std::span<const std::uint8_t> p) {
+  ByteReader r(p);
+  Hello m;
+  std::uint16_t nsizes = 0;
+  if (!get_names(r, m.rails) || !r.u16(nsizes) || nsizes == 0 || nsizes > kMaxSizes) return malformed("hello");
+  m.sizes.resize(nsizes);
+  for (auto& s : m.sizes)
+    if (!r.u64(s) || s == 0 || s > (1ull << 30)) return malformed("hello (sizes)");
+  if (!r.u32(m.iters) || !r.u32(m.bw_iters) || !r.u32(m.window) || !r.u32(m.timeout_ms) || r.remaining())
+    return malformed("hello");
+  if (m.iters == 0 || m.bw_iters == 0 || m.window == 0 || m.window > 64 || m.timeout_ms == 0)
+    return malformed("hello (parameters)");
+  return m;
+}
+
+std::vector<std::uint8_t> encode(const HelloAck& m) {
+  std::vector<std::uint8_t> out;
+  ByteWriter w(out);
+  put_names(w, m.rails);
+  return out;
+}
+
+nccl_ha::Expected<HelloAck> decode_hello_ack(std::span<const std::uint8_t> p) {
+  ByteReader r(p);
+  HelloAck m;
+  if (!get_names(r, m.rails) || r.remaining()) return malformed("hello ack");
+  return m;
+}
+
+std::vector<std::uint8_t> encode(const RailSetup& m) {
+  std::vector<std::uint8_t> out;
+  ByteWriter w(out);
+  w.u8(static_cast<std::uint8_t>(m.status));
+  w.str(m.reason);
+  w.bytes(nccl_ha::net::encode_endpoint(m.endpoint));
+  w.u64(m.addr);
+  w.u32(m.rkey);
+  w.u64(m.length);
+  return out;
+}
+
+nccl_ha::Expected<RailSetup> decode_rail_setup(std::span<const std::uint8_t> p) {
+  ByteReader r(p);
+  RailSetup m;
+  std::uint8_t status = 0;
+  std::array<std::uint8_t, nccl_ha::net::kEndpointSize> ep{};
+  if (!r.u8(status) || status > 3 || !r.str(m.reason) || !r.bytes(ep) || !r.u64(m.addr) || !r.u32(m.rkey) ||
+      !r.u64(m.length) || r.remaining())
+    return malformed("rail setup");
+  m.status = static_cast<RailStatus>(status);
+  if (m.status == RailStatus::ok) {
+    auto e = nccl_ha::net::decode_endpoint(ep);
+    if (!e) return std::move(e).error();
+    m.endpoint = *e;
+  }
+  return m;
+}
+
+std::vector<std::uint8_t> encode(const PhaseDone& m) {
+  std::vector<std::uint8_t> out;
+  ByteWriter w(out);
+  w.u8(m.ok ? 1 : 0);
+  w.u8(m.port_down ? 1 : 0);
+  w.str(m.reason);
+  return out;
+}
+
+nccl_ha::Expected<PhaseDone> decode_phase_done(std::span<const std::uint8_t> p) {
+  ByteReader r(p);
+  PhaseDone m;
+  std::uint8_t ok = 0, down = 0;
+  if (!r.u8(ok) || ok > 1 || !r.u8(down) || down > 1 || !r.str(m.reason) || r.remaining()) return malformed("phase done");
+  m.ok = ok == 1;
+  m.port_down = down == 1;
+  return m;
+}
+
+}  // namespace ha_ping

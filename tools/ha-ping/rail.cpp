@@ -1,0 +1,129 @@
+#include "rail.hpp"
+
+#include <arpa/inet.h>
+
+#include <cstdlib>
+#include <unistd.h>
+
+namespace ha_ping {
+
+using namespace nccl_ha;
+
+Rail::Rail(Key, reactor::Reactor& reactor, net::PortInfo port, Wake wake)
+    : reactor_(reactor), port_(std::move(port)), wake_(std::move(wake)) {}
+
+Rail::~Rail() {
+  if (loop_) loop_->close();
+  subscription_.reset();
+  if (pump_) pump_->close();
+}
+
+Expected<std::unique_ptr<Rail>> Rail::open(reactor::Reactor& reactor, const net::PortInfo& port, std::size_t buffer_bytes,
+                                           Wake wake) {
+  auto rail = std::make_unique<Rail>(Key{}, reactor, port, std::move(wake));
+  if (auto s = rail->init(buffer_bytes); !s) return std::move(s).error();
+  return rail;
+}
+
+std::uint64_t Rail::recv_addr() const noexcept { return reinterpret_cast<std::uint64_t>(buffer_.get() + half_); }
+
+Status Rail::init(std::size_t buffer_bytes) {
+  auto ctx = net::open_device(port_.device);
+  if (!ctx) return std::move(ctx).error();
+  ctx_ = std::move(ctx).value();
+  auto pd = net::alloc_pd(ctx_.get());
+  if (!pd) return std::move(pd).error();
+  pd_ = std::move(pd).value();
+
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  half_ = (buffer_bytes + page - 1) / page * page;
+  buffer_.reset(static_cast<std::uint8_t*>(std::aligned_alloc(page, 2 * half_)));
+  if (!buffer_) return make_error(Errc::system, "cannot allocate a " + std::to_string(2 * half_) + "-byte buffer");
+  auto mr = net::register_mr(pd_.get(), buffer_.get(), 2 * half_, net::kDefaultQpAccess);
+  if (!mr) return std::move(mr).error();
+  mr_ = std::move(mr).value();
+
+  auto cq = net::CompletionQueue::create(ctx_.get(), 512);
+  if (!cq) return std::move(cq).error();
+  cq_ = std::move(cq).value();
+  net::QpCaps caps;
+  caps.max_send_wr = 128;
+  caps.max_recv_wr = 256;
+  auto qp = net::create_rc_qp(pd_.get(), cq_->get(), cq_->get(), caps);
+  if (!qp) return std::move(qp).error();
+  qp_ = std::move(qp).value();
+  local_ = net::local_endpoint(qp_.get(), port_, net::random_psn());
+
+  pump_ = std::make_unique<reactor::AsyncEventPump>(reactor_, ctx_.get(), port_.device);
+  subscription_ = pump_->subscribe([this](const reactor::DeviceEvent& ev) { on_event(ev); });
+  pump_->start();
+  loop_ = std::make_unique<reactor::CompletionLoop>(
+      reactor_, *cq_,
+      [this](std::span<const ibv_wc> wcs) {
+        completions_.insert(completions_.end(), wcs.begin(), wcs.end());
+        wake_();
+      },
+      [this](const char* what) {
+        failure_ = std::string("completion loop failed: ") + what;
+        wake_();
+      },
+      reactor::CompletionLoopOptions{16, port_.id()});
+  loop_->start();
+  return {};
+}
+
+void Rail::on_event(const reactor::DeviceEvent& ev) {
+  const bool ours = ev.scope != reactor::EventScope::port || ev.port == port_.port;
+  if (!ours) return;
+  if (ev.kind == reactor::DeviceEventKind::port_error || ev.kind == reactor::DeviceEventKind::device_fatal) {
+    if (!failure_) failure_ = std::string(reactor::to_string(ev.kind)) + " on " + port_.id();
+    wake_();
+  }
+}
+
+Status Rail::connect(const net::Endpoint& remote) {
+  return net::connect_rc_qp(qp_.get(), local_, remote, net::QpTimeouts::from_env());
+}
+
+Status Rail::post_send(std::size_t len, std::uint64_t id) {
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(buffer_.get()), static_cast<std::uint32_t>(len), mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = len ? 1 : 0;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_.get(), &wr, &bad)) return errno_error(Errc::verbs, "ibv_post_send(SEND)", rc);
+  return {};
+}
+
+Status Rail::post_recv(std::size_t len, std::uint64_t id) {
+  ibv_sge sge{recv_addr(), static_cast<std::uint32_t>(len), mr_->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = len ? 1 : 0;
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(qp_.get(), &wr, &bad)) return errno_error(Errc::verbs, "ibv_post_recv", rc);
+  return {};
+}
+
+Status Rail::post_write(std::size_t len, std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t id,
+                        std::optional<std::uint32_t> imm) {
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(buffer_.get()), static_cast<std::uint32_t>(len), mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  if (imm) wr.imm_data = htonl(*imm);
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_.get(), &wr, &bad)) return errno_error(Errc::verbs, "ibv_post_send(RDMA_WRITE)", rc);
+  return {};
+}
+
+}  // namespace ha_ping

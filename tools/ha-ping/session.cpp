@@ -1,0 +1,504 @@
+#include "session.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <algorithm>
+
+namespace ha_ping {
+
+using namespace nccl_ha;
+using net::Frame;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr milliseconds kIdleReadTimeout = std::chrono::hours(24);  // phases carry their own deadlines
+
+std::uint8_t pattern_byte(std::uint64_t size, std::size_t j) {
+  return static_cast<std::uint8_t>(j * 131 + size * 7 + 17);
+}
+
+double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+}  // namespace
+
+Session::Session(reactor::Reactor& reactor, Options options, std::vector<net::PortInfo> rails)
+    : reactor_(reactor), options_(std::move(options)), rails_(std::move(rails)), wake_(reactor.executor()) {}
+
+// ---------------------------------------------------------------- control connection
+
+void Session::start_reader() {
+  reader_running_ = true;
+  reactor_.spawn("ha-ping control reader", reader());
+}
+
+asio::awaitable<void> Session::reader() {
+  while (control_ && control_->is_open()) {
+    auto f = co_await net::read_frame(*control_, options_.token, kIdleReadTimeout);
+    if (!f) {
+      control_error_ = f.error().message;
+      break;
+    }
+    inbox_.push_back(std::move(f).value());
+    wake_.notify();
+  }
+  reader_running_ = false;
+  wake_.notify();
+}
+
+void Session::close_control() {
+  if (control_ && control_->is_open()) {
+    boost::system::error_code ignored;
+    control_->shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    control_->close(ignored);
+  }
+}
+
+asio::awaitable<Status> Session::send(Msg type, std::span<const std::uint8_t> payload) {
+  co_return co_await net::write_frame(*control_, static_cast<std::uint16_t>(type), options_.token, payload,
+                                      params_.timeout.count() ? params_.timeout : milliseconds(options_.timeout_ms));
+}
+
+template <class Pred>
+asio::awaitable<bool> Session::wait_until(Pred pred, Clock::time_point deadline) {
+  for (;;) {
+    if (pred()) co_return true;
+    auto now = Clock::now();
+    if (now >= deadline) co_return false;
+    co_await wake_.wait(deadline - now);
+  }
+}
+
+asio::awaitable<Expected<Frame>> Session::next_frame(Clock::time_point deadline) {
+  auto ready = [this] { return !inbox_.empty() || control_error_ || !reader_running_; };
+  bool got = co_await wait_until(ready, deadline);
+  if (!inbox_.empty()) {
+    Frame f = std::move(inbox_.front());
+    inbox_.pop_front();
+    co_return f;
+  }
+  if (!got) co_return make_error(Errc::timeout, "timed out waiting for the peer's next control message");
+  co_return make_error(Errc::closed, "control connection lost: " + control_error_.value_or("closed"));
+}
+
+std::optional<PhaseDone> Session::peeked_peer_failure() const {
+  for (const auto& f : inbox_) {
+    if (f.type != static_cast<std::uint16_t>(Msg::phase_done)) continue;
+    auto d = decode_phase_done(f.payload);
+    if (d && !d->ok) return *d;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- phases
+
+template <class Done, class OnWc>
+asio::awaitable<Session::Outcome> Session::drive(Rail& rail, Done done, OnWc on_wc) {
+  // A phase may run as long as it keeps completing work; it fails after `timeout` without any.
+  auto deadline = phase_deadline();
+  for (;;) {
+    auto& q = rail.completions();
+    if (!q.empty()) deadline = phase_deadline();
+    while (!q.empty()) {
+      ibv_wc wc = q.front();
+      q.pop_front();
+      if (wc.status != IBV_WC_SUCCESS)
+        co_return Outcome{false, false,
+                          std::string("completion error on ") + rail.port().id() + ": " + ibv_wc_status_str(wc.status) +
+                              " (vendor error " + std::to_string(wc.vendor_err) + ")"};
+      if (auto o = on_wc(wc); !o.ok) co_return o;
+    }
+    if (done()) co_return Outcome{};
+    if (rail.failure()) co_return Outcome{false, true, *rail.failure()};
+    if (auto p = peeked_peer_failure()) co_return Outcome{false, p->port_down, "peer: " + p->reason};
+    if (control_error_ || !reader_running_)
+      co_return Outcome{false, false, "control connection lost: " + control_error_.value_or("closed")};
+    auto now = Clock::now();
+    if (now >= deadline)
+      co_return Outcome{false, false,
+                        "no completion within " + std::to_string(params_.timeout.count()) + " ms on " + rail.port().id()};
+    co_await wake_.wait(deadline - now);
+  }
+}
+
+asio::awaitable<std::optional<PhaseDone>> Session::await_ready(Clock::time_point deadline, Outcome& failure) {
+  auto f = co_await next_frame(deadline);
+  if (!f) {
+    failure = Outcome{false, false, f.error().message};
+    co_return std::nullopt;
+  }
+  if (f->type == static_cast<std::uint16_t>(Msg::phase_ready)) co_return std::nullopt;
+  if (f->type == static_cast<std::uint16_t>(Msg::phase_done)) {
+    auto d = decode_phase_done(f->payload);
+    if (!d) {
+      failure = Outcome{false, false, d.error().message};
+      co_return std::nullopt;
+    }
+    failure = Outcome{false, d->port_down, "peer: " + d->reason};
+    co_return *d;
+  }
+  failure = Outcome{false, false, "unexpected control message " + std::to_string(f->type)};
+  co_return std::nullopt;
+}
+
+asio::awaitable<Session::Outcome> Session::finish_phase(const Outcome& mine_in, const PhaseDone* peer_already) {
+  Outcome mine = mine_in;
+  const PhaseDone done_msg{mine.ok, mine.port_down, mine.reason};
+  const auto payload = encode(done_msg);
+  if (auto s = co_await send(Msg::phase_done, payload); !s)
+    if (mine.ok) mine = Outcome{false, false, s.error().message};
+  if (peer_already) co_return mine;
+  auto f = co_await next_frame(phase_deadline());
+  Outcome peer;
+  if (!f) {
+    peer = Outcome{false, false, f.error().message};
+  } else if (f->type != static_cast<std::uint16_t>(Msg::phase_done)) {
+    peer = Outcome{false, false, "unexpected control message " + std::to_string(f->type)};
+  } else if (auto d = decode_phase_done(f->payload); !d) {
+    peer = Outcome{false, false, d.error().message};
+  } else if (!d->ok) {
+    peer = Outcome{false, d->port_down, "peer: " + d->reason};
+  }
+  co_return mine.ok ? peer : mine;
+}
+
+asio::awaitable<Session::Outcome> Session::latency_phase(Rail& rail, std::uint64_t size, SizeResult& out) {
+  const auto deadline = phase_deadline();
+  const std::uint32_t iters = params_.iters;
+  Outcome o;
+  if (is_client()) {
+    Outcome early;
+    auto peer = co_await await_ready(deadline, early);
+    if (peer || !early.ok) co_return co_await finish_phase(early, peer ? &*peer : nullptr);
+    std::vector<double> rtt;
+    rtt.reserve(iters);
+    for (std::uint32_t k = 0; k < iters && o.ok; ++k) {
+      bool got_recv = false, got_send = false;
+      Clock::time_point t0, t1;
+      if (auto s = rail.post_recv(size, wr_id(WrKind::recv, k)); !s) {
+        o = Outcome{false, false, s.error().message};
+        break;
+      }
+      t0 = Clock::now();
+      if (auto s = rail.post_send(size, wr_id(WrKind::send, k)); !s) {
+        o = Outcome{false, false, s.error().message};
+        break;
+      }
+      auto done = [&] { return got_recv && got_send; };
+      auto on_wc = [&](const ibv_wc& wc) {
+        if (wr_kind(wc.wr_id) == WrKind::recv) {
+          t1 = Clock::now();
+          got_recv = true;
+        } else {
+          got_send = true;
+        }
+        return Outcome{};
+      };
+      o = co_await drive(rail, done, on_wc);
+      if (o.ok) rtt.push_back(micros(t1 - t0));
+    }
+    if (o.ok) {
+      out.has_latency = true;
+      out.latency = summarize_rtt(std::move(rtt));
+    }
+  } else {
+    const std::uint32_t depth = std::min<std::uint32_t>(iters, 200);
+    std::uint32_t posted = 0, received = 0, sent = 0;
+    for (; posted < depth && o.ok; ++posted)
+      if (auto s = rail.post_recv(size, wr_id(WrKind::recv, posted)); !s) o = Outcome{false, false, s.error().message};
+    if (!o.ok) co_return co_await finish_phase(o, nullptr);
+    if (auto s = co_await send(Msg::phase_ready, {}); !s) co_return Outcome{false, false, s.error().message};
+    auto done = [&] { return received == iters && sent == iters; };
+    auto on_wc = [&](const ibv_wc& wc) {
+      if (wr_kind(wc.wr_id) == WrKind::send) {
+        ++sent;
+        return Outcome{};
+      }
+      if (auto s = rail.post_send(wc.byte_len, wr_id(WrKind::send, received)); !s)
+        return Outcome{false, false, s.error().message};
+      ++received;
+      if (posted < iters) {
+        if (auto s = rail.post_recv(size, wr_id(WrKind::recv, posted)); !s) return Outcome{false, false, s.error().message};
+        ++posted;
+      }
+      return Outcome{};
+    };
+    o = co_await drive(rail, done, on_wc);
+  }
+  co_return co_await finish_phase(o, nullptr);
+}
+
+asio::awaitable<Session::Outcome> Session::bandwidth_phase(Rail& rail, const RailSetup& peer, std::uint64_t size,
+                                                           SizeResult& out) {
+  const auto deadline = phase_deadline();
+  const std::uint32_t iters = params_.bw_iters;
+  Outcome o;
+  if (is_client()) {
+    std::uint8_t* buf = rail.send_region();
+    for (std::size_t j = 0; j < size; ++j) buf[j] = pattern_byte(size, j);
+    Outcome early;
+    auto peer_done = co_await await_ready(deadline, early);
+    if (peer_done || !early.ok) co_return co_await finish_phase(early, peer_done ? &*peer_done : nullptr);
+    std::uint32_t posted = 0, completed = 0;
+    auto post_more = [&]() -> Outcome {
+      while (posted < iters && posted - completed < params_.window) {
+        const bool last = posted + 1 == iters;
+        auto s = rail.post_write(size, peer.addr, peer.rkey, wr_id(WrKind::write, posted),
+                                 last ? std::optional<std::uint32_t>(posted) : std::nullopt);
+        if (!s) return Outcome{false, false, s.error().message};
+        ++posted;
+      }
+      return Outcome{};
+    };
+    const auto t0 = Clock::now();
+    o = post_more();
+    auto done = [&] { return completed == iters; };
+    auto on_wc = [&](const ibv_wc&) {
+      ++completed;
+      return post_more();
+    };
+    if (o.ok) o = co_await drive(rail, done, on_wc);
+    const auto t1 = Clock::now();
+    if (o.ok) {
+      out.has_bandwidth = true;
+      out.bw_mib_s = static_cast<double>(size) * iters / (1024.0 * 1024.0) / std::chrono::duration<double>(t1 - t0).count();
+    }
+  } else {
+    std::memset(const_cast<std::uint8_t*>(rail.recv_region()), 0, size);
+    if (auto s = rail.post_recv(0, wr_id(WrKind::recv, 0)); !s) {
+      const Outcome failed{false, false, s.error().message};
+      co_return co_await finish_phase(failed, nullptr);
+    }
+    if (auto s = co_await send(Msg::phase_ready, {}); !s) co_return Outcome{false, false, s.error().message};
+    bool got_imm = false;
+    auto done = [&] { return got_imm; };
+    auto on_wc = [&](const ibv_wc& wc) {
+      if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) return Outcome{false, false, "unexpected completion opcode"};
+      got_imm = true;
+      if (ntohl(wc.imm_data) != iters - 1) return Outcome{false, false, "immediate data does not match the write count"};
+      return Outcome{};
+    };
+    o = co_await drive(rail, done, on_wc);
+    if (o.ok) {
+      const std::uint8_t* r = rail.recv_region();
+      for (std::size_t j = 0; j < size; ++j)
+        if (r[j] != pattern_byte(size, j)) {
+          o = Outcome{false, false, "data mismatch at byte " + std::to_string(j) + " of a " + std::to_string(size) + "-byte write"};
+          break;
+        }
+    }
+  }
+  co_return co_await finish_phase(o, nullptr);
+}
+
+// ---------------------------------------------------------------- rails
+
+asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& peer_name, RailReport& out) {
+  out.index = index;
+  out.peer = peer_name.empty() ? "(none)" : peer_name;
+  RailSetup mine;
+  std::unique_ptr<Rail> rail;
+  const std::uint64_t max_size = *std::max_element(params_.sizes.begin(), params_.sizes.end());
+  if (index >= rails_.size()) {
+    out.local = "(none)";
+    mine.status = RailStatus::missing;
+    mine.reason = "no rail " + std::to_string(index) + " on the " + std::string(is_client() ? "client" : "server");
+  } else {
+    const auto& port = rails_[index];
+    out.local = port.id();
+    out.local_netdev = port.netdev;
+    if (!port.active()) {
+      mine.status = RailStatus::port_down;
+      mine.reason = "port " + port.id() + " is not ACTIVE (" + net::port_state_name(port.state) + ")";
+    } else if (auto r = Rail::open(reactor_, port, max_size, [this] { wake_.notify(); }); !r) {
+      mine.status = RailStatus::setup_failed;
+      mine.reason = r.error().message;
+    } else {
+      rail = std::move(r).value();
+      mine.endpoint = rail->endpoint();
+      mine.addr = rail->recv_addr();
+      mine.rkey = rail->rkey();
+      mine.length = rail->half();
+    }
+  }
+  const auto setup_payload = encode(mine);
+  if (auto s = co_await send(Msg::rail_setup, setup_payload); !s) {
+    out.health = Health::error;
+    out.reason = s.error().message;
+    co_return;
+  }
+  auto f = co_await next_frame(phase_deadline());
+  Expected<RailSetup> theirs = !f ? Expected<RailSetup>(std::move(f).error())
+                               : f->type != static_cast<std::uint16_t>(Msg::rail_setup)
+                                   ? Expected<RailSetup>(make_error(Errc::bad_type, "expected the peer's rail setup"))
+                                   : decode_rail_setup(f->payload);
+  if (!theirs) {
+    out.health = Health::error;
+    out.reason = theirs.error().message;
+    co_return;
+  }
+  if (mine.status != RailStatus::ok || theirs->status != RailStatus::ok) {
+    const bool down = mine.status == RailStatus::port_down || theirs->status == RailStatus::port_down;
+    out.health = down ? Health::down : Health::error;
+    out.reason = mine.status != RailStatus::ok ? "local " + mine.reason : "peer " + theirs->reason;
+    co_return;
+  }
+  if (theirs->length < max_size) {
+    out.health = Health::error;
+    out.reason = "peer buffer too small";
+    co_return;
+  }
+
+  Outcome o;
+  if (auto s = rail->connect(theirs->endpoint); !s) o = Outcome{false, false, s.error().message};
+  o = co_await finish_phase(o, nullptr);
+  for (std::size_t i = 0; i < params_.sizes.size() && o.ok; ++i) {
+    SizeResult r;
+    r.size = params_.sizes[i];
+    o = co_await latency_phase(*rail, r.size, r);
+    if (o.ok) o = co_await bandwidth_phase(*rail, *theirs, r.size, r);
+    out.sizes.push_back(r);
+  }
+  if (!o.ok) {
+    out.health = o.port_down ? Health::down : Health::unreachable;
+    out.reason = o.reason;
+  } else if (options_.min_bw > 0 && !out.sizes.empty() && out.sizes.back().has_bandwidth &&
+             out.sizes.back().bw_mib_s < options_.min_bw) {
+    out.health = Health::degraded;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%.2f MiB/s at %llu bytes is below --min-bw %.2f", out.sizes.back().bw_mib_s,
+                  static_cast<unsigned long long>(out.sizes.back().size), options_.min_bw);
+    out.reason = buf;
+  }
+}
+
+// ---------------------------------------------------------------- sides
+
+asio::awaitable<void> Session::run(Report& report) {
+  report.role = is_client() ? "client" : "server";
+  try {
+    if (is_client())
+      co_await run_client(report);
+    else
+      co_await run_server(report);
+  } catch (const boost::system::system_error& e) {
+    if (report.fatal.empty()) report.fatal = std::string("interrupted: ") + e.what();
+  }
+  close_control();
+  // Let the control reader see the closed socket and finish before the session goes away.
+  auto reader_gone = [this] { return !reader_running_; };
+  co_await wait_until(reader_gone, Clock::now() + std::chrono::seconds(5));
+}
+
+asio::awaitable<void> Session::run_client(Report& report) {
+  auto peer = net::resolve_endpoint(options_.peer, options_.port);
+  if (!peer) {
+    report.fatal = peer.error().message;
+    co_return;
+  }
+  report.peer = peer->address().to_string() + ":" + std::to_string(peer->port());
+  auto sock = co_await net::connect_with_retry(*peer, milliseconds(options_.timeout_ms));
+  if (!sock) {
+    report.fatal = "peer " + report.peer + " unreachable: " + sock.error().message;
+    co_return;
+  }
+  control_.emplace(std::move(sock).value());
+  params_ = Params{options_.sizes, options_.iters, options_.bw_iters, options_.window, milliseconds(options_.timeout_ms)};
+  Hello hello{{}, options_.sizes, options_.iters, options_.bw_iters, options_.window, options_.timeout_ms};
+  for (const auto& r : rails_) hello.rails.push_back(r.id());
+  const auto hello_payload = encode(hello);
+  if (auto s = co_await send(Msg::hello, hello_payload); !s) {
+    report.fatal = "sending hello: " + s.error().message;
+    co_return;
+  }
+  auto f = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::hello_ack), options_.token, params_.timeout);
+  if (!f) {
+    report.fatal = "no valid answer from " + report.peer + ": " + f.error().message;
+    co_return;
+  }
+  auto ack = decode_hello_ack(f->payload);
+  if (!ack) {
+    report.fatal = ack.error().message;
+    co_return;
+  }
+  start_reader();
+  const std::size_t n = rails_.size();  // the client decides which rails are checked
+  report.rails.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string peer_rail = i < ack->rails.size() ? ack->rails[i] : "";
+    co_await run_rail(i, peer_rail, report.rails[i]);
+  }
+  (void)co_await send(Msg::bye, {});
+}
+
+asio::awaitable<void> Session::run_server(Report& report) {
+  auto ex = co_await asio::this_coro::executor;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(options_.bind, ec);
+  if (ec) {
+    report.fatal = "bad --bind address '" + options_.bind + "'";
+    co_return;
+  }
+  asio::ip::tcp::acceptor acceptor(ex);
+  asio::ip::tcp::endpoint ep(addr, options_.port);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    report.fatal = "cannot listen on " + options_.bind + ":" + std::to_string(options_.port) + ": " + ec.message();
+    co_return;
+  }
+  std::fprintf(stderr, "ha-ping: server listening on %s:%u\n", options_.bind.c_str(), options_.port);
+  for (;;) {
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer timer(ex, milliseconds(options_.timeout_ms));
+    auto r = co_await (acceptor.async_accept(use_tuple) || timer.async_wait(use_tuple));
+    if (r.index() == 1) {
+      report.fatal = "no client connected within " + std::to_string(options_.timeout_ms / 1000) + " s";
+      co_return;
+    }
+    auto [aec, sock] = std::move(std::get<0>(r));
+    if (aec) {
+      report.fatal = "accept failed: " + aec.message();
+      co_return;
+    }
+    report.peer = sock.remote_endpoint(ec).address().to_string();
+    control_.emplace(std::move(sock));
+    auto f = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::hello), options_.token,
+                                         milliseconds(options_.timeout_ms));
+    auto hello = f ? decode_hello(f->payload) : Expected<Hello>(std::move(f).error());
+    if (!hello) {
+      // Not an ha-ping client (or a different token): drop it and keep waiting.
+      std::fprintf(stderr, "ha-ping: dropped a connection from %s: %s\n", report.peer.c_str(), hello.error().message.c_str());
+      close_control();
+      control_.reset();
+      continue;
+    }
+    params_ = Params{hello->sizes, hello->iters, hello->bw_iters, hello->window, milliseconds(hello->timeout_ms)};
+    HelloAck ack;
+    for (const auto& rl : rails_) ack.rails.push_back(rl.id());
+    const auto ack_payload = encode(ack);
+    if (auto s = co_await send(Msg::hello_ack, ack_payload); !s) {
+      report.fatal = s.error().message;
+      co_return;
+    }
+    start_reader();
+    const std::size_t n = hello->rails.size();
+    report.rails.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string peer_rail = i < hello->rails.size() ? hello->rails[i] : "";
+      co_await run_rail(i, peer_rail, report.rails[i]);
+    }
+    auto bye = co_await next_frame(phase_deadline());
+    if (!bye || bye->type != static_cast<std::uint16_t>(Msg::bye))
+      std::fprintf(stderr, "ha-ping: client did not say goodbye\n");
+    co_return;
+  }
+}
+
+}  // namespace ha_ping

@@ -1,0 +1,94 @@
+// One ha-ping session, client or server side, as coroutines on the reactor.
+//
+// Coroutine rule used throughout (GCC 12 destroys some temporaries of a co_await
+// full-expression twice): no temporary with a non-trivial destructor inside a co_await
+// expression - build strings, vectors and std::functions as named locals first; callables are
+// passed as lambdas (by-reference captures only), never converted to std::function.
+//
+// The control connection is read by its own coroutine into an inbox; the session coroutine
+// waits on one AsyncSignal that the control reader, the rails' completion loops and their
+// port-event subscriptions all notify, and re-checks what it waits for on every wake-up.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "nccl_ha/net/discovery.hpp"
+#include "nccl_ha/net/handshake.hpp"
+#include "nccl_ha/reactor/reactor.hpp"
+#include "nccl_ha/reactor/signal.hpp"
+#include "options.hpp"
+#include "protocol.hpp"
+#include "rail.hpp"
+#include "report.hpp"
+
+namespace ha_ping {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+class Session {
+ public:
+  Session(nccl_ha::reactor::Reactor& reactor, Options options, std::vector<nccl_ha::net::PortInfo> rails);
+
+  // Runs the whole session; fills `report`. Never throws except on cancellation.
+  asio::awaitable<void> run(Report& report);
+
+ private:
+  struct Outcome {
+    bool ok = true;
+    bool port_down = false;
+    std::string reason;
+  };
+  struct Params {  // what both sides agreed on (the client's Hello)
+    std::vector<std::uint64_t> sizes;
+    std::uint32_t iters = 0, bw_iters = 0, window = 0;
+    std::chrono::milliseconds timeout{0};
+  };
+
+  asio::awaitable<void> run_client(Report& report);
+  asio::awaitable<void> run_server(Report& report);
+  asio::awaitable<void> run_rail(std::size_t index, const std::string& peer_name, RailReport& out);
+
+  asio::awaitable<Outcome> latency_phase(Rail& rail, std::uint64_t size, SizeResult& out);
+  asio::awaitable<Outcome> bandwidth_phase(Rail& rail, const RailSetup& peer, std::uint64_t size, SizeResult& out);
+
+  // Processes the rail's completions until done() or a failure (error completion, port event,
+  // peer failure, lost control connection, no completion for the phase timeout).
+  template <class Done, class OnWc>
+  asio::awaitable<Outcome> drive(Rail& rail, Done done, OnWc on_wc);
+  // Sends our PhaseDone and collects the peer's (unless it already came: `peer_already`); a
+  // failure on either side fails the phase.
+  asio::awaitable<Outcome> finish_phase(const Outcome& mine, const PhaseDone* peer_already);
+  // Waits for the PhaseReady of a phase; a PhaseDone instead means the peer failed early.
+  asio::awaitable<std::optional<PhaseDone>> await_ready(Clock::time_point deadline, Outcome& failure);
+
+  // Control connection.
+  void start_reader();
+  asio::awaitable<void> reader();
+  asio::awaitable<nccl_ha::Status> send(Msg type, std::span<const std::uint8_t> payload);
+  asio::awaitable<nccl_ha::Expected<nccl_ha::net::Frame>> next_frame(Clock::time_point deadline);
+  std::optional<PhaseDone> peeked_peer_failure() const;
+  template <class Pred>
+  asio::awaitable<bool> wait_until(Pred pred, Clock::time_point deadline);
+  void close_control();
+
+  Clock::time_point phase_deadline() const { return Clock::now() + params_.timeout; }
+  bool is_client() const { return !options_.peer.empty(); }
+
+  nccl_ha::reactor::Reactor& reactor_;
+  Options options_;
+  std::vector<nccl_ha::net::PortInfo> rails_;
+  Params params_;
+  nccl_ha::reactor::AsyncSignal wake_;
+  std::optional<asio::ip::tcp::socket> control_;
+  std::deque<nccl_ha::net::Frame> inbox_;
+  std::optional<std::string> control_error_;
+  bool reader_running_ = false;
+};
+
+}  // namespace ha_ping

@@ -38,6 +38,12 @@ Expected<MrPtr> register_mr(ibv_pd* pd, void* addr, std::size_t length, int acce
   return mr;
 }
 
+Expected<CqPtr> create_polled_cq(ibv_context* ctx, int depth) {
+  CqPtr cq(ibv_create_cq(ctx, depth, nullptr, nullptr, 0));
+  if (!cq) return errno_error(Errc::verbs, "ibv_create_cq(" + std::to_string(depth) + ")", errno);
+  return cq;
+}
+
 Expected<std::unique_ptr<CompletionQueue>> CompletionQueue::create(ibv_context* ctx, int depth) {
   ChannelPtr channel(ibv_create_comp_channel(ctx));
   if (!channel) return errno_error(Errc::verbs, "ibv_create_comp_channel", errno);

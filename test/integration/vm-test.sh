@@ -9,6 +9,6 @@ NAME=${1:?usage: vm-test.sh NAME   (runs test/integration/NAME.guest.sh)}
 export NCCL_HA_VM_LOGDIR=${NCCL_HA_VM_LOGDIR:-${NCCL_HA_BUILD_DIR:-$REPO/build}/vm-logs}
 rm -f "$NCCL_HA_VM_LOGDIR/$NAME/checked"
 "$REPO/test/vm/run-pair.sh" --name "$NAME" --timeout "${NCCL_HA_VM_TEST_TIMEOUT:-600}" -- "$HERE/$NAME.guest.sh"
-python3 "$HERE/check.py" "$NAME" "$NCCL_HA_VM_LOGDIR/$NAME"
+python3 "$HERE/check.py" "$NAME" "$NCCL_HA_VM_LOGDIR/$NAME" | tee "$NCCL_HA_VM_LOGDIR/$NAME/check.log"
 # Proof for CI that this test really ran in the VMs and its checks passed.
 date -u +%s >"$NCCL_HA_VM_LOGDIR/$NAME/checked"

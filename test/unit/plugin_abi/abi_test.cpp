@@ -9,7 +9,7 @@
 // connect/accept -> regMr -> isend/irecv -> test -> close) to prove the
 // function-pointer types are callable with the argument types NCCL passes.
 #define BOOST_TEST_MODULE plugin_abi
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include "nccl_net_abi.h"
 

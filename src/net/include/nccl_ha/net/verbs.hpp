@@ -20,17 +20,20 @@ struct PdDeleter { void operator()(ibv_pd* p) const noexcept { if (p) ibv_deallo
 struct ChannelDeleter { void operator()(ibv_comp_channel* p) const noexcept { if (p) ibv_destroy_comp_channel(p); } };
 struct QpDeleter { void operator()(ibv_qp* p) const noexcept { if (p) ibv_destroy_qp(p); } };
 struct MrDeleter { void operator()(ibv_mr* p) const noexcept { if (p) ibv_dereg_mr(p); } };
+struct CqDeleter { void operator()(ibv_cq* p) const noexcept { if (p) ibv_destroy_cq(p); } };
 
 using ContextPtr = std::unique_ptr<ibv_context, ContextDeleter>;
 using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
 using ChannelPtr = std::unique_ptr<ibv_comp_channel, ChannelDeleter>;
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
+using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;  // a CQ without completion channel (polled)
 
 // Opens the device called `name` (e.g. "rxe0", "mlx5_0").
 Expected<ContextPtr> open_device(const std::string& name);
 Expected<PdPtr> alloc_pd(ibv_context* ctx);
 Expected<MrPtr> register_mr(ibv_pd* pd, void* addr, std::size_t length, int access);
+Expected<CqPtr> create_polled_cq(ibv_context* ctx, int depth);
 
 // A completion queue with its own completion channel. Implements the reactor's CqEventSource,
 // and acknowledges every event it took before destroying the CQ, so destruction never blocks.

@@ -1,0 +1,68 @@
+// The plugin core: one C++ implementation behind every exported ncclNet_vN table (api.cpp).
+//
+// Layout follows the protocol: init.cpp (init / devices / getProperties), connect.cpp
+// (listen / connect / accept and the handshake coroutines), p2p.cpp (isend / irecv / test /
+// iflush, the data path), reg.cpp (memory registration). Sizes are size_t here; the adapters
+// for older API versions convert.
+//
+// Threads: NCCL calls every entry point from its own threads (the proxy thread for the data
+// path). The handshakes run on the reactor's progress thread; their results are handed over
+// through atomics / a small mutex-protected queue (never on the per-message path).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "nccl_net_abi.h"
+
+namespace nccl_ha::plugin {
+
+// Version-independent device properties; api.cpp copies them into each ncclNetProperties_vN.
+struct Props {
+  char* name = nullptr;
+  char* pci_path = nullptr;
+  std::uint64_t guid = 0;
+  int ptr_support = NCCL_PTR_HOST;
+  int reg_is_global = 0;
+  int force_flush = 0;
+  int speed = 0;  // Mbps
+  int port = 0;
+  float latency = 0;  // us
+  int max_comms = 0;
+  int max_recvs = 0;
+  std::size_t max_p2p_bytes = 0;
+  std::size_t max_coll_bytes = 0;
+  int dev = 0;  // for vProps: the physical device itself
+};
+
+constexpr int kMaxRecvs = 8;     // grouped receives per irecv
+constexpr int kMaxRequests = 32; // requests in flight per comm (receiver side; sender x kMaxRecvs)
+
+ncclResult_t init(ncclDebugLogger_t logger);
+ncclResult_t devices(int* ndev);
+ncclResult_t get_properties(int dev, Props* props);
+
+ncclResult_t listen(int dev, void* handle, void** listen_comm);
+ncclResult_t connect(int dev, int traffic_class, void* handle, void** send_comm);
+ncclResult_t accept(void* listen_comm, void** recv_comm);
+ncclResult_t close_listen(void* listen_comm);
+
+ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle);
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                           void** mhandle);
+ncclResult_t dereg_mr(void* comm, void* mhandle);
+
+ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void** request);
+ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
+                   void** request);
+ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request);
+ncclResult_t test(void* request, int* done, int* sizes);
+ncclResult_t close_send(void* send_comm);
+ncclResult_t close_recv(void* recv_comm);
+
+// v11+: per-communicator context. nccl-ha keeps no per-communicator state; the context counts
+// users so the last finalize() can release the process-wide state before NCCL unloads us.
+ncclResult_t context_init(void** ctx);
+ncclResult_t context_finalize(void* ctx);
+
+}  // namespace nccl_ha::plugin

@@ -1,0 +1,48 @@
+// The connection handle listen() fills and NCCL ships to the peer's connect() (<= 128 bytes).
+//
+//   offset size field
+//        0    4 magic    kHandleMagic
+//        4    2 version  kHandleVersion
+//        6    2 length   sizeof(Handle): a shorter or foreign layout is rejected
+//        8    4 flags    bit 0: the listener supports a shadow backup path (issue #4)
+//       12    2 family   AF_INET / AF_INET6
+//       14    2 port     listener TCP port, host order
+//       16   16 addr     listener address (IPv4 in the first 4 bytes)
+//       32    8 token    random; the listener rejects a connector that does not present it
+//       40    8 stage    connector-local: id of the connect in progress (0 on the wire)
+//       48   80 -        zero
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nccl_net_abi.h"
+#include "nccl_ha/reactor/expected.hpp"
+
+namespace nccl_ha::plugin {
+
+constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
+constexpr std::uint16_t kHandleVersion = 1;
+
+struct Handle {
+  std::uint32_t magic;
+  std::uint16_t version;
+  std::uint16_t length;
+  std::uint32_t flags;
+  std::uint16_t family;
+  std::uint16_t port;
+  std::uint8_t addr[16];
+  std::uint64_t token;
+  std::uint64_t stage;
+  std::uint8_t zero[80];
+};
+static_assert(sizeof(Handle) == NCCL_NET_HANDLE_MAXSIZE);
+
+// Checks magic, version, length, family and port; the token is checked by the listener.
+Status validate_handle(const Handle& h);
+std::string handle_address(const Handle& h);  // "a.b.c.d:port"
+
+// Handshake message types (nccl-ha wire frames, net/wire.hpp).
+enum class HandshakeMsg : std::uint16_t { conn_request = 0x200, conn_reply = 0x201, conn_ready = 0x202 };
+
+}  // namespace nccl_ha::plugin

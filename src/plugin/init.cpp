@@ -1,0 +1,199 @@
+// init / devices / getProperties: honest per-port devices and the resource budget.
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "core.hpp"
+#include "log.hpp"
+#include "state.hpp"
+
+namespace nccl_ha::plugin {
+namespace {
+
+std::mutex g_init_mutex;
+std::unique_ptr<State> g_state;     // guarded by g_init_mutex for creation/destruction
+std::atomic<State*> g_state_ptr{nullptr};
+int g_contexts = 0;                 // v11+ contexts alive (g_init_mutex)
+
+// Budget (DEVELOPER_GUIDE 3.1/15.2): every comm will own 2 QPs (primary + shadow backup), NCCL
+// runs ~16 channels per peer, each connection keeps up to 64 work requests in flight and the
+// send side must absorb maxRecvs completions per request.
+int compute_max_comms(const net::PortInfo& p, bool log) {
+  constexpr long kQpsPerComm = 2, kChannels = 16, kWrPerConn = 64;
+  const long qp_limit = static_cast<long>(p.max_qp) / (kQpsPerComm * kChannels);
+  const long cqe_per_comm = kWrPerConn * kMaxRecvs + kWrPerConn;
+  const long cqe_budget = static_cast<long>(p.max_cqe) * std::max<long>(1, std::min<long>(p.max_cq, 1024));
+  const long cqe_limit = cqe_budget / (cqe_per_comm * kQpsPerComm * kChannels);
+  const long mr_limit = static_cast<long>(p.max_mr) / (4 * kChannels);  // FIFO MRs + user buffers
+  const long result = std::max<long>(1, std::min({qp_limit, cqe_limit, mr_limit, 256L}));
+  if (log)
+    HA_INFO("NET/HA: %s maxComms budget: max_qp %u -> %ld, max_cqe %u x max_cq %u -> %ld, max_mr %u -> %ld; "
+            "maxComms = min(..., 256) = %ld (2 QPs/comm, %ld channels, %ld WRs, maxRecvs %d)",
+            p.id().c_str(), p.max_qp, qp_limit, p.max_cqe, p.max_cq, cqe_limit, p.max_mr, mr_limit, result,
+            kChannels, kWrPerConn, kMaxRecvs);
+  return static_cast<int>(result);
+}
+
+// The address handles advertise: HA_NCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (prefix, '^' to
+// exclude), else the first IPv4 interface that is up, not loopback and not the netdev of an
+// RDMA port (a management network survives rail faults), else any non-loopback one.
+std::string pick_handshake_ip(const std::string& ifname, const std::vector<std::unique_ptr<Device>>& devices) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string chosen, fallback;
+  const bool exclude = !ifname.empty() && ifname[0] == '^';
+  const std::string want = exclude ? ifname.substr(1) : ifname;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+    const std::string name = i->ifa_name;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+    if (!want.empty()) {
+      const bool match = name.compare(0, want.size(), want) == 0;
+      if (match != exclude && chosen.empty()) chosen = buf;
+      continue;
+    }
+    if (i->ifa_flags & IFF_LOOPBACK) continue;
+    const bool rail = std::any_of(devices.begin(), devices.end(), [&](const auto& d) { return d->port.netdev == name; });
+    if (!rail && chosen.empty()) chosen = buf;
+    if (fallback.empty()) fallback = buf;
+  }
+  freeifaddrs(list);
+  if (!chosen.empty()) return chosen;
+  if (!want.empty()) HA_WARN("NET/HA: no IPv4 interface matches socket ifname '%s'", ifname.c_str());
+  return fallback.empty() ? "127.0.0.1" : fallback;
+}
+
+ncclResult_t create_state() {
+  auto s = std::make_unique<State>();
+  s->config = Config::from_env();
+  net::DiscoveryOptions opts;
+  opts.filter = net::DeviceFilter::from_env();
+  for (auto& port : net::discover_ports(opts)) {
+    auto ctx = net::open_device(port.device);
+    if (!ctx) {
+      HA_WARN("NET/HA: skipping %s: %s", port.id().c_str(), ctx.error().message.c_str());
+      continue;
+    }
+    auto pd = net::alloc_pd(ctx->get());
+    if (!pd) {
+      HA_WARN("NET/HA: skipping %s: %s", port.id().c_str(), pd.error().message.c_str());
+      continue;
+    }
+    auto d = std::make_unique<Device>();
+    d->ctx = std::move(ctx).value();
+    d->pd = std::move(pd).value();
+    d->mrs = std::make_unique<MrCache>(d->pd.get());
+    d->name = port.device;
+    d->pci_path = port.pci_path;
+    d->max_comms = compute_max_comms(port, s->config.debug || log_enabled(LogLevel::info));
+    d->port = std::move(port);
+    s->devices.push_back(std::move(d));
+  }
+  s->handshake_ip = pick_handshake_ip(s->config.socket_ifname, s->devices);
+  for (std::size_t i = 0; i < s->devices.size(); ++i) {
+    const auto& p = s->devices[i]->port;
+    HA_INFO("NET/HA: dev %zu: %s %s %s speed %d Mbps mtu %d gid %u pci %s numa %d guid 0x%llx", i, p.id().c_str(),
+            net::link_layer_name(p.link_layer), p.netdev.c_str(), p.speed_mbps, net::mtu_bytes(p.active_mtu),
+            p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
+            static_cast<unsigned long long>(p.guid));
+  }
+  HA_INFO("NET/HA: %zu device(s); handshakes on %s", s->devices.size(), s->handshake_ip.c_str());
+  s->reactor.start();
+  g_state = std::move(s);
+  g_state_ptr.store(g_state.get(), std::memory_order_release);
+  return ncclSuccess;
+}
+
+void destroy_state() {
+  g_state_ptr.store(nullptr, std::memory_order_release);
+  if (g_state) g_state->reactor.stop();
+  g_state.reset();
+}
+
+// At unload, the progress thread must be gone before the code it runs is unmapped.
+struct UnloadGuard {
+  ~UnloadGuard() {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    destroy_state();
+  }
+} g_unload_guard;
+
+}  // namespace
+
+State* state() noexcept { return g_state_ptr.load(std::memory_order_acquire); }
+
+Device* device_or_warn(int dev, const char* what) noexcept {
+  State* s = state();
+  if (!s) {
+    HA_WARN("NET/HA: %s called before init", what);
+    return nullptr;
+  }
+  if (dev < 0 || static_cast<std::size_t>(dev) >= s->devices.size()) {
+    HA_WARN("NET/HA: %s: device index %d out of range (%zu devices)", what, dev, s->devices.size());
+    return nullptr;
+  }
+  return s->devices[static_cast<std::size_t>(dev)].get();
+}
+
+ncclResult_t init(ncclDebugLogger_t logger) {
+  install_nccl_logger(logger);
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (g_state) return ncclSuccess;
+  try {
+    return create_state();
+  } catch (const std::exception& e) {
+    HA_WARN("NET/HA: init failed: %s", e.what());
+    return ncclSystemError;
+  }
+}
+
+ncclResult_t context_init(void** ctx) {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  ++g_contexts;
+  *ctx = &g_contexts;  // any non-null token; nccl-ha keeps no per-communicator state
+  return ncclSuccess;
+}
+
+ncclResult_t context_finalize(void* ctx) {
+  if (!ctx) return ncclInvalidArgument;
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (g_contexts > 0 && --g_contexts == 0) destroy_state();  // NCCL may dlclose us next
+  return ncclSuccess;
+}
+
+ncclResult_t devices(int* ndev) {
+  State* s = state();
+  if (!s || !ndev) return ncclInvalidArgument;
+  *ndev = static_cast<int>(s->devices.size());
+  return ncclSuccess;
+}
+
+ncclResult_t get_properties(int dev, Props* props) {
+  Device* d = device_or_warn(dev, "getProperties");
+  if (!d || !props) return ncclInvalidArgument;
+  *props = Props{};
+  props->name = d->name.data();
+  props->pci_path = d->pci_path.empty() ? nullptr : d->pci_path.data();
+  props->guid = d->port.guid;
+  props->ptr_support = NCCL_PTR_HOST;  // no GPU peer memory / dma-buf detected on this build
+  props->reg_is_global = 1;            // registrations are cached per device and shared by all comms
+  props->force_flush = 0;
+  props->speed = d->port.speed_mbps;
+  props->port = static_cast<int>(d->port.port);
+  props->latency = 0;
+  props->max_comms = d->max_comms;
+  props->max_recvs = kMaxRecvs;
+  props->max_p2p_bytes = 1ull << 30;
+  props->max_coll_bytes = 1ull << 30;
+  props->dev = dev;
+  return ncclSuccess;
+}
+
+}  // namespace nccl_ha::plugin

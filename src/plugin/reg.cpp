@@ -1,0 +1,84 @@
+// Memory registration: regMr / regMrDmaBuf / deregMr through a per-device cache.
+#include <unistd.h>
+
+#include "comm.hpp"
+#include "core.hpp"
+#include "device.hpp"
+#include "state.hpp"
+
+namespace nccl_ha::plugin {
+
+Expected<MrHandle*> MrCache::acquire(void* data, std::size_t size, int access) {
+  static const std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto addr = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = addr & ~(page - 1);
+  const std::uintptr_t end = (addr + std::max<std::size_t>(size, 1) + page - 1) & ~(page - 1);
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Reuse a registration that covers the whole range (it starts at or before `begin`).
+  for (auto it = by_begin_.upper_bound(begin); it != by_begin_.begin();) {
+    --it;
+    if (end <= it->second->end) {
+      ++it->second->refs;
+      return it->second.get();
+    }
+  }
+  auto mr = net::register_mr(pd_, reinterpret_cast<void*>(begin), end - begin, access);
+  if (!mr) return std::move(mr).error();
+  auto h = std::make_unique<MrHandle>();
+  h->mr = std::move(mr).value();
+  h->begin = begin;
+  h->end = end;
+  h->refs = 1;
+  return by_begin_.emplace(begin, std::move(h))->second.get();
+}
+
+void MrCache::release(MrHandle* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--handle->refs > 0) return;
+  auto [first, last] = by_begin_.equal_range(handle->begin);
+  for (auto it = first; it != last; ++it)
+    if (it->second.get() == handle) {
+      by_begin_.erase(it);  // deregisters
+      return;
+    }
+}
+
+std::size_t MrCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return by_begin_.size();
+}
+
+}  // namespace nccl_ha::plugin
+
+namespace nccl_ha::plugin {
+
+ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle) {
+  if (!comm || !mhandle) return ncclInvalidArgument;
+  *mhandle = nullptr;
+  if (type != NCCL_PTR_HOST) {
+    HA_WARN("NET/HA: regMr of memory type %d: only host memory is supported", type);
+    return ncclInvalidArgument;
+  }
+  Device& dev = *static_cast<CommBase*>(comm)->dev;
+  auto h = dev.mrs->acquire(data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (!h) {
+    HA_WARN("NET/HA: regMr(%p, %zu) on %s failed: %s", data, size, dev.port.id().c_str(), h.error().message.c_str());
+    return ncclSystemError;
+  }
+  *mhandle = *h;
+  return ncclSuccess;
+}
+
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t /*offset*/, int /*fd*/,
+                           void** mhandle) {
+  // dma-buf is not offered in ptrSupport; host memory may still come this way.
+  return reg_mr(comm, data, size, type, mhandle);
+}
+
+ncclResult_t dereg_mr(void* comm, void* mhandle) {
+  if (!comm || !mhandle) return ncclInvalidArgument;
+  static_cast<CommBase*>(comm)->dev->mrs->release(static_cast<MrHandle*>(mhandle));
+  return ncclSuccess;
+}
+
+}  // namespace nccl_ha::plugin

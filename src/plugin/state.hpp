@@ -1,0 +1,27 @@
+// Process-wide plugin state, created by the first init() and released by the last finalize()
+// (v11+) or at unload.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "device.hpp"
+#include "nccl_ha/reactor/reactor.hpp"
+
+namespace nccl_ha::plugin {
+
+struct State {
+  Config config;
+  reactor::Reactor reactor;
+  std::vector<std::unique_ptr<Device>> devices;
+  std::string handshake_ip;  // the address listen() advertises in handles
+};
+
+// nullptr before init() succeeded.
+State* state() noexcept;
+// The device `dev`, or nullptr (with a WARN naming `what`) for an index out of range.
+Device* device_or_warn(int dev, const char* what) noexcept;
+
+}  // namespace nccl_ha::plugin

@@ -1,0 +1,128 @@
+// libnccl-net-ha.so loaded the way NCCL loads it, on a host without RDMA devices, plus the
+// connection-handle checks.
+#define BOOST_TEST_MODULE plugin
+#include <dlfcn.h>
+#include <netinet/in.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstdarg>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "handle.hpp"
+#include "nccl_net_abi.h"
+
+namespace {
+
+std::vector<std::string> g_lines;
+
+void capture(ncclDebugLogLevel level, unsigned long flags, const char*, int, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  g_lines.push_back(std::to_string(level) + " " + std::to_string(flags) + " " + buf);
+}
+
+struct Loaded {
+  void* lib = dlopen(NCCL_HA_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ~Loaded() {
+    if (lib) dlclose(lib);
+  }
+  template <class T>
+  T* sym(const char* name) {
+    return static_cast<T*>(dlsym(lib, name));
+  }
+};
+
+nccl_ha::plugin::Handle good_handle() {
+  nccl_ha::plugin::Handle h{};
+  h.magic = nccl_ha::plugin::kHandleMagic;
+  h.version = nccl_ha::plugin::kHandleVersion;
+  h.length = sizeof h;
+  h.family = AF_INET;
+  h.port = 4242;
+  h.token = 0x1234;
+  return h;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(exports_every_version_and_nothing_else) {
+  Loaded p;
+  BOOST_REQUIRE_MESSAGE(p.lib, dlerror());
+  for (int v = 6; v <= 12; ++v) {
+    auto name = "ncclNetPlugin_v" + std::to_string(v);
+    BOOST_TEST(dlsym(p.lib, name.c_str()) != nullptr, name);
+  }
+  BOOST_TEST(dlsym(p.lib, "ncclNetPlugin_v13") == nullptr);
+  auto* v12 = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  BOOST_TEST(std::string(v12->name) == "HA");
+  BOOST_TEST(v12->finalize != nullptr);       // mandatory from v11
+  BOOST_TEST(v12->irecvConsumed == nullptr);  // must stay NULL (see abi/README.md)
+}
+
+BOOST_AUTO_TEST_CASE(init_without_devices_and_bad_device_indices) {
+  Loaded p;
+  BOOST_REQUIRE(p.lib);
+  auto* net = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  void* ctx = nullptr;
+  g_lines.clear();
+  BOOST_REQUIRE_EQUAL(net->init(&ctx, 1, nullptr, capture, nullptr), ncclSuccess);
+  BOOST_TEST(ctx != nullptr);
+  int ndev = -1;
+  BOOST_REQUIRE_EQUAL(net->devices(&ndev), ncclSuccess);
+  BOOST_TEST(ndev == 0);  // this host has no RDMA device
+  ncclNetProperties_v12_t props{};
+  g_lines.clear();
+  BOOST_TEST(net->getProperties(0, &props) == ncclInvalidArgument);
+  BOOST_TEST(net->getProperties(-1, &props) == ncclInvalidArgument);
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* listen_comm = nullptr;
+  BOOST_TEST(net->listen(ctx, 3, handle, &listen_comm) == ncclInvalidArgument);
+  BOOST_TEST(listen_comm == nullptr);
+  bool warned = false;
+  for (const auto& l : g_lines)
+    if (l.find("NET/HA") != std::string::npos && l.find("out of range") != std::string::npos &&
+        l.rfind(std::to_string(NCCL_LOG_WARN) + " " + std::to_string(NCCL_NET), 0) == 0)
+      warned = true;
+  BOOST_TEST(warned, "a WARN line on the NET subsystem names the bad device index");
+  BOOST_TEST(net->finalize(ctx) == ncclSuccess);
+}
+
+BOOST_AUTO_TEST_CASE(v6_table_initializes_too) {
+  Loaded p;
+  BOOST_REQUIRE(p.lib);
+  auto* net = p.sym<ncclNet_v6_t>("ncclNetPlugin_v6");
+  BOOST_REQUIRE_EQUAL(net->init(capture), ncclSuccess);
+  int ndev = -1;
+  BOOST_REQUIRE_EQUAL(net->devices(&ndev), ncclSuccess);
+  BOOST_TEST(ndev == 0);
+}
+
+BOOST_AUTO_TEST_CASE(handle_validation) {
+  using nccl_ha::Errc;
+  using nccl_ha::plugin::validate_handle;
+  BOOST_TEST(validate_handle(good_handle()).ok());
+  auto h = good_handle();
+  h.magic ^= 1;
+  BOOST_TEST((validate_handle(h).error().code == Errc::bad_magic));
+  h = good_handle();
+  h.version = 2;
+  BOOST_TEST((validate_handle(h).error().code == Errc::bad_version));
+  h = good_handle();
+  h.length = 64;
+  BOOST_TEST((validate_handle(h).error().code == Errc::truncated));
+  h = good_handle();
+  h.token = 0;
+  BOOST_TEST((validate_handle(h).error().code == Errc::bad_token));
+  h = good_handle();
+  h.port = 0;
+  BOOST_TEST(!validate_handle(h).ok());
+  h = good_handle();
+  h.family = 99;
+  BOOST_TEST(!validate_handle(h).ok());
+  BOOST_TEST(sizeof(nccl_ha::plugin::Handle) <= NCCL_NET_HANDLE_MAXSIZE);
+}

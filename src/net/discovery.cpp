@@ -121,6 +121,7 @@ Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::
   info.max_qp = static_cast<std::uint32_t>(dattr.max_qp);
   info.max_cq = static_cast<std::uint32_t>(dattr.max_cq);
   info.max_cqe = static_cast<std::uint32_t>(dattr.max_cqe);
+  info.vendor_id = dattr.vendor_id;
   info.max_mr = static_cast<std::uint32_t>(dattr.max_mr);
   if (info.roce() && info.active()) {
     auto table = query_gid_table(ctx, port);

@@ -70,7 +70,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!reply) co_return std::move(reply).error();
   auto remote = net::decode_endpoint(reply->payload);
   if (!remote) co_return std::move(remote).error();
-  if (auto s = net::connect_rc_qp((*comm)->qp.get(), (*comm)->local, *remote, net::QpTimeouts::from_env()); !s) co_return s;
+  if (auto s = net::connect_rc_qp((*comm)->qp.get(), (*comm)->local, *remote, dev->timeouts); !s) co_return s;
   const std::vector<std::uint8_t> none;
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, none, timeout); !s)
     co_return s;
@@ -111,7 +111,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   r.u64((*comm)->remote_fifo);
   r.u32((*comm)->remote_fifo_rkey);
   r.u32(reserved);
-  if (auto s = net::connect_rc_qp((*comm)->qp.get(), (*comm)->local, *remote, net::QpTimeouts::from_env()); !s) co_return s;
+  if (auto s = net::connect_rc_qp((*comm)->qp.get(), (*comm)->local, *remote, ls->dev->timeouts); !s) co_return s;
   const auto reply = net::encode_endpoint((*comm)->local);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nccl_ha/net/discovery.hpp"
+#include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/verbs.hpp"
 
 namespace nccl_ha::plugin {
@@ -40,6 +41,7 @@ struct Device {
   net::PdPtr pd;
   std::unique_ptr<MrCache> mrs;
   int max_comms = 0;
+  net::QpTimeouts timeouts;  // RC timeout / retry settings for this port's QPs
   std::string pci_path;  // storage behind Props::pci_path
   std::string name;      // storage behind Props::name
 };

@@ -11,6 +11,7 @@
 
 #include "core.hpp"
 #include "log.hpp"
+#include "nccl_ha/net/env.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -93,6 +94,14 @@ ncclResult_t create_state() {
     d->name = port.device;
     d->pci_path = port.pci_path;
     d->max_comms = compute_max_comms(port, s->config.debug || log_enabled(LogLevel::info));
+    d->timeouts = net::QpTimeouts::from_env();
+    // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it so a
+    // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too, unless the user chose a value.
+    constexpr std::uint32_t kSoftRoceVendor = 0xffffff;
+    if (port.vendor_id == kSoftRoceVendor && d->timeouts.retry_cnt == 7 && !net::env_string({"HA_NCCL_QP_RETRY_CNT"})) {
+      d->timeouts.retry_cnt = 6;
+      HA_INFO("NET/HA: %s is Soft-RoCE: QP retry count 6 (7 would retry for ever)", port.id().c_str());
+    }
     d->port = std::move(port);
     s->devices.push_back(std::move(d));
   }

@@ -136,9 +136,26 @@ CHECKS = {
     "ha-ping-bounds": ha_ping_bounds,
 }
 
+def find_check(name):
+    """The check for test NAME: in CHECKS above, or checks/NAME.py (dashes as underscores)
+    defining check(run); those modules import their helpers from this file."""
+    if name in CHECKS:
+        return CHECKS[name]
+    module_file = Path(__file__).parent / "checks" / (name.replace("-", "_") + ".py")
+    if not module_file.exists():
+        return None
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(module_file.stem, module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.check
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in CHECKS:
-        print(f"usage: check.py {{{','.join(CHECKS)}}} LOGDIR")
+    sys.path.insert(0, str(Path(__file__).parent))
+    check = find_check(sys.argv[1]) if len(sys.argv) == 3 else None
+    if check is None:
+        print(f"usage: check.py NAME LOGDIR  (NAME: {', '.join(CHECKS)} or checks/NAME.py)")
         sys.exit(2)
-    CHECKS[sys.argv[1]](Run(Path(sys.argv[2])))
+    check(Run(Path(sys.argv[2])))
     print(f"check: {sys.argv[1]} passed")

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <unistd.h>
 
@@ -93,8 +94,7 @@ Status Rail::post_send(std::size_t len, std::uint64_t id) {
   wr.num_sge = len ? 1 : 0;
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp_.get(), &wr, &bad)) return errno_error(Errc::verbs, "ibv_post_send(SEND)", rc);
+  if (int rc = timed_post_send(&wr)) return errno_error(Errc::verbs, "ibv_post_send(SEND)", rc);
   return {};
 }
 
@@ -121,9 +121,20 @@ Status Rail::post_write(std::size_t len, std::uint64_t remote_addr, std::uint32_
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = remote_addr;
   wr.wr.rdma.rkey = rkey;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp_.get(), &wr, &bad)) return errno_error(Errc::verbs, "ibv_post_send(RDMA_WRITE)", rc);
+  if (int rc = timed_post_send(&wr)) return errno_error(Errc::verbs, "ibv_post_send(RDMA_WRITE)", rc);
   return {};
+}
+
+}  // namespace ha_ping
+
+namespace ha_ping {
+
+int Rail::timed_post_send(ibv_send_wr* wr) {
+  ibv_send_wr* bad = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = ibv_post_send(qp_.get(), wr, &bad);
+  post_send_us_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  return rc;
 }
 
 }  // namespace ha_ping

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nccl_ha/net/discovery.hpp"
 #include "nccl_ha/net/qp.hpp"
@@ -48,6 +49,10 @@ class Rail {
   nccl_ha::Status post_write(std::size_t len, std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t id,
                              std::optional<std::uint32_t> imm);
 
+  // Wall time of every ibv_post_send on this rail (microseconds): the cost of one bare verbs
+  // call, the yardstick for "does local work only" in the plugin contract checks.
+  const std::vector<double>& post_send_us() const noexcept { return post_send_us_; }
+
   // Completions delivered so far and not yet consumed (progress thread).
   std::deque<ibv_wc>& completions() noexcept { return completions_; }
   // Set when a port error / device fatal event hit this port, or the completion loop died.
@@ -83,6 +88,8 @@ class Rail {
   nccl_ha::reactor::AsyncEventPump::Subscription subscription_;
   std::unique_ptr<nccl_ha::reactor::CompletionLoop> loop_;
   std::deque<ibv_wc> completions_;
+  std::vector<double> post_send_us_;
+  int timed_post_send(ibv_send_wr* wr);
   std::optional<std::string> failure_;
 };
 

@@ -94,6 +94,8 @@ void print_json(const Report& r, std::FILE* out) {
     json_string(out, rail.peer);
     std::fprintf(out, ",\"status\":\"%s\",\"reason\":", to_string(rail.health));
     json_string(out, rail.reason);
+    std::fprintf(out, ",\"post_send_us\":{\"calls\":%zu,\"median\":%.3f,\"max\":%.3f}", rail.post_send_calls,
+                 rail.post_send_median_us, rail.post_send_max_us);
     std::fprintf(out, ",\"results\":[");
     for (std::size_t j = 0; j < rail.sizes.size(); ++j) {
       const auto& s = rail.sizes[j];

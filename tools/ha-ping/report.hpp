@@ -34,6 +34,9 @@ struct RailReport {
   Health health = Health::healthy;
   std::string reason;
   std::vector<SizeResult> sizes;
+  double post_send_max_us = 0;     // bare ibv_post_send wall time on this rail
+  double post_send_median_us = 0;
+  std::size_t post_send_calls = 0;
 };
 
 struct Report {

@@ -363,6 +363,12 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
     if (o.ok) o = co_await bandwidth_phase(*rail, *theirs, r.size, r);
     out.sizes.push_back(r);
   }
+  if (auto samples = rail->post_send_us(); !samples.empty()) {
+    std::sort(samples.begin(), samples.end());
+    out.post_send_calls = samples.size();
+    out.post_send_median_us = samples[samples.size() / 2];
+    out.post_send_max_us = samples.back();
+  }
   if (!o.ok) {
     out.health = o.port_down ? Health::down : Health::unreachable;
     out.reason = o.reason;

@@ -31,6 +31,7 @@ struct PortInfo {
   std::uint32_t max_qp = 0;
   std::uint32_t max_cq = 0;
   std::uint32_t max_cqe = 0;  // entries per CQ
+  std::uint32_t vendor_id = 0;  // 0xffffff: Soft-RoCE (rxe)
   std::uint32_t max_mr = 0;
 
   bool active() const noexcept { return state == IBV_PORT_ACTIVE; }

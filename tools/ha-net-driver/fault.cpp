@@ -1,0 +1,516 @@
+#include "fault.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "logger.hpp"
+#include "pattern.hpp"
+#include "session.hpp"
+#include "traffic.hpp"
+
+namespace hnd {
+namespace {
+
+constexpr const char* kFaults[] = {"bad-handle", "bad-token", "close-listen", "oversize", "peer-death", "bad-dev"};
+constexpr std::size_t kH = NCCL_NET_HANDLE_MAXSIZE;
+constexpr std::uint32_t kEpochFault = 400;
+
+// nccl-ha's handle layout (src/plugin/handle.hpp): u32 magic, u16 version, u16 length at 0, 4, 6;
+// u64 token at 32. The bad-handle and bad-token scenarios corrupt these fields.
+constexpr std::size_t kMagicOff = 0, kVersionOff = 4, kLengthOff = 6, kTokenOff = 32;
+
+struct Ctx {
+  const Options& o;
+  Plugin& net;
+  Mgmt& mgmt;
+  Report& rep;
+};
+
+// Between polls of a plugin call that is expected to take a while (handshakes): short, but leaves
+// the CPU to the plugin's threads (the test VMs have one vCPU).
+void pause() { std::this_thread::sleep_for(std::chrono::microseconds(500)); }
+
+double ms_since(std::int64_t t0) { return static_cast<double>(now_ns() - t0) / 1e6; }
+
+FaultStep make_step(const std::string& name, Entry call, bool want_error, ncclResult_t rc, std::int64_t t0,
+                    std::uint64_t calls) {
+  FaultStep s;
+  s.name = name;
+  s.call = entry_name(call);
+  s.expect = want_error ? "error" : "success";
+  s.code = static_cast<int>(rc);
+  s.result = result_name(rc);
+  s.ms = ms_since(t0);
+  s.calls = calls;
+  s.ok = want_error ? rc != ncclSuccess : rc == ncclSuccess;
+  return s;
+}
+
+// Adds the step to the report and as a check (a step that did not behave fails the run, exit 1).
+void record(Ctx& f, FaultStep s, const std::string& extra = "") {
+  const char* what = s.call == "isend" ? "request" : "comm";
+  if (s.comm_null && !*s.comm_null) s.ok = false;  // an error (or no result yet) must leave it NULL
+  s.detail = strf("%s returned %s (%d) after %.1f ms, %llu call(s)", s.call.c_str(), s.result.c_str(), s.code, s.ms,
+                  static_cast<unsigned long long>(s.calls));
+  if (s.comm_null) s.detail += *s.comm_null ? strf(", %s NULL", what) : strf(", %s NOT NULL", what);
+  if (s.since_peer_gone_ms) s.detail += strf(", %.1f ms after the peer's death was visible", *s.since_peer_gone_ms);
+  if (!extra.empty()) s.detail += "; " + extra;
+  if (!s.ok) s.detail += strf(" (expected %s)", s.expect == "error" ? "an error" : "ncclSuccess");
+  log::info("fault %s: %s: %s", f.o.fault.c_str(), s.name.c_str(), s.detail.c_str());
+  f.rep.check("fault " + f.o.fault + ": " + s.name, s.ok, s.detail);
+  f.rep.fault.steps.push_back(std::move(s));
+}
+
+// Rank 0: listen on --dev and ship the handle to rank 1.
+void* listen_and_ship(Ctx& f) {
+  std::string h(kH, '\0');
+  void* lc = nullptr;
+  check(f.net.listen(f.o.dev, h.data(), &lc), "listen");
+  if (!lc) fail(Fail::plugin, "listen returned ncclSuccess with a NULL listenComm");
+  f.mgmt.send(MsgType::handles, h);
+  return lc;
+}
+
+// Rank 1: the handle rank 0 shipped.
+std::string recv_handle(Ctx& f) {
+  std::string h = f.mgmt.recv(MsgType::handles, Deadline(f.o.timeout_s), "the peer's listen handle");
+  if (h.size() != kH) fail(Fail::peer, strf("peer sent a %zu-byte handle, expected %zu", h.size(), kH));
+  return h;
+}
+
+struct Outcome {
+  ncclResult_t rc = ncclSuccess;
+  void* comm = nullptr;
+  std::uint64_t calls = 0;
+  std::int64_t t0 = 0;
+};
+
+// Calls connect() with the same handle buffer until it returns an error or a comm (like NCCL).
+// No outcome within --timeout is a timeout (exit 4): the plugin hung the connection.
+Outcome connect_until(Ctx& f, std::string& handle, const char* what) {
+  Outcome out;
+  out.t0 = now_ns();
+  Deadline d(f.o.timeout_s);
+  for (unsigned turn = 1;; ++turn) {
+    ++out.calls;
+    out.rc = f.net.connect(f.o.dev, handle.data(), &out.comm);
+    if (out.rc != ncclSuccess || out.comm) return out;
+    if ((turn & 63) == 0) f.mgmt.check_abort();
+    d.check(f.o.timeout_s, what);
+    pause();
+  }
+}
+
+// Rank 0: accept() until it returns a comm. If `mid` is set, rank 1 reaches barrier `mid` after
+// its bad connect attempt(s) and before its good one: accept() must not have produced a comm
+// (nor an error) by then, which is recorded as a step.
+void* accept_until(Ctx& f, void* lc, const char* mid, const char* mid_step) {
+  Deadline d(f.o.timeout_s);
+  std::int64_t t0 = now_ns();
+  std::uint64_t calls = 0;
+  bool mid_done = mid == nullptr;
+  for (unsigned turn = 1;; ++turn) {
+    void* rc = nullptr;
+    ++calls;
+    ncclResult_t r = f.net.accept(lc, &rc);
+    if (!mid_done && (r != ncclSuccess || rc)) {  // before the peer's good connect: wrong
+      FaultStep s = make_step(mid_step, Entry::accept, false, r, t0, calls);
+      s.comm_null = rc == nullptr;
+      record(f, s, "during the peer's rejected connect(s)");
+    }
+    check(r, "accept");
+    if (rc && mid_done) return rc;
+    if (rc) check(f.net.closeRecv(rc), "closeRecv");  // a comm that must not exist; the good one follows
+    if (!mid_done && (rc || f.mgmt.has_message())) {
+      f.mgmt.barrier(mid, f.o.timeout_s);
+      if (!rc) {
+        FaultStep s = make_step(mid_step, Entry::accept, false, ncclSuccess, t0, calls);
+        s.comm_null = true;
+        record(f, s, "while the peer's bad connect(s) were rejected");
+      }
+      mid_done = true;
+      continue;
+    }
+    if ((turn & 63) == 0) f.mgmt.check_abort();
+    d.check(f.o.timeout_s, "waiting for accept() to return the peer's connection");
+    pause();
+  }
+}
+
+// One verified 64-byte message from rank 1 (sender) to rank 0 (receiver) over a connection made
+// after the fault: the plugin (and the listener) still work.
+void one_message(Ctx& f, void* comm, bool sender) {
+  constexpr std::size_t kPage = 4096, kMsg = 64;
+  void* mem = ::mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) fail(Fail::usage, "cannot allocate a page");
+  auto* p = static_cast<std::uint8_t*>(mem);
+  const std::uint64_t seed = pattern::seed(1, kEpochFault, 0);
+  void* mh = nullptr;
+  check(f.net.regMr(comm, p, kPage, NCCL_PTR_HOST, &mh), sender ? "regMr(send comm)" : "regMr(recv comm)");
+  Deadline d(f.o.timeout_s);
+  void* req = nullptr;
+  if (sender) {
+    pattern::fill(p, 0, kMsg, seed);
+    for (;;) {
+      check(f.net.isend(comm, p, kMsg, 0, mh, &req), "isend");
+      if (req) break;
+      d.check(f.o.timeout_s, "posting the message after the fault");
+      pause();
+    }
+  } else {
+    std::memset(p, 0xa5, kPage);
+    void* data = p;
+    std::size_t cap = kPage;
+    int tag = 0;
+    for (;;) {
+      check(f.net.irecv(comm, 1, &data, &cap, &tag, &mh, &req), "irecv");
+      if (req) break;
+      d.check(f.o.timeout_s, "posting the receive after the fault");
+      pause();
+    }
+  }
+  int done = 0, size = -1;
+  for (;;) {
+    check(f.net.test(req, &done, &size), sender ? "test(isend)" : "test(irecv)");
+    if (done) break;
+    d.check(f.o.timeout_s, "moving one message after the fault");
+    ::sched_yield();
+  }
+  if (!sender) {
+    pattern::Mismatch m;
+    pattern::verify(p, 0, kMsg, seed, &m);
+    if (f.net.has_irecvConsumed()) check(f.net.irecvConsumed(comm, 1, req), "irecvConsumed");
+    f.rep.check("fault " + f.o.fault + ": a verified message crossed a new connection afterwards",
+                m.bytes == 0 && size == static_cast<int>(kMsg) && p[kMsg] == 0xa5,
+                strf("%d bytes reported, %llu wrong bytes", size, static_cast<unsigned long long>(m.bytes)));
+  }
+  check(f.net.deregMr(comm, mh), sender ? "deregMr(send comm)" : "deregMr(recv comm)");
+  ::munmap(mem, kPage);
+}
+
+// After the fault, a connection with an intact handle must work: rank 0 accepts on `lc` (answering
+// rank 1's barrier `mid` on the way, if given), rank 1 connects, one message crosses, both close.
+void accept_side(Ctx& f, void* lc, const char* mid = nullptr, const char* mid_step = nullptr) {
+  void* rc = accept_until(f, lc, mid, mid_step);
+  check(f.net.closeListen(lc), "closeListen");
+  one_message(f, rc, false);
+  f.mgmt.barrier("fault close", f.o.timeout_s);
+  check(f.net.closeRecv(rc), "closeRecv");
+}
+
+void connect_side(Ctx& f, const std::string& handle) {
+  std::string h = handle;
+  Outcome c = connect_until(f, h, "connecting with an intact handle after the fault");
+  check(c.rc, "connect (intact handle, after the fault)");
+  one_message(f, c.comm, true);
+  f.mgmt.barrier("fault close", f.o.timeout_s);
+  check(f.net.closeSend(c.comm), "closeSend");
+}
+
+// 1. Rank 1 corrupts the magic, the version, the length of rank 0's handle (each on its own copy)
+//    and calls connect() once with each: an immediate error, no comm, nothing sent to rank 0.
+//    Then the intact handle connects.
+void bad_handle(Ctx& f) {
+  if (f.o.rank == 0) {
+    accept_side(f, listen_and_ship(f), "bad handles done", "accept() undisturbed by the rejected handles");
+    return;
+  }
+  const std::string h = recv_handle(f);
+  struct Corruption {
+    const char* name;
+    void (*apply)(std::string&);
+  };
+  const Corruption cases[] = {
+      {"connect with a corrupted handle magic", [](std::string& b) { b[kMagicOff] = static_cast<char>(b[kMagicOff] ^ 0xff); }},
+      {"connect with a handle of another version",
+       [](std::string& b) {
+         std::uint16_t v;
+         std::memcpy(&v, &b[kVersionOff], 2);
+         v = static_cast<std::uint16_t>(v + 1);
+         std::memcpy(&b[kVersionOff], &v, 2);
+       }},
+      {"connect with a handle of a shorter length",
+       [](std::string& b) {
+         std::uint16_t len = 64;
+         std::memcpy(&b[kLengthOff], &len, 2);
+       }},
+  };
+  for (const auto& c : cases) {
+    std::string bad = h;
+    c.apply(bad);
+    std::int64_t t0 = now_ns();
+    void* comm = nullptr;
+    ncclResult_t rc = f.net.connect(f.o.dev, bad.data(), &comm);
+    FaultStep s = make_step(c.name, Entry::connect, true, rc, t0, 1);
+    s.comm_null = comm == nullptr;
+    record(f, s);
+    if (comm) check(f.net.closeSend(comm), "closeSend");
+  }
+  f.mgmt.barrier("bad handles done", f.o.timeout_s);
+  connect_side(f, h);
+}
+
+// 2. Rank 1 flips every bit of the token: rank 0's listener must reject the connection and rank
+//    1's connect() must return an error, not hang. accept() on rank 0 keeps returning NULL and the
+//    same listener then accepts the intact handle.
+void bad_token(Ctx& f) {
+  if (f.o.rank == 0) {
+    accept_side(f, listen_and_ship(f), "bad token done", "accept() returned NULL through the rejected connection");
+    return;
+  }
+  const std::string h = recv_handle(f);
+  std::string bad = h;
+  std::uint64_t token;
+  std::memcpy(&token, &bad[kTokenOff], 8);
+  token = ~token;
+  std::memcpy(&bad[kTokenOff], &token, 8);
+  Outcome c = connect_until(f, bad, "connecting with a flipped token");
+  FaultStep s = make_step("connect with a flipped token", Entry::connect, true, c.rc, c.t0, c.calls);
+  s.comm_null = c.comm == nullptr;
+  record(f, s);
+  if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+  f.mgmt.barrier("bad token done", f.o.timeout_s);
+  connect_side(f, h);
+}
+
+// 3. Rank 0 closes its listener (a) right after shipping the handle, before rank 1 connects, and
+//    (b) right after rank 1's first connect() call started the handshake. Both connects must end
+//    with an error (not hang, not return a comm whose peer is gone). Then a new listener works.
+void close_listen(Ctx& f) {
+  if (f.o.rank == 0) {
+    void* lc = listen_and_ship(f);
+    check(f.net.closeListen(lc), "closeListen (before the peer connects)");
+    f.mgmt.barrier("close-listen early done", f.o.timeout_s);
+    lc = listen_and_ship(f);
+    f.mgmt.barrier("connecting", f.o.timeout_s);
+    check(f.net.closeListen(lc), "closeListen (handshake in flight)");
+    f.mgmt.barrier("close-listen in-flight done", f.o.timeout_s);
+    accept_side(f, listen_and_ship(f));
+    return;
+  }
+  {
+    std::string h = recv_handle(f);
+    Outcome c = connect_until(f, h, "connecting to a closed listener");
+    FaultStep s = make_step("connect to a listener closed before the connect", Entry::connect, true, c.rc, c.t0, c.calls);
+    s.comm_null = c.comm == nullptr;
+    record(f, s);
+    if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+    f.mgmt.barrier("close-listen early done", f.o.timeout_s);
+  }
+  {
+    std::string h = recv_handle(f);
+    std::int64_t t0 = now_ns();
+    void* comm = nullptr;
+    ncclResult_t rc = f.net.connect(f.o.dev, h.data(), &comm);
+    FaultStep first = make_step("first connect() starts the handshake", Entry::connect, false, rc, t0, 1);
+    first.comm_null = comm == nullptr;
+    record(f, first, "in progress: ncclSuccess with a NULL comm");
+    f.mgmt.barrier("connecting", f.o.timeout_s);  // rank 0 closes its listener now
+    Outcome c;
+    if (rc == ncclSuccess && !comm) {
+      c = connect_until(f, h, "connecting while the listener is closed");
+      c.t0 = t0;
+      c.calls += 1;
+    } else {
+      c.rc = rc;
+      c.comm = comm;
+      c.t0 = t0;
+      c.calls = 1;
+    }
+    FaultStep s = make_step("connect while the listener is closed mid-handshake", Entry::connect, true, c.rc, c.t0, c.calls);
+    s.comm_null = c.comm == nullptr;
+    record(f, s);
+    if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+    f.mgmt.barrier("close-listen in-flight done", f.o.timeout_s);
+  }
+  connect_side(f, recv_handle(f));
+}
+
+// 4. Rank 0 posts a receive of N bytes (N = largest --sizes), rank 1 isends N + 1 bytes: isend
+//    must fail without posting anything; the receive stays pending and its buffer untouched.
+void oversize(Ctx& f) {
+  const std::size_t n = *std::max_element(f.o.sizes.begin(), f.o.sizes.end());
+  const std::size_t bytes = (n + 1 + 64 + 4095) / 4096 * 4096;
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) fail(Fail::usage, strf("cannot allocate %zu bytes", bytes));
+  auto* p = static_cast<std::uint8_t*>(mem);
+  void* mh = nullptr;
+  if (f.o.rank == 0) {
+    void* lc = listen_and_ship(f);
+    void* comm = accept_until(f, lc, nullptr, nullptr);
+    check(f.net.closeListen(lc), "closeListen");
+    check(f.net.regMr(comm, p, bytes, NCCL_PTR_HOST, &mh), "regMr(recv comm)");
+    std::memset(p, 0xa5, bytes);
+    void* data = p;
+    std::size_t cap = n;
+    int tag = 0;
+    void* req = nullptr;
+    Deadline d(f.o.timeout_s);
+    for (;;) {
+      check(f.net.irecv(comm, 1, &data, &cap, &tag, &mh, &req), "irecv");
+      if (req) break;
+      d.check(f.o.timeout_s, "posting the receive");
+      pause();
+    }
+    f.mgmt.barrier("oversize posted", f.o.timeout_s);
+    f.mgmt.barrier("oversize sent", f.o.timeout_s);
+    std::int64_t t0 = now_ns();
+    int done = 0, size = -1;
+    ncclResult_t rc = f.net.test(req, &done, &size);
+    const bool untouched = std::all_of(p, p + bytes, [](std::uint8_t b) { return b == 0xa5; });
+    FaultStep s = make_step("the posted receive stays pending, its buffer untouched", Entry::test, false, rc, t0, 1);
+    s.ok = s.ok && !done && untouched;
+    record(f, s, strf("done=%d, buffer %s", done, untouched ? "untouched" : "WRITTEN"));
+    check(f.net.deregMr(comm, mh), "deregMr(recv comm)");
+    check(f.net.closeRecv(comm), "closeRecv (a receive still posted)");
+  } else {
+    std::string h = recv_handle(f);
+    Outcome c = connect_until(f, h, "connecting");
+    check(c.rc, "connect");
+    void* comm = c.comm;
+    check(f.net.regMr(comm, p, bytes, NCCL_PTR_HOST, &mh), "regMr(send comm)");
+    pattern::fill(p, 0, n + 1, pattern::seed(1, kEpochFault, 1));
+    f.mgmt.barrier("oversize posted", f.o.timeout_s);
+    std::int64_t t0 = now_ns();
+    std::uint64_t calls = 0;
+    void* req = nullptr;
+    ncclResult_t rc = ncclSuccess;
+    Deadline d(f.o.timeout_s);
+    for (;;) {  // NULL requests until the receiver's clear-to-send arrives
+      ++calls;
+      rc = f.net.isend(comm, p, n + 1, 0, mh, &req);
+      if (rc != ncclSuccess || req) break;
+      d.check(f.o.timeout_s, "waiting for isend of the oversized message to return");
+      ::sched_yield();
+    }
+    FaultStep s = make_step(strf("isend of %zu bytes into a %zu-byte receive", n + 1, n), Entry::isend, true, rc, t0, calls);
+    s.comm_null = req == nullptr;
+    record(f, s);
+    if (req) {  // it was posted after all: let it finish (bounded) before closing
+      int done = 0;
+      while (!done && !d.expired() && f.net.test(req, &done, nullptr) == ncclSuccess) ::sched_yield();
+    }
+    f.mgmt.barrier("oversize sent", f.o.timeout_s);
+    check(f.net.deregMr(comm, mh), "deregMr(send comm)");
+    check(f.net.closeSend(comm), "closeSend");
+  }
+  ::munmap(mem, bytes);
+  f.mgmt.barrier("oversize closed", f.o.timeout_s);
+}
+
+// 5. Both ranks stream (the integrity phase on the ring); rank 1 SIGKILLs itself after receiving
+//    half of --messages. Rank 0's isend/test must return an error (not hang); rank 0 then closes
+//    everything and finalizes.
+void peer_death(Ctx& f) {
+  std::vector<Link> ring = open_links(f.net, f.mgmt, f.o.dev, 1, f.o.timeout_s, &f.rep.connect);
+  Link& link = ring[0];
+  const std::size_t max_size = *std::max_element(f.o.sizes.begin(), f.o.sizes.end());
+  Buffers buf(max_size, std::max(f.o.inflight, 2));
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  check(f.net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
+  check(f.net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
+  f.mgmt.barrier("stream", f.o.timeout_s);
+  DataCtx dc{f.net, f.mgmt, link.send, link.recv, buf, smh, rmh, f.o.rank, f.o, true, nullptr, {}};
+  if (f.o.rank == 1) {
+    const std::uint64_t kill_at = f.o.messages / 2;
+    dc.after_recv = [kill_at](std::uint64_t received) {
+      if (received < kill_at) return;
+      log::warn("fault peer-death: received %llu messages: SIGKILL to myself now",
+                static_cast<unsigned long long>(received));
+      ::kill(::getpid(), SIGKILL);
+    };
+    (void)run_integrity(dc);
+    fail(Fail::verify, "fault peer-death: the stream ended before rank 1 reached its kill point");
+  }
+  std::int64_t gone_ns = 0;
+  dc.watch_peer = false;
+  dc.peer_gone_ns = &gone_ns;
+  std::int64_t t0 = now_ns();
+  FaultStep s;
+  try {
+    f.rep.integrity = run_integrity(dc);
+    s = make_step("isend/test after the peer died mid-stream", Entry::test, true, ncclSuccess, t0, 0);
+    s.detail = "the stream completed although the peer died";
+  } catch (const DriverError& e) {
+    const Entry which = f.net.last_error_entry();
+    if (e.kind != Fail::plugin || which == Entry::kCount) throw;  // a timeout (hang), a driver problem
+    s = make_step("isend/test after the peer died mid-stream", which, true, f.net.last_error_result(), t0,
+                  f.net.stats()[static_cast<std::size_t>(which)].count);
+    log::info("fault peer-death: %s", e.what());
+  }
+  // The error must come from the peer's death: by now the management connection shows it.
+  Deadline grace(2);
+  while (gone_ns == 0 && !grace.expired()) {
+    if (f.mgmt.peer_closed()) gone_ns = now_ns();
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::int64_t err_ns = t0 + static_cast<std::int64_t>(s.ms * 1e6);
+  if (gone_ns) s.since_peer_gone_ms = std::max(0.0, static_cast<double>(err_ns - gone_ns) / 1e6);
+  else s.ok = false;
+  record(f, s, gone_ns ? "" : "the peer's management connection is still open");
+  f.rep.peer_gone = true;
+  // NCCL's abort path: deregister and close the failed comms with requests still outstanding.
+  check(f.net.deregMr(link.send, smh), "deregMr(send comm, after the peer died)");
+  check(f.net.deregMr(link.recv, rmh), "deregMr(recv comm, after the peer died)");
+  close_link(f.net, link);
+}
+
+// 6. An out-of-range --dev: getProperties, listen and connect must return an error.
+void bad_dev(Ctx& f) {
+  {
+    std::int64_t t0 = now_ns();
+    Properties p;
+    ncclResult_t rc = f.net.getProperties(f.o.dev, &p);
+    record(f, make_step(strf("getProperties(%d)", f.o.dev), Entry::getProperties, true, rc, t0, 1));
+  }
+  {
+    std::string h(kH, '\0');
+    void* lc = nullptr;
+    std::int64_t t0 = now_ns();
+    ncclResult_t rc = f.net.listen(f.o.dev, h.data(), &lc);
+    FaultStep s = make_step(strf("listen(%d)", f.o.dev), Entry::listen, true, rc, t0, 1);
+    s.comm_null = lc == nullptr;
+    record(f, s);
+    if (lc) check(f.net.closeListen(lc), "closeListen");
+  }
+  {
+    std::string h(kH, '\0');  // the device index is checked before the handle
+    void* comm = nullptr;
+    std::int64_t t0 = now_ns();
+    ncclResult_t rc = f.net.connect(f.o.dev, h.data(), &comm);
+    FaultStep s = make_step(strf("connect(%d)", f.o.dev), Entry::connect, true, rc, t0, 1);
+    s.comm_null = comm == nullptr;
+    record(f, s);
+    if (comm) check(f.net.closeSend(comm), "closeSend");
+  }
+  f.mgmt.barrier("bad-dev done", f.o.timeout_s);
+}
+
+}  // namespace
+
+bool is_fault_name(const std::string& name) {
+  return std::any_of(std::begin(kFaults), std::end(kFaults), [&](const char* n) { return name == n; });
+}
+
+const char* fault_names() { return "bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev"; }
+
+void run_fault(const Options& o, Plugin& net, Mgmt& mgmt, Report& rep) {
+  Ctx f{o, net, mgmt, rep};
+  rep.fault.name = o.fault;
+  mgmt.barrier("fault " + o.fault, o.timeout_s);
+  if (o.fault == "bad-handle") bad_handle(f);
+  else if (o.fault == "bad-token") bad_token(f);
+  else if (o.fault == "close-listen") close_listen(f);
+  else if (o.fault == "oversize") oversize(f);
+  else if (o.fault == "peer-death") peer_death(f);
+  else if (o.fault == "bad-dev") bad_dev(f);
+  else fail(Fail::usage, "unknown --fault " + o.fault);
+}
+
+}  // namespace hnd

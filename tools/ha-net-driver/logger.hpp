@@ -1,0 +1,39 @@
+// ha-net-driver: the NCCL-style logger handed to the plugin's init(), the profiler callback,
+// and the driver's own stderr messages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nccl_net_abi.h"
+
+namespace hnd::log {
+
+// Reads NCCL_DEBUG (VERSION|WARN|INFO|ABORT|TRACE; unset = WARN) and NCCL_DEBUG_SUBSYS
+// (comma list of INIT,NET,...; leading ^ excludes; unset = ALL). `rank` is printed as [rank].
+void configure(int rank);
+
+// ncclDebugLogger_t for the plugin. Lines look like NCCL's:
+//   host:pid:tid [rank] NCCL INFO <msg>
+//   host:pid:tid [rank] file:line NCCL WARN <msg>
+//   host:pid:tid [rank] <ms> file:line NCCL TRACE <msg>
+// Thread-safe (one write(2) per line).
+ncclDebugLogger_t logger();
+// ncclProfilerCallback_t for v10+ init: counts events, opens none (*eHandle = NULL).
+ncclProfilerCallback_t profiler();
+
+std::uint64_t plugin_warnings();       // WARN lines the plugin logged (printed or not)
+// The text of the first kMaxWarningLines WARN lines the plugin logged (printed or not), as
+// "file:line message".
+constexpr std::size_t kMaxWarningLines = 100;
+std::vector<std::string> plugin_warning_lines();
+std::uint64_t profiler_events();       // profiler callback invocations
+
+// Driver messages: "ha-net-driver[rank]: ..." on stderr; warn() always, info() unless
+// HA_NET_DRIVER_QUIET=1.
+void info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace hnd::log

@@ -1,0 +1,349 @@
+// ha-net-driver: drives an NCCL net plugin between two ranks the way NCCL's proxy does and
+// verifies what it does. See README.md in this directory for the call sequence and the report.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "fault.hpp"
+#include "logger.hpp"
+#include "mgmt.hpp"
+#include "options.hpp"
+#include "plugin.hpp"
+#include "report.hpp"
+#include "session.hpp"
+#include "sysinfo.hpp"
+#include "traffic.hpp"
+
+namespace hnd {
+namespace {
+
+// For the watchdog, which runs while the main thread is stuck inside the plugin.
+Report* g_report = nullptr;
+std::string g_json;
+
+[[noreturn]] void hang_exit(const char* entry, double timeout_s) {
+  std::string msg = strf("timeout: plugin call %s did not return within %g s (phase '%s')", entry, timeout_s,
+                         g_report ? g_report->phase.c_str() : "?");
+  log::warn("%s", msg.c_str());
+  if (!g_json.empty()) {
+    if (std::FILE* f = std::fopen(g_json.c_str(), "w")) {
+      std::fprintf(f, "{\"tool\":\"ha-net-driver\",\"schema\":1,\"rank\":%d,\"ok\":false,\"exit_code\":%d,"
+                   "\"result\":\"timeout\",\"errors\":[\"plugin call %s did not return within %g s\"]}\n",
+                   g_report ? g_report->rank : -1, static_cast<int>(Fail::timeout), entry, timeout_s);
+      std::fclose(f);
+    }
+  }
+  std::_Exit(static_cast<int>(Fail::timeout));
+}
+
+double g_timeout = 60;
+void watchdog_fired(const char* entry) { hang_exit(entry, g_timeout); }
+
+std::string field(const std::string& text, const std::string& key) {
+  std::string k = key + "=";
+  auto pos = text.find(k);
+  if (pos == std::string::npos) return "";
+  auto end = text.find('\n', pos);
+  return text.substr(pos + k.size(), end == std::string::npos ? std::string::npos : end - pos - k.size());
+}
+
+// NCCL-relevant sanity of one device's properties: (check name, ok, detail) triples.
+std::vector<Check> property_checks(const Properties& p, int version) {
+  std::vector<Check> c;
+  c.push_back({"name is non-empty", !p.name.empty(), ""});
+  c.push_back({"speed > 0", p.speed > 0, strf("speed=%d", p.speed)});
+  c.push_back({"maxComms > 0", p.max_comms > 0, strf("maxComms=%d", p.max_comms)});
+  c.push_back({"maxRecvs >= 1", p.max_recvs >= 1, strf("maxRecvs=%d", p.max_recvs)});
+  c.push_back({"ptrSupport has NCCL_PTR_HOST", (p.ptr_support & NCCL_PTR_HOST) != 0, strf("ptrSupport=0x%x", p.ptr_support)});
+  if (p.net_device_type) {
+    bool ok = *p.net_device_type == NCCL_NET_DEVICE_HOST ||
+              (*p.net_device_type == NCCL_NET_DEVICE_UNPACK && p.net_device_version == NCCL_NET_DEVICE_UNPACK_VERSION);
+    c.push_back({"netDeviceType HOST or UNPACK/0x7", ok,
+                 strf("netDeviceType=%d netDeviceVersion=%d", *p.net_device_type, p.net_device_version.value_or(-1))});
+  }
+  if (p.max_p2p_bytes) {
+    auto in_range = [](std::size_t v) { return v > 0 && v <= static_cast<std::size_t>(NCCL_MAX_NET_SIZE_BYTES); };
+    c.push_back({"maxP2pBytes in (0, 1 TiB]", in_range(*p.max_p2p_bytes), strf("maxP2pBytes=%zu", *p.max_p2p_bytes)});
+    c.push_back({"maxCollBytes in (0, 1 TiB]", in_range(p.max_coll_bytes.value_or(0)),
+                 strf("maxCollBytes=%zu", p.max_coll_bytes.value_or(0))});
+  }
+  if (p.vndevs) {
+    int cap = version >= 12 ? NCCL_NET_MAX_DEVS_PER_NIC_V12 : NCCL_NET_MAX_DEVS_PER_NIC_V11;
+    c.push_back({"vProps.ndevs in [1, max devs per NIC]", *p.vndevs >= 1 && *p.vndevs <= cap, strf("ndevs=%d", *p.vndevs)});
+  }
+  return c;
+}
+
+// Like NCCL at the end: finalize (v11+), then check that the plugin released what it held, then
+// dlclose and give a leftover plugin thread the chance to crash here rather than inside NCCL.
+void finish(const Options& o, Report& rep, Plugin& net) {
+  rep.phase = "finalize";
+  if (net.has_finalize()) check(net.finalize(), "finalize");
+  wait_fds_at_most(rep.before_init->fds, 1000);
+  rep.after_close = snapshot(true);
+  rep.calls = net.stats();
+  if (o.dlclose) {
+    rep.phase = "dlclose";
+    net.unload();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    rep.after_dlclose = snapshot(false);
+  }
+  rep.phase = "done";
+}
+
+void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_ptr<Plugin>& net) {
+  // 1. Management connection, then the plugin (so a load failure reaches the peer as an abort).
+  rep.phase = "management connect";
+  if (o.rank == 0) {
+    log::info("waiting for rank 1 on port %u", static_cast<unsigned>(o.listen_port));
+    mgmt.emplace(Mgmt::accept_peer(o.bind, o.listen_port, o.port_file, o.timeout_s));
+    rep.peer = mgmt->peer_address();
+  } else {
+    mgmt.emplace(Mgmt::connect_peer(o.peer_host, o.peer_port, o.timeout_s));
+    rep.peer = strf("%s:%u", o.peer_host.c_str(), static_cast<unsigned>(o.peer_port));
+  }
+  rep.phase = "load";
+  net = Plugin::load(o.plugin, o.api);
+  rep.plugin_path = net->path();
+  rep.api = net->version();
+  rep.table_name = net->table_name();
+  rep.exported = net->exported_versions();
+  log::info("loaded %s: using ncclNetPlugin_v%d (net \"%s\")", rep.plugin_path.c_str(), rep.api, rep.table_name.c_str());
+
+  // 2. Hello: both ranks must run the same test; rank 0 chooses the commId (v11+ init).
+  rep.phase = "hello";
+  std::uint64_t comm_id = std::random_device{}();
+  comm_id = (comm_id << 32) ^ std::random_device{}();
+  mgmt->send(MsgType::hello, strf("rank=%d\napi=%d\nname=%s\ncommid=%llu\nparams=%s\n", o.rank, rep.api,
+                                  rep.table_name.c_str(), static_cast<unsigned long long>(comm_id),
+                                  rep.params.c_str()));
+  std::string hello = mgmt->recv(MsgType::hello, Deadline(o.timeout_s), "hello");
+  if (field(hello, "rank") != std::to_string(1 - o.rank))
+    fail(Fail::usage, "both processes use --rank " + std::to_string(o.rank));
+  if (field(hello, "params") != rep.params)
+    fail(Fail::usage, "ranks disagree on the test parameters: here '" + rep.params + "', peer '" + field(hello, "params") + "'");
+  if (field(hello, "api") != std::to_string(rep.api) || field(hello, "name") != rep.table_name)
+    log::warn("peer uses api v%s net \"%s\", we use v%d \"%s\"", field(hello, "api").c_str(), field(hello, "name").c_str(),
+              rep.api, rep.table_name.c_str());
+  if (o.rank == 1) comm_id = std::strtoull(field(hello, "commid").c_str(), nullptr, 10);
+
+  // 3. init, devices, getProperties.
+  Plugin::start_watchdog(o.timeout_s, &watchdog_fired);
+  const bool verbs = true;
+  rep.before_init = snapshot(verbs);
+  rep.phase = "init";
+  InitArgs ia{log::logger(), log::profiler(), comm_id, o.traffic_class};
+  check(net->init(ia), "init");
+  rep.phase = "devices";
+  int ndev = 0;
+  check(net->devices(&ndev), "devices");
+  rep.ndev = ndev;
+  if (ndev <= 0) {
+    if (net->has_finalize()) check(net->finalize(), "finalize");  // NCCL finalizes a rejected plugin
+    fail(Fail::plugin, strf("devices() reported %d devices (NCCL disables such a plugin)", ndev));
+  }
+  rep.phase = "getProperties";
+  const bool bad_dev = o.fault == "bad-dev";
+  if (bad_dev && o.dev < ndev)
+    fail(Fail::usage, strf("--fault bad-dev needs an out-of-range --dev (the plugin has %d device(s))", ndev));
+  if (o.dev >= ndev && !bad_dev) fail(Fail::usage, strf("--dev %d but the plugin has %d device(s)", o.dev, ndev));
+  // Like NCCL's topology detection, read every device; the --dev one is checked item by item.
+  Properties props;
+  for (int d = 0; d < ndev; ++d) {
+    Properties p;
+    check(net->getProperties(d, &p), strf("getProperties(%d)", d).c_str());
+    rep.all_props.push_back(p);
+    std::vector<Check> checks = property_checks(p, rep.api);
+    if (d == o.dev) {
+      props = p;
+      for (const auto& c : checks) rep.check(c.name, c.ok, c.detail);
+    } else {
+      std::string bad;
+      for (const auto& c : checks)
+        if (!c.ok) bad += (bad.empty() ? "" : "; ") + c.name + " (" + c.detail + ")";
+      rep.check(strf("device %d properties sane", d), bad.empty(), bad);
+    }
+  }
+  if (!bad_dev) rep.props = props;
+  if (net->has_setNetAttr()) check(net->setNetAttr(), "setNetAttr");
+  if (bad_dev) {
+    rep.phase = "fault " + o.fault;
+    run_fault(o, *net, *mgmt, rep);
+    finish(o, rep, *net);
+    return;
+  }
+
+  // Limits the traffic must respect.
+  std::size_t max_size = 0;
+  for (auto s : o.sizes) max_size = std::max(max_size, s);
+  std::size_t limit = props.max_p2p_bytes ? *props.max_p2p_bytes : static_cast<std::size_t>(NCCL_HA_NET_LEGACY_MAX_P2P_BYTES);
+  if (max_size > limit) fail(Fail::usage, strf("largest --sizes entry %zu exceeds the plugin's limit %zu", max_size, limit));
+  if (o.group > std::max(1, props.max_recvs))
+    fail(Fail::usage, strf("--group %d exceeds the plugin's maxRecvs %d", o.group, props.max_recvs));
+  if (o.optional_recv && rep.api < 9)
+    log::info("--optional-recv ignored: v%d predates NCCL_NET_OPTIONAL_RECV_COMPLETION (NCCL's shim clears it)", rep.api);
+  if (o.inflight > NCCL_NET_MAX_REQUESTS * std::max(1, o.group))
+    log::warn("--inflight %d exceeds what NCCL keeps in flight per comm (%d)", o.inflight, NCCL_NET_MAX_REQUESTS * o.group);
+
+  if (!o.fault.empty()) {
+    rep.phase = "fault " + o.fault;
+    run_fault(o, *net, *mgmt, rep);
+    finish(o, rep, *net);
+    return;
+  }
+
+  // 4. The ring: one send comm to the peer, one recv comm from it.
+  rep.phase = "connect";
+  mgmt->barrier("connect", o.timeout_s);
+  std::vector<Link> ring = open_links(*net, *mgmt, o.dev, 1, o.timeout_s, &rep.connect);
+  Link& link = ring[0];
+
+  // 5. Buffers: --inflight slots of the largest size, registered on their comm.
+  rep.phase = "regMr";
+  Buffers buf(max_size, std::max(o.inflight, 2));
+  if (rep.api <= 7 && buf.region_bytes() > static_cast<std::size_t>(INT32_MAX))
+    fail(Fail::usage, strf("v%d regMr takes an int size; %zu bytes of buffers do not fit (lower --inflight or --sizes)",
+                           rep.api, buf.region_bytes()));
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  check(net->regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
+  check(net->regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
+
+  DataCtx dc{*net, *mgmt, link.send, link.recv, buf, smh, rmh, o.rank, o, true, nullptr, {}};
+  if (o.messages > 0) {
+    rep.phase = "integrity";
+    mgmt->barrier("integrity", o.timeout_s);
+    rep.integrity = run_integrity(dc);
+  }
+  if (o.pingpong) {
+    rep.phase = "pingpong";
+    rep.latency = run_pingpong(dc);
+  }
+  if (o.bw) {
+    rep.phase = "bandwidth";
+    rep.bandwidth = run_bw(dc);
+  }
+
+  // 6. Clean close, like NCCL's free path: deregMr, then closeSend/closeRecv.
+  rep.phase = "close";
+  mgmt->barrier("close", o.timeout_s);
+  check(net->deregMr(link.send, smh), "deregMr(send comm)");
+  check(net->deregMr(link.recv, rmh), "deregMr(recv comm)");
+  close_link(*net, link);
+
+  if (o.comms > 0) {
+    rep.phase = "comms test";
+    rep.comms = run_comms_test(*net, *mgmt, o, o.rank);
+  }
+
+  finish(o, rep, *net);
+}
+
+// Local verdict from everything measured (fatal errors were recorded already).
+void evaluate(const Options& o, Report& rep) {
+  Integrity all = rep.integrity;
+  for (const auto& l : rep.latency) all.add(l.counters);
+  for (const auto& b : rep.bandwidth) all.add(b.counters);
+  if (all.ran)
+    rep.check("received data and sizes verified", !all.failed(),
+              strf("%llu mismatched messages (%llu bytes), %llu size errors, %llu overruns",
+                   static_cast<unsigned long long>(all.mismatches), static_cast<unsigned long long>(all.mismatched_bytes),
+                   static_cast<unsigned long long>(all.size_errors), static_cast<unsigned long long>(all.overruns)));
+  if (rep.comms.ran) {
+    rep.check("comms test: every comm carried a verified message", rep.comms.messages_ok == static_cast<std::uint64_t>(rep.comms.n),
+              strf("%llu of %d", static_cast<unsigned long long>(rep.comms.messages_ok), rep.comms.n));
+    rep.check("comms test: fd count returned after closing", rep.comms.fds_returned,
+              strf("%d before, %d after close", rep.comms.before.fds, rep.comms.after_close.fds));
+  }
+  if (rep.before_init && rep.after_close) {
+    const Snapshot& b = *rep.before_init;
+    const Snapshot& a = *rep.after_close;
+    std::string detail = strf("%d before init, %d after close%s", b.fds, a.fds, rep.api >= 11 ? " and finalize" : "");
+    if (rep.api >= 11) rep.check("fds returned after finalize", a.fds == b.fds, detail);
+    else rep.checks.push_back({"fds after close (v<11 has no finalize: informational)", true, detail});
+    if (b.mrs && a.mrs) {
+      std::string md = strf("%d before init, %d after close", *b.mrs, *a.mrs);
+      if (rep.api >= 11) rep.check("MRs released after finalize", *a.mrs <= *b.mrs, md);
+      else rep.check("MRs released after deregMr and close", *a.mrs <= *b.mrs, md);
+    }
+    if (b.qps && a.qps && rep.api >= 11) rep.check("QPs destroyed after finalize", *a.qps <= *b.qps, strf("%d -> %d", *b.qps, *a.qps));
+  }
+  if (rep.before_init && rep.after_dlclose)
+    rep.check("no plugin threads left after dlclose", rep.after_dlclose->threads <= rep.before_init->threads,
+              strf("%d threads before init, %d after dlclose", rep.before_init->threads, rep.after_dlclose->threads));
+  (void)o;
+}
+
+}  // namespace
+}  // namespace hnd
+
+int main(int argc, char** argv) {
+  using namespace hnd;
+  Options o;
+  try {
+    o = parse_options(argc, argv);
+  } catch (const DriverError& e) {
+    std::fprintf(stderr, "ha-net-driver: %s\n", e.what());
+    return static_cast<int>(Fail::usage);
+  }
+  if (o.help) {
+    std::fputs(usage(), stdout);
+    return 0;
+  }
+  log::configure(o.rank);
+  ::signal(SIGPIPE, SIG_IGN);  // a peer that went away must show up as an error, not kill us
+  Report rep;
+  rep.rank = o.rank;
+  rep.dev = o.dev;
+  rep.plugin_path = o.plugin;
+  rep.params = shared_params(o);
+  g_report = &rep;
+  g_json = o.json;
+  g_timeout = o.timeout_s;
+
+  std::optional<Mgmt> mgmt;
+  std::unique_ptr<Plugin> net;
+  bool aborted = false;
+  try {
+    run(o, rep, mgmt, net);
+  } catch (const DriverError& e) {
+    rep.add_failure(e.kind, strf("%s: %s", rep.phase.c_str(), e.what()));
+    log::warn("%s: %s", fail_name(e.kind), e.what());
+    if (mgmt && !rep.peer_gone) mgmt->send_abort(strf("rank %d: %s", o.rank, e.what()));
+    aborted = true;
+  }
+  if (net && !rep.after_close) rep.calls = net->stats();
+  rep.plugin_warnings = log::plugin_warnings();
+  rep.plugin_warning_lines = log::plugin_warning_lines();
+  rep.profiler_events = log::profiler_events();
+  evaluate(o, rep);
+
+  // Exchange verdicts so each rank's exit status covers both directions.
+  if (!aborted && mgmt && !rep.peer_gone) {
+    try {
+      std::string mine = strf("ok=%d\nresult=%s\n", rep.result == Fail::ok ? 1 : 0, fail_name(rep.result));
+      if (!rep.errors.empty()) mine += "error=" + rep.errors.front() + "\n";
+      mgmt->send(MsgType::result, mine);
+      std::string theirs = mgmt->recv(MsgType::result, Deadline(o.timeout_s), "the peer's result");
+      rep.peer_ok = field(theirs, "ok") == "1";
+      rep.peer_detail = field(theirs, "result");
+      if (!field(theirs, "error").empty()) rep.peer_detail += ": " + field(theirs, "error");
+      if (!*rep.peer_ok) rep.add_failure(Fail::verify, "peer reported failure: " + rep.peer_detail);
+    } catch (const DriverError& e) {
+      rep.add_failure(e.kind, strf("result exchange: %s", e.what()));
+    }
+  }
+  print_summary(rep);
+  if (!o.json.empty()) write_json(rep, o.json);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int code = static_cast<int>(rep.result);
+  // A plugin left loaded may own threads; do not run its static destructors racing them.
+  if (net && net->loaded()) std::_Exit(code);
+  return code;
+}

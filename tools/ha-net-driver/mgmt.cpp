@@ -1,0 +1,225 @@
+#include "mgmt.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace hnd {
+namespace {
+
+constexpr std::uint32_t kMaxPayload = 1u << 20;
+
+struct Header {
+  std::uint32_t type;
+  std::uint32_t len;
+};
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void write_port_file(const std::string& file, std::uint16_t port) {
+  std::string tmp = file + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) fail(Fail::usage, strf("cannot write --port-file %s: %s", tmp.c_str(), std::strerror(errno)));
+  std::fprintf(f, "%u\n", static_cast<unsigned>(port));
+  std::fclose(f);
+  if (std::rename(tmp.c_str(), file.c_str()) != 0)
+    fail(Fail::usage, strf("cannot rename %s: %s", tmp.c_str(), std::strerror(errno)));
+}
+
+}  // namespace
+
+Mgmt Mgmt::accept_peer(const std::string& bind, std::uint16_t port, const std::string& port_file, double timeout_s) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string svc = std::to_string(port);
+  int rc = ::getaddrinfo(bind.empty() ? nullptr : bind.c_str(), svc.c_str(), &hints, &res);
+  if (rc != 0) fail(Fail::usage, strf("--bind %s: %s", bind.c_str(), ::gai_strerror(rc)));
+  int lfd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0) {
+    ::freeaddrinfo(res);
+    fail(Fail::peer, strf("socket: %s", std::strerror(errno)));
+  }
+  int one = 1;
+  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(lfd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(lfd, 1) != 0) {
+    int e = errno;
+    ::freeaddrinfo(res);
+    ::close(lfd);
+    fail(Fail::usage, strf("cannot listen on %s:%u: %s", bind.c_str(), static_cast<unsigned>(port), std::strerror(e)));
+  }
+  ::freeaddrinfo(res);
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&ss), &sl);
+  std::uint16_t bound = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                                       : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (!port_file.empty()) write_port_file(port_file, bound);
+  Deadline d(timeout_s);
+  pollfd p{lfd, POLLIN, 0};
+  for (;;) {
+    int n = ::poll(&p, 1, d.remaining_ms());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(lfd);
+      fail(Fail::timeout, strf("timeout after %g s waiting for rank 1 on port %u", timeout_s, static_cast<unsigned>(bound)));
+    }
+    break;
+  }
+  int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+  int e = errno;
+  ::close(lfd);
+  if (fd < 0) fail(Fail::peer, strf("accept: %s", std::strerror(e)));
+  set_nodelay(fd);
+  return Mgmt(fd, timeout_s);
+}
+
+Mgmt Mgmt::connect_peer(const std::string& host, std::uint16_t port, double timeout_s) {
+  Deadline d(timeout_s);
+  std::string last = "no attempt";
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    std::string svc = std::to_string(port);
+    int rc = ::getaddrinfo(host.c_str(), svc.c_str(), &hints, &res);
+    if (rc != 0) {
+      last = ::gai_strerror(rc);
+    } else {
+      for (addrinfo* a = res; a; a = a->ai_next) {
+        int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+          ::freeaddrinfo(res);
+          set_nodelay(fd);
+          return Mgmt(fd, timeout_s);
+        }
+        last = std::strerror(errno);
+        ::close(fd);
+      }
+      ::freeaddrinfo(res);
+    }
+    if (d.expired())
+      fail(Fail::timeout, strf("timeout after %g s connecting to rank 0 at %s:%u (%s)", timeout_s, host.c_str(),
+                               static_cast<unsigned>(port), last.c_str()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+Mgmt::~Mgmt() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Mgmt::send(MsgType t, const std::string& payload) {
+  Header h{htonl(static_cast<std::uint32_t>(t)), htonl(static_cast<std::uint32_t>(payload.size()))};
+  std::string buf(reinterpret_cast<const char*>(&h), sizeof h);
+  buf += payload;
+  const char* p = buf.data();
+  std::size_t left = buf.size();
+  while (left > 0) {
+    ssize_t n = ::send(fd_, p, left, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(Fail::peer, strf("management connection: send failed: %s", std::strerror(errno)));
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void Mgmt::read_exact(void* buf, std::size_t n, const Deadline& d, const char* waiting_for) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    pollfd pf{fd_, POLLIN, 0};
+    int r = ::poll(&pf, 1, d.remaining_ms());
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) fail(Fail::timeout, strf("timeout after %g s waiting for the peer (%s)", timeout_s_, waiting_for));
+    ssize_t got = ::recv(fd_, p, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got == 0) fail(Fail::peer, strf("peer closed the management connection (while waiting for %s)", waiting_for));
+    if (got < 0) fail(Fail::peer, strf("management connection: %s", std::strerror(errno)));
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+}
+
+std::string Mgmt::recv(MsgType t, const Deadline& d, const char* waiting_for) {
+  Header h{};
+  read_exact(&h, sizeof h, d, waiting_for);
+  std::uint32_t type = ntohl(h.type), len = ntohl(h.len);
+  if (len > kMaxPayload) fail(Fail::peer, strf("management connection: oversized message (%u bytes)", len));
+  std::string payload(len, '\0');
+  if (len) read_exact(payload.data(), len, d, waiting_for);
+  if (type == static_cast<std::uint32_t>(MsgType::abort)) fail(Fail::peer, "peer aborted: " + payload);
+  if (type != static_cast<std::uint32_t>(t))
+    fail(Fail::peer, strf("management protocol: got message type %u while waiting for %s", type, waiting_for));
+  return payload;
+}
+
+void Mgmt::barrier(const std::string& name, double timeout_s) {
+  send(MsgType::barrier, name);
+  Deadline d(timeout_s);
+  std::string what = "barrier '" + name + "'";
+  std::string got = recv(MsgType::barrier, d, what.c_str());
+  if (got != name) fail(Fail::peer, strf("management protocol: peer is at barrier '%s', we are at '%s'", got.c_str(), name.c_str()));
+}
+
+void Mgmt::check_abort() {
+  Header h{};
+  ssize_t n = ::recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) fail(Fail::peer, "peer closed the management connection");
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+    fail(Fail::peer, strf("management connection: %s", std::strerror(errno)));
+  }
+  if (static_cast<std::size_t>(n) < sizeof h || ntohl(h.type) != static_cast<std::uint32_t>(MsgType::abort)) return;
+  Deadline d(timeout_s_);
+  (void)recv(MsgType::abort, d, "abort reason");  // throws with the reason
+}
+
+bool Mgmt::has_message() const noexcept {
+  Header h{};
+  ssize_t n = ::recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(sizeof h);
+}
+
+bool Mgmt::peer_closed() const noexcept {
+  char c;
+  ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+std::string Mgmt::peer_address() const {
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) return "";
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), sl, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "";
+  return std::string(host) + ":" + serv;
+}
+
+void Mgmt::send_abort(const std::string& why) noexcept {
+  try {
+    send(MsgType::abort, why);
+  } catch (...) {
+  }
+}
+
+}  // namespace hnd

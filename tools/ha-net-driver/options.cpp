@@ -1,0 +1,163 @@
+#include "options.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "common.hpp"
+#include "fault.hpp"
+
+namespace hnd {
+namespace {
+
+std::int64_t parse_num(const std::string& opt, const std::string& s, std::int64_t lo, std::int64_t hi) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || errno != 0 || *end != '\0' || v < lo || v > hi)
+    fail(Fail::usage, strf("%s: '%s' is not an integer in [%lld, %lld]", opt.c_str(), s.c_str(),
+                           static_cast<long long>(lo), static_cast<long long>(hi)));
+  return v;
+}
+
+}  // namespace
+
+const char* usage() {
+  return R"(usage: ha-net-driver --plugin PATH --rank 0 --listen-port P [options]
+       ha-net-driver --plugin PATH --rank 1 --peer HOST:PORT [options]
+
+Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
+  --plugin PATH        plugin .so (dlopen RTLD_NOW|RTLD_LOCAL; a bare NAME also tries libnccl-net-NAME.so)
+  --api N              use ncclNetPlugin_vN (6..12); default: newest exported (v12 first)
+  --rank 0|1           rank 0 listens for the management connection, rank 1 connects
+  --listen-port P      rank 0: management TCP port (0: any free port, see --port-file)
+  --bind ADDR          rank 0: management listen address (default 0.0.0.0)
+  --port-file F        rank 0: write the bound management port to F once listening
+  --peer HOST:PORT     rank 1: rank 0's management address
+  --dev N              plugin device index (default 0)
+  --sizes LIST         message sizes, e.g. 0,1,8,4K,64K,1M,4M (default); message k has size sizes[k % n]
+  --messages N         integrity phase: messages per direction (default 1000, 0: skip)
+  --inflight W         isend requests in flight per direction (default 8); the receiver keeps W/G
+                       grouped irecvs in flight
+  --group G            buffers per grouped irecv (default 1, at most the plugin's maxRecvs and W)
+  --optional-recv      v9+: preset *request = NCCL_NET_OPTIONAL_RECV_COMPLETION before n == 1 irecvs
+  --test-order O       oldest (default, like NCCL: test only the oldest request per direction) | all
+  --pingpong           latency per size (RTT/2 min/median/p99), 1 request in flight
+  --iters N            round trips per size (default 100; capped at 256 MiB per size, at least 5)
+  --bw                 bandwidth per size, both directions at once, W requests in flight, MiB/s received
+  --bw-messages N      messages per size and direction (default 64; capped at 1 GiB, at least W)
+  --comms N            open N send/recv comm pairs at once, measure RSS and fds, close them
+  --traffic-class N    ncclNetCommConfig.trafficClass (v10+; default -1 = undefined)
+  --timeout S          bound for every phase, every wait for the peer and every plugin call (default 60)
+  --json FILE          write the JSON report to FILE
+  --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
+  --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
+                       bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev (see README)
+  -h, --help           this text
+Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1.
+Exit status: 0 all verified, 1 verification failed, 2 usage, 3 plugin error, 4 timeout, 5 peer error.
+)";
+}
+
+std::vector<std::size_t> parse_sizes(const std::string& list) {
+  std::vector<std::size_t> out;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    std::size_t comma = list.find(',', pos);
+    std::string tok = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (tok.empty()) fail(Fail::usage, "--sizes: empty entry in '" + list + "'");
+    std::uint64_t mult = 1;
+    char last = tok.back();
+    if (last == 'K' || last == 'k') mult = 1ull << 10;
+    if (last == 'M' || last == 'm') mult = 1ull << 20;
+    if (last == 'G' || last == 'g') mult = 1ull << 30;
+    if (mult != 1) tok.pop_back();
+    auto v = static_cast<std::uint64_t>(parse_num("--sizes", tok, 0, std::int64_t{1} << 40));
+    if (v * mult > (1ull << 40)) fail(Fail::usage, "--sizes: entry too large: " + tok);
+    out.push_back(static_cast<std::size_t>(v * mult));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) fail(Fail::usage, a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") o.help = true;
+    else if (a == "--plugin") o.plugin = val();
+    else if (a == "--api") o.api = static_cast<int>(parse_num(a, val(), 6, 12));
+    else if (a == "--rank") o.rank = static_cast<int>(parse_num(a, val(), 0, 1));
+    else if (a == "--listen-port") o.listen_port = static_cast<std::uint16_t>(parse_num(a, val(), 0, 65535));
+    else if (a == "--bind") o.bind = val();
+    else if (a == "--port-file") o.port_file = val();
+    else if (a == "--peer") {
+      std::string v = val();
+      auto colon = v.rfind(':');
+      if (colon == std::string::npos || colon == 0) fail(Fail::usage, "--peer: expected HOST:PORT, got '" + v + "'");
+      o.peer_host = v.substr(0, colon);
+      if (o.peer_host.size() > 2 && o.peer_host.front() == '[' && o.peer_host.back() == ']')
+        o.peer_host = o.peer_host.substr(1, o.peer_host.size() - 2);
+      o.peer_port = static_cast<std::uint16_t>(parse_num("--peer port", v.substr(colon + 1), 1, 65535));
+    } else if (a == "--dev") o.dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+    else if (a == "--sizes") o.sizes = parse_sizes(val());
+    else if (a == "--messages") o.messages = static_cast<std::uint64_t>(parse_num(a, val(), 0, std::int64_t{1} << 40));
+    else if (a == "--inflight") o.inflight = static_cast<int>(parse_num(a, val(), 1, 4096));
+    else if (a == "--group") o.group = static_cast<int>(parse_num(a, val(), 1, 64));
+    else if (a == "--optional-recv") o.optional_recv = true;
+    else if (a == "--test-order") {
+      std::string v = val();
+      if (v == "all") o.test_all = true;
+      else if (v == "oldest") o.test_all = false;
+      else fail(Fail::usage, "--test-order: expected oldest or all, got '" + v + "'");
+    } else if (a == "--pingpong") o.pingpong = true;
+    else if (a == "--iters") o.iters = static_cast<int>(parse_num(a, val(), 1, 100000000));
+    else if (a == "--bw") o.bw = true;
+    else if (a == "--bw-messages") o.bw_messages = static_cast<std::uint64_t>(parse_num(a, val(), 1, std::int64_t{1} << 40));
+    else if (a == "--comms") o.comms = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+    else if (a == "--traffic-class") o.traffic_class = static_cast<int>(parse_num(a, val(), -1, 255));
+    else if (a == "--timeout") {
+      std::string v = val();
+      char* end = nullptr;
+      o.timeout_s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(o.timeout_s > 0) || o.timeout_s > 86400)
+        fail(Fail::usage, "--timeout: expected seconds in (0, 86400], got '" + v + "'");
+    } else if (a == "--json") o.json = val();
+    else if (a == "--no-dlclose") o.dlclose = false;
+    else if (a == "--fault") {
+      o.fault = val();
+      if (!is_fault_name(o.fault))
+        fail(Fail::usage, "--fault: expected one of " + std::string(fault_names()) + ", got '" + o.fault + "'");
+    }
+    else fail(Fail::usage, "unknown option '" + a + "' (see --help)");
+  }
+  if (o.help) return o;
+  if (o.plugin.empty()) fail(Fail::usage, "--plugin PATH is required");
+  if (o.rank < 0) fail(Fail::usage, "--rank 0|1 is required");
+  if (o.rank == 1 && o.peer_host.empty()) fail(Fail::usage, "rank 1 needs --peer HOST:PORT");
+  if (o.rank == 0 && !o.peer_host.empty()) fail(Fail::usage, "--peer is for rank 1; rank 0 uses --listen-port");
+  if (o.sizes.empty()) fail(Fail::usage, "--sizes: empty list");
+  if (o.fault == "peer-death" && o.messages < 2)
+    fail(Fail::usage, "--fault peer-death needs --messages >= 2 (rank 1 dies after half of them)");
+  if (o.group > o.inflight)
+    fail(Fail::usage, strf("--group %d exceeds --inflight %d (a grouped receive completes only when all %d "
+                           "sends of the group were posted)", o.group, o.inflight, o.group));
+  return o;
+}
+
+std::string shared_params(const Options& o) {
+  std::string s = "sizes=";
+  for (std::size_t i = 0; i < o.sizes.size(); ++i) s += (i ? "," : "") + std::to_string(o.sizes[i]);
+  s += strf(" messages=%llu inflight=%d group=%d pingpong=%d iters=%d bw=%d bw_messages=%llu comms=%d",
+            static_cast<unsigned long long>(o.messages), o.inflight, o.group, o.pingpong ? 1 : 0, o.iters,
+            o.bw ? 1 : 0, static_cast<unsigned long long>(o.bw_messages), o.comms);
+  if (!o.fault.empty()) s += " fault=" + o.fault;
+  return s;
+}
+
+}  // namespace hnd

@@ -1,0 +1,48 @@
+// ha-net-driver command line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hnd {
+
+struct Options {
+  std::string plugin;                 // --plugin PATH (required)
+  int api = 0;                        // --api N: force ncclNetPlugin_vN (0 = newest exported)
+  int rank = -1;                      // --rank 0|1
+  std::uint16_t listen_port = 0;      // rank 0: --listen-port P (0 = any, see --port-file)
+  std::string bind = "0.0.0.0";       // rank 0: --bind ADDR
+  std::string port_file;              // rank 0: --port-file F receives the bound port
+  std::string peer_host;              // rank 1: --peer HOST:PORT
+  std::uint16_t peer_port = 0;
+  int dev = 0;                        // --dev N
+  std::vector<std::size_t> sizes{0, 1, 8, 4096, 65536, 1 << 20, 4 << 20};  // --sizes
+  std::uint64_t messages = 1000;      // --messages N per direction (0: no integrity phase)
+  int inflight = 8;                   // --inflight W: isend requests in flight per direction
+  int group = 1;                      // --group G: buffers per grouped irecv (W/G irecvs in flight)
+  bool optional_recv = false;         // --optional-recv (v9+, n == 1 receives)
+  bool test_all = false;              // --test-order all (default oldest: NCCL tests in order)
+  bool pingpong = false;              // --pingpong
+  int iters = 100;                    // --iters N round trips per size
+  bool bw = false;                    // --bw
+  std::uint64_t bw_messages = 64;     // --bw-messages N per size
+  int comms = 0;                      // --comms N (0: skip)
+  int traffic_class = -1;             // --traffic-class N (v10+ config)
+  double timeout_s = 60;              // --timeout S: per phase, per peer wait, per plugin call
+  std::string json;                   // --json FILE
+  bool dlclose = true;                // --no-dlclose
+  std::string fault;                  // --fault NAME: an error-path scenario instead of the ring (fault.hpp)
+  bool help = false;
+};
+
+// Throws DriverError(usage).
+Options parse_options(int argc, char** argv);
+const char* usage();
+// "0,1,8,4K,1M" -> {0, 1, 8, 4096, 1048576}; K/M/G are powers of 1024. Throws DriverError(usage).
+std::vector<std::size_t> parse_sizes(const std::string& list);
+// Canonical text of the parameters both ranks must agree on (exchanged in the hello).
+std::string shared_params(const Options& o);
+
+}  // namespace hnd

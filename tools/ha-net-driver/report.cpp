@@ -1,0 +1,435 @@
+#include "report.hpp"
+
+#include <cstdio>
+
+#include "logger.hpp"
+
+namespace hnd {
+
+void Integrity::add(const Integrity& o) {
+  ran = ran || o.ran;
+  messages_sent += o.messages_sent;
+  bytes_sent += o.bytes_sent;
+  messages_received += o.messages_received;
+  bytes_received += o.bytes_received;
+  mismatches += o.mismatches;
+  mismatched_bytes += o.mismatched_bytes;
+  size_errors += o.size_errors;
+  overruns += o.overruns;
+  send_size_mismatches += o.send_size_mismatches;
+  optional_size_mismatches += o.optional_size_mismatches;
+  isend_retries += o.isend_retries;
+  irecv_retries += o.irecv_retries;
+  seconds += o.seconds;
+}
+
+void Report::add_failure(Fail kind, const std::string& msg) {
+  errors.push_back(msg);
+  if (result == Fail::ok || (result == Fail::verify && kind != Fail::verify)) result = kind;
+}
+
+void Report::check(const std::string& name, bool ok, const std::string& detail) {
+  checks.push_back({name, ok, detail});
+  if (!ok) add_failure(Fail::verify, "check failed: " + name + (detail.empty() ? "" : " (" + detail + ")"));
+}
+
+namespace {
+
+// Minimal JSON writer: handles commas and nesting; values are written by the typed helpers.
+class Json {
+ public:
+  explicit Json(std::FILE* f) : f_(f) {}
+  void open(char c) {
+    sep();
+    std::fputc(c, f_);
+    first_ = true;
+  }
+  void close(char c) {
+    std::fputc(c, f_);
+    first_ = false;
+  }
+  void key(const char* k) {
+    sep();
+    str_raw(k);
+    std::fputc(':', f_);
+    first_ = true;  // the value that follows needs no comma
+  }
+  void str(const std::string& s) {
+    sep();
+    str_raw(s);
+  }
+  void num(double v) {
+    sep();
+    std::fprintf(f_, "%.3f", v);
+  }
+  void num(std::uint64_t v) {
+    sep();
+    std::fprintf(f_, "%llu", static_cast<unsigned long long>(v));
+  }
+  void num(std::int64_t v) {
+    sep();
+    std::fprintf(f_, "%lld", static_cast<long long>(v));
+  }
+  void num(int v) { num(static_cast<std::int64_t>(v)); }
+  void boolean(bool b) {
+    sep();
+    std::fputs(b ? "true" : "false", f_);
+  }
+  void null() {
+    sep();
+    std::fputs("null", f_);
+  }
+  template <class T>
+  void kv(const char* k, const T& v) {
+    key(k);
+    put(v);
+  }
+  template <class T>
+  void kv(const char* k, const std::optional<T>& v) {
+    key(k);
+    if (v) put(*v);
+    else null();
+  }
+
+ private:
+  void put(const std::string& s) { str(s); }
+  void put(const char* s) { str(s); }
+  void put(bool b) { boolean(b); }
+  void put(double v) { num(v); }
+  void put(float v) { num(static_cast<double>(v)); }
+  void put(int v) { num(v); }
+  void put(std::uint64_t v) { num(v); }
+  void put(std::int64_t v) { num(v); }
+  void put(unsigned long long v) { num(static_cast<std::uint64_t>(v)); }
+  void sep() {
+    if (!first_) std::fputc(',', f_);
+    first_ = false;
+  }
+  void str_raw(const std::string& s) {
+    std::fputc('"', f_);
+    for (unsigned char c : s) {
+      if (c == '"' || c == '\\') std::fprintf(f_, "\\%c", c);
+      else if (c < 0x20) std::fprintf(f_, "\\u%04x", c);
+      else std::fputc(c, f_);
+    }
+    std::fputc('"', f_);
+  }
+  std::FILE* f_;
+  bool first_ = true;
+};
+
+void json_integrity(Json& j, const Integrity& s) {
+  j.open('{');
+  j.kv("ran", s.ran);
+  j.kv("messages_sent", s.messages_sent);
+  j.kv("bytes_sent", s.bytes_sent);
+  j.kv("messages_received", s.messages_received);
+  j.kv("bytes_received", s.bytes_received);
+  j.kv("mismatches", s.mismatches);
+  j.kv("mismatched_bytes", s.mismatched_bytes);
+  j.kv("size_errors", s.size_errors);
+  j.kv("overruns", s.overruns);
+  j.kv("send_size_mismatches", s.send_size_mismatches);
+  j.kv("optional_size_mismatches", s.optional_size_mismatches);
+  j.kv("isend_retries", s.isend_retries);
+  j.kv("irecv_retries", s.irecv_retries);
+  j.kv("flush", s.flush);
+  j.kv("seconds", s.seconds);
+  j.kv("ok", !s.failed());
+  j.close('}');
+}
+
+void json_snapshot(Json& j, const char* k, const std::optional<Snapshot>& s) {
+  j.key(k);
+  if (!s) {
+    j.null();
+    return;
+  }
+  j.open('{');
+  j.kv("fds", s->fds);
+  j.kv("rss_kib", s->rss_kib);
+  j.kv("threads", s->threads);
+  j.kv("mrs", s->mrs);
+  j.kv("qps", s->qps);
+  j.close('}');
+}
+
+void json_props(Json& j, const Properties& p) {
+  j.open('{');
+  j.kv("name", p.name);
+  j.kv("pciPath", p.pci_path);
+  j.kv("guid", strf("0x%016llx", static_cast<unsigned long long>(p.guid)));
+  j.kv("ptrSupport", p.ptr_support);
+  j.kv("regIsGlobal", p.reg_is_global);
+  j.kv("forceFlush", p.force_flush);
+  j.kv("speed", p.speed);
+  j.kv("port", p.port);
+  j.kv("latency", p.latency);
+  j.kv("maxComms", p.max_comms);
+  j.kv("maxRecvs", p.max_recvs);
+  j.kv("netDeviceType", p.net_device_type);
+  j.kv("netDeviceVersion", p.net_device_version);
+  j.key("vProps");
+  if (p.vdevs) {
+    j.open('{');
+    j.kv("ndevs", p.vndevs);
+    j.key("devs");
+    j.open('[');
+    for (int d : *p.vdevs) j.num(d);
+    j.close(']');
+    j.close('}');
+  } else {
+    j.null();
+  }
+  j.key("maxP2pBytes");
+  if (p.max_p2p_bytes) j.num(static_cast<std::uint64_t>(*p.max_p2p_bytes));
+  else j.null();
+  j.key("maxCollBytes");
+  if (p.max_coll_bytes) j.num(static_cast<std::uint64_t>(*p.max_coll_bytes));
+  else j.null();
+  j.kv("maxMultiRequestSize", p.max_multi_request_size);
+  j.kv("railId", p.rail_id);
+  j.kv("planeId", p.plane_id);
+  j.close('}');
+}
+
+std::string opt_int(const std::optional<int>& v) { return v ? std::to_string(*v) : "n/a"; }
+
+}  // namespace
+
+bool write_json(const Report& r, const std::string& path) {
+  std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) {
+    log::warn("cannot write %s", tmp.c_str());
+    return false;
+  }
+  Json j(f);
+  j.open('{');
+  j.kv("tool", "ha-net-driver");
+  j.kv("schema", 1);
+  j.kv("rank", r.rank);
+  j.kv("peer", r.peer);
+  j.kv("ok", r.result == Fail::ok);
+  j.kv("exit_code", static_cast<int>(r.result));
+  j.kv("result", fail_name(r.result));
+  j.kv("phase", r.phase);
+  j.kv("plugin", r.plugin_path);
+  j.kv("api_version", r.api);
+  j.kv("net_name", r.table_name);
+  j.key("exported_symbols");
+  j.open('[');
+  for (const auto& s : r.exported) j.str(s);
+  j.close(']');
+  j.kv("params", r.params);
+  j.kv("ndev", r.ndev);
+  j.kv("dev", r.dev);
+  j.key("properties");
+  if (r.props) json_props(j, *r.props);
+  else j.null();
+  j.key("all_properties");
+  j.open('[');
+  for (const auto& p : r.all_props) json_props(j, p);
+  j.close(']');
+  j.key("checks");
+  j.open('[');
+  for (const auto& c : r.checks) {
+    j.open('{');
+    j.kv("name", c.name);
+    j.kv("ok", c.ok);
+    j.kv("detail", c.detail);
+    j.close('}');
+  }
+  j.close(']');
+  j.key("connect");
+  j.open('{');
+  j.kv("ms", r.connect.ms);
+  j.kv("connect_calls", r.connect.connect_calls);
+  j.kv("accept_calls", r.connect.accept_calls);
+  j.close('}');
+  j.key("calls");
+  j.open('{');
+  for (std::size_t i = 0; i < kEntries; ++i) {
+    const CallStat& s = r.calls[i];
+    if (s.count == 0) continue;
+    j.key(entry_name(static_cast<Entry>(i)));
+    j.open('{');
+    j.kv("count", s.count);
+    j.kv("errors", s.errors);
+    j.kv("max_us", s.max_us);
+    j.kv("total_us", s.total_us);
+    j.close('}');
+  }
+  j.close('}');
+  j.key("integrity");
+  json_integrity(j, r.integrity);
+  j.key("latency");
+  j.open('[');
+  for (const auto& l : r.latency) {
+    j.open('{');
+    j.kv("size", static_cast<std::uint64_t>(l.size));
+    j.kv("iters", l.iters);
+    j.kv("min_us", l.min_us);
+    j.kv("median_us", l.median_us);
+    j.kv("p99_us", l.p99_us);
+    j.kv("mismatches", l.counters.mismatches);
+    j.kv("size_errors", l.counters.size_errors);
+    j.close('}');
+  }
+  j.close(']');
+  j.key("bandwidth");
+  j.open('[');
+  for (const auto& b : r.bandwidth) {
+    j.open('{');
+    j.kv("size", static_cast<std::uint64_t>(b.size));
+    j.kv("messages", b.messages);
+    j.kv("bytes", b.bytes);
+    j.kv("seconds", b.seconds);
+    j.kv("mib_s", b.mib_s);
+    j.kv("msgs_per_s", b.msgs_per_s);
+    j.kv("mismatches", b.counters.mismatches);
+    j.kv("size_errors", b.counters.size_errors);
+    j.close('}');
+  }
+  j.close(']');
+  j.key("comms_test");
+  if (r.comms.ran) {
+    j.open('{');
+    j.kv("n", r.comms.n);
+    j.kv("connect_ms", r.comms.connect_ms);
+    j.kv("messages_ok", r.comms.messages_ok);
+    json_snapshot(j, "before", r.comms.before);
+    json_snapshot(j, "after_open", r.comms.after_open);
+    json_snapshot(j, "after_close", r.comms.after_close);
+    j.kv("rss_per_comm_kib", r.comms.rss_per_comm_kib);
+    j.kv("fds_returned", r.comms.fds_returned);
+    j.close('}');
+  } else {
+    j.null();
+  }
+  j.key("resources");
+  j.open('{');
+  json_snapshot(j, "before_init", r.before_init);
+  json_snapshot(j, "after_close", r.after_close);
+  json_snapshot(j, "after_dlclose", r.after_dlclose);
+  j.close('}');
+  j.key("fault");
+  if (!r.fault.name.empty()) {
+    j.open('{');
+    j.kv("name", r.fault.name);
+    j.key("steps");
+    j.open('[');
+    for (const auto& st : r.fault.steps) {
+      j.open('{');
+      j.kv("name", st.name);
+      j.kv("call", st.call);
+      j.kv("expect", st.expect);
+      j.kv("code", st.code);
+      j.kv("result", st.result);
+      j.kv("ms", st.ms);
+      j.kv("calls", st.calls);
+      j.kv("comm_null", st.comm_null);
+      j.kv("since_peer_gone_ms", st.since_peer_gone_ms);
+      j.kv("ok", st.ok);
+      j.kv("detail", st.detail);
+      j.close('}');
+    }
+    j.close(']');
+    j.close('}');
+  } else {
+    j.null();
+  }
+  j.kv("plugin_warnings", r.plugin_warnings);
+  j.key("plugin_warning_lines");
+  j.open('[');
+  for (const auto& l : r.plugin_warning_lines) j.str(l);
+  j.close(']');
+  j.kv("profiler_events", r.profiler_events);
+  j.kv("peer_ok", r.peer_ok);
+  j.kv("peer_detail", r.peer_detail);
+  j.key("errors");
+  j.open('[');
+  for (const auto& e : r.errors) j.str(e);
+  j.close(']');
+  j.close('}');
+  std::fputc('\n', f);
+  bool ok = std::fclose(f) == 0;
+  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) ok = false;
+  if (!ok) log::warn("cannot write %s", path.c_str());
+  return ok;
+}
+
+void print_summary(const Report& r) {
+  std::FILE* o = stderr;
+  std::fprintf(o, "==== ha-net-driver rank %d: %s (api v%d, net \"%s\")\n", r.rank, r.plugin_path.c_str(), r.api,
+               r.table_name.c_str());
+  if (r.props) {
+    const Properties& p = *r.props;
+    std::fprintf(o, "  device %d of %d: name=%s pciPath=%s guid=0x%llx ptrSupport=0x%x regIsGlobal=%s forceFlush=%s\n",
+                 r.dev, r.ndev, p.name.c_str(), p.pci_path ? p.pci_path->c_str() : "(null)",
+                 static_cast<unsigned long long>(p.guid), p.ptr_support, opt_int(p.reg_is_global).c_str(),
+                 opt_int(p.force_flush).c_str());
+    std::fprintf(o, "    speed=%d Mbps port=%d latency=%g us maxComms=%d maxRecvs=%d netDeviceType=%s netDeviceVersion=%s\n",
+                 p.speed, p.port, static_cast<double>(p.latency), p.max_comms, p.max_recvs,
+                 opt_int(p.net_device_type).c_str(), opt_int(p.net_device_version).c_str());
+    if (p.vdevs) {
+      std::string devs;
+      for (int d : *p.vdevs) devs += (devs.empty() ? "" : ",") + std::to_string(d);
+      std::fprintf(o, "    vProps={%d: %s} maxP2pBytes=%zu maxCollBytes=%zu maxMultiRequestSize=%s railId=%s planeId=%s\n",
+                   p.vndevs.value_or(0), devs.c_str(), p.max_p2p_bytes.value_or(0), p.max_coll_bytes.value_or(0),
+                   opt_int(p.max_multi_request_size).c_str(), opt_int(p.rail_id).c_str(), opt_int(p.plane_id).c_str());
+    }
+  }
+  for (const auto& c : r.checks)
+    std::fprintf(o, "  check %-40s %s%s%s\n", c.name.c_str(), c.ok ? "ok" : "FAILED", c.detail.empty() ? "" : "  ",
+                 c.detail.c_str());
+  if (r.connect.connect_calls)
+    std::fprintf(o, "  connect: %.1f ms, %llu connect + %llu accept calls\n", r.connect.ms,
+                 static_cast<unsigned long long>(r.connect.connect_calls),
+                 static_cast<unsigned long long>(r.connect.accept_calls));
+  const Integrity& s = r.integrity;
+  if (s.ran)
+    std::fprintf(o, "  integrity: sent %llu msgs / %llu B, received %llu msgs / %llu B in %.2f s; mismatches %llu "
+                 "(%llu B), size errors %llu, overruns %llu, retries isend %llu irecv %llu, iflush %s\n",
+                 static_cast<unsigned long long>(s.messages_sent), static_cast<unsigned long long>(s.bytes_sent),
+                 static_cast<unsigned long long>(s.messages_received), static_cast<unsigned long long>(s.bytes_received),
+                 s.seconds, static_cast<unsigned long long>(s.mismatches),
+                 static_cast<unsigned long long>(s.mismatched_bytes), static_cast<unsigned long long>(s.size_errors),
+                 static_cast<unsigned long long>(s.overruns), static_cast<unsigned long long>(s.isend_retries),
+                 static_cast<unsigned long long>(s.irecv_retries), s.flush.c_str());
+  for (const auto& l : r.latency)
+    std::fprintf(o, "  latency %9zu B: min/median/p99 %.1f/%.1f/%.1f us (RTT/2, %d round trips)\n", l.size, l.min_us,
+                 l.median_us, l.p99_us, l.iters);
+  for (const auto& b : r.bandwidth)
+    std::fprintf(o, "  bw      %9zu B: %10.1f MiB/s received (%llu msgs, %.0f msgs/s)\n", b.size, b.mib_s,
+                 static_cast<unsigned long long>(b.messages), b.msgs_per_s);
+  if (r.comms.ran)
+    std::fprintf(o, "  comms test: %d pairs in %.1f ms, RSS %+lld KiB total (%.1f KiB per pair), fds %d -> %d -> %d (%s)\n",
+                 r.comms.n, r.comms.connect_ms, static_cast<long long>(r.comms.after_open.rss_kib - r.comms.before.rss_kib),
+                 r.comms.rss_per_comm_kib, r.comms.before.fds, r.comms.after_open.fds, r.comms.after_close.fds,
+                 r.comms.fds_returned ? "returned" : "LEAKED");
+  if (r.before_init && r.after_close)
+    std::fprintf(o, "  resources: fds %d before init, %d after close%s; threads %d -> %d; MRs %s -> %s; QPs %s -> %s\n",
+                 r.before_init->fds, r.after_close->fds,
+                 r.after_dlclose ? strf(", %d after dlclose", r.after_dlclose->fds).c_str() : "",
+                 r.before_init->threads, r.after_dlclose ? r.after_dlclose->threads : r.after_close->threads,
+                 opt_int(r.before_init->mrs).c_str(), opt_int(r.after_close->mrs).c_str(),
+                 opt_int(r.before_init->qps).c_str(), opt_int(r.after_close->qps).c_str());
+  bool any_calls = false;
+  for (const auto& c : r.calls) any_calls = any_calls || c.count > 0;
+  if (any_calls) std::fprintf(o, "  %-14s %10s %8s %12s %12s\n", "call", "count", "errors", "max_us", "avg_us");
+  for (std::size_t i = 0; i < kEntries; ++i) {
+    const CallStat& c = r.calls[i];
+    if (c.count == 0) continue;
+    std::fprintf(o, "  %-14s %10llu %8llu %12.1f %12.2f\n", entry_name(static_cast<Entry>(i)),
+                 static_cast<unsigned long long>(c.count), static_cast<unsigned long long>(c.errors), c.max_us,
+                 c.total_us / static_cast<double>(c.count));
+  }
+  if (r.plugin_warnings) std::fprintf(o, "  plugin logged %llu WARN lines\n", static_cast<unsigned long long>(r.plugin_warnings));
+  if (r.peer_ok) std::fprintf(o, "  peer: %s%s%s\n", *r.peer_ok ? "ok" : "FAILED", r.peer_detail.empty() ? "" : " - ", r.peer_detail.c_str());
+  for (const auto& e : r.errors) std::fprintf(o, "  error: %s\n", e.c_str());
+  std::fprintf(o, "==== rank %d: %s (exit %d)\n", r.rank, r.result == Fail::ok ? "PASS" : fail_name(r.result),
+               static_cast<int>(r.result));
+}
+
+}  // namespace hnd

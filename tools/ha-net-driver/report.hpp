@@ -1,0 +1,128 @@
+// ha-net-driver: everything a run measured, the human summary (stderr) and the JSON report.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "plugin.hpp"
+#include "sysinfo.hpp"
+
+namespace hnd {
+
+struct Check {
+  std::string name;
+  bool ok = false;
+  std::string detail;
+};
+
+// Counters of one data phase (both directions as seen from this rank).
+struct Integrity {
+  bool ran = false;
+  std::uint64_t messages_sent = 0, bytes_sent = 0;
+  std::uint64_t messages_received = 0, bytes_received = 0;
+  std::uint64_t mismatches = 0;        // received messages with at least one wrong byte
+  std::uint64_t mismatched_bytes = 0;
+  std::uint64_t size_errors = 0;       // test() size of a receive != size sent
+  std::uint64_t overruns = 0;          // bytes written past the message into the receive buffer
+  std::uint64_t send_size_mismatches = 0;      // test() of an isend wrote a size != sent (warning)
+  std::uint64_t optional_size_mismatches = 0;  // size differs on an optional-completion receive (warning)
+  std::uint64_t isend_retries = 0, irecv_retries = 0;  // NULL requests ("try again")
+  std::string flush = "not run";       // iflush result: "null request" | "completed" | "not run"
+  double seconds = 0;
+  bool failed() const { return mismatches || size_errors || overruns; }
+  void add(const Integrity& o);
+};
+
+struct BwResult {
+  std::size_t size = 0;
+  std::uint64_t messages = 0, bytes = 0;
+  double seconds = 0, mib_s = 0, msgs_per_s = 0;
+  Integrity counters;
+};
+
+struct LatResult {
+  std::size_t size = 0;
+  int iters = 0;
+  double min_us = 0, median_us = 0, p99_us = 0;  // RTT/2
+  Integrity counters;
+};
+
+struct CommsResult {
+  bool ran = false;
+  int n = 0;
+  Snapshot before, after_open, after_close;
+  double connect_ms = 0;
+  double rss_per_comm_kib = 0;   // (after_open - before) / n, one comm = one send + one recv comm
+  bool fds_returned = false;
+  std::uint64_t messages_ok = 0;  // one small message per pair and direction, verified
+};
+
+struct ConnectStats {
+  double ms = 0;
+  std::uint64_t connect_calls = 0, accept_calls = 0;
+};
+
+// One step of a --fault scenario: a plugin call (or a loop of calls) and what it returned.
+struct FaultStep {
+  std::string name;               // what was done, e.g. "connect with a flipped token"
+  std::string call;               // the entry point whose result is recorded
+  std::string expect;             // "error" (any result != ncclSuccess) or "success"
+  int code = 0;                   // the ncclResult_t returned
+  std::string result;             // its name
+  double ms = 0;                  // from the step's first call to its outcome
+  std::uint64_t calls = 0;        // calls of `call` in the step
+  std::optional<bool> comm_null;  // connect/listen/accept/isend: the returned comm or request stayed NULL
+  std::optional<double> since_peer_gone_ms;  // peer-death: from the peer's management EOF to the error
+  bool ok = false;
+  std::string detail;
+};
+
+struct FaultReport {
+  std::string name;  // --fault NAME; empty: no fault scenario
+  std::vector<FaultStep> steps;
+};
+
+struct Report {
+  int rank = -1;
+  std::string peer;
+  std::string plugin_path;
+  int api = 0;
+  std::string table_name;
+  std::vector<std::string> exported;
+  std::string params;
+  int ndev = -1;
+  int dev = 0;
+  std::optional<Properties> props;    // of --dev
+  std::vector<Properties> all_props;  // every device, index = device
+  std::vector<Check> checks;  // property sanity, resource checks
+  ConnectStats connect;
+  std::array<CallStat, kEntries> calls{};
+  Integrity integrity;
+  std::vector<LatResult> latency;
+  std::vector<BwResult> bandwidth;
+  CommsResult comms;
+  std::optional<Snapshot> before_init, after_close, after_dlclose;
+  FaultReport fault;
+  std::uint64_t plugin_warnings = 0, profiler_events = 0;
+  std::vector<std::string> plugin_warning_lines;
+  bool peer_gone = false;  // the peer is known dead (--fault peer-death): no result exchange
+  std::optional<bool> peer_ok;
+  std::string peer_detail;
+  std::vector<std::string> errors;
+  Fail result = Fail::ok;
+  std::string phase = "start";  // last phase entered (for errors and the watchdog)
+
+  // Records an error; the exit status is the first non-verify failure, else verify.
+  void add_failure(Fail kind, const std::string& msg);
+  void check(const std::string& name, bool ok, const std::string& detail = "");
+};
+
+void print_summary(const Report& r);
+// Returns false (and warns) if the file cannot be written.
+bool write_json(const Report& r, const std::string& path);
+
+}  // namespace hnd

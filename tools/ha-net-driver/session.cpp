@@ -1,0 +1,160 @@
+#include "session.hpp"
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <thread>
+
+#include "logger.hpp"
+#include "pattern.hpp"
+#include "traffic.hpp"
+
+namespace hnd {
+
+std::vector<Link> open_links(Plugin& net, Mgmt& mgmt, int dev, int n, double timeout_s, ConnectStats* st) {
+  std::vector<Link> links(static_cast<std::size_t>(n));
+  std::string mine(static_cast<std::size_t>(n) * NCCL_NET_HANDLE_MAXSIZE, '\0');
+  for (int i = 0; i < n; ++i) {
+    check(net.listen(dev, &mine[static_cast<std::size_t>(i) * NCCL_NET_HANDLE_MAXSIZE], &links[static_cast<std::size_t>(i)].listen), "listen");
+    if (!links[static_cast<std::size_t>(i)].listen) fail(Fail::plugin, "listen returned ncclSuccess with a NULL listenComm");
+  }
+  std::int64_t t0 = now_ns();
+  mgmt.send(MsgType::handles, mine);
+  Deadline d(timeout_s);
+  std::string theirs = mgmt.recv(MsgType::handles, d, "the peer's listen handles");
+  if (theirs.size() != mine.size())
+    fail(Fail::peer, strf("peer sent %zu bytes of handles, expected %zu", theirs.size(), mine.size()));
+  int pending = 2 * n;
+  unsigned turn = 0;
+  while (pending > 0) {
+    bool progress = false;
+    for (int i = 0; i < n; ++i) {
+      Link& l = links[static_cast<std::size_t>(i)];
+      if (!l.send) {
+        ++st->connect_calls;
+        check(net.connect(dev, &theirs[static_cast<std::size_t>(i) * NCCL_NET_HANDLE_MAXSIZE], &l.send), "connect");
+        if (l.send) {
+          --pending;
+          progress = true;
+        }
+      }
+      if (!l.recv) {
+        ++st->accept_calls;
+        check(net.accept(l.listen, &l.recv), "accept");
+        if (l.recv) {
+          --pending;
+          progress = true;
+          check(net.closeListen(l.listen), "closeListen");
+          l.listen = nullptr;
+        }
+      }
+    }
+    if (pending == 0) break;
+    if ((++turn & 63) == 0) mgmt.check_abort();
+    if (d.expired())
+      fail(Fail::timeout, strf("timeout after %g s in connect/accept (%d of %d comms still NULL; %llu connect and "
+                               "%llu accept calls)", timeout_s, pending, 2 * n,
+                               static_cast<unsigned long long>(st->connect_calls),
+                               static_cast<unsigned long long>(st->accept_calls)));
+    if (!progress) std::this_thread::yield();
+  }
+  st->ms += static_cast<double>(now_ns() - t0) / 1e6;
+  return links;
+}
+
+void close_link(Plugin& net, Link& l) {
+  if (l.send) check(net.closeSend(l.send), "closeSend");
+  if (l.recv) check(net.closeRecv(l.recv), "closeRecv");
+  if (l.listen) check(net.closeListen(l.listen), "closeListen");
+  l = Link{};
+}
+
+CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank) {
+  CommsResult r;
+  r.ran = true;
+  r.n = o.comms;
+  mgmt.barrier("comms open", o.timeout_s);
+  r.before = snapshot(false);
+  ConnectStats cs;
+  std::vector<Link> links = open_links(net, mgmt, o.dev, o.comms, o.timeout_s, &cs);
+  r.connect_ms = cs.ms;
+
+  // One 64-byte message per link and direction; each comm registers its own page.
+  constexpr std::size_t kMsg = 64, kPage = 4096;
+  std::size_t bytes = static_cast<std::size_t>(o.comms) * 2 * kPage;
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) fail(Fail::usage, "cannot allocate comms-test buffers");
+  auto* base = static_cast<std::uint8_t*>(mem);
+  struct Pending {
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    void* sreq = nullptr;
+    void* rreq = nullptr;
+    bool sdone = false, rdone = false;
+    int rsize = -1;
+  };
+  std::vector<Pending> p(links.size());
+  auto sbuf = [&](std::size_t i) { return base + i * 2 * kPage; };
+  auto rbuf = [&](std::size_t i) { return base + i * 2 * kPage + kPage; };
+  const std::uint32_t epoch = 300;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    check(net.regMr(links[i].send, sbuf(i), kPage, NCCL_PTR_HOST, &p[i].smh), "regMr(send comm)");
+    check(net.regMr(links[i].recv, rbuf(i), kPage, NCCL_PTR_HOST, &p[i].rmh), "regMr(recv comm)");
+    pattern::fill(sbuf(i), 0, kMsg, pattern::seed(rank, epoch, i));
+  }
+  Deadline d(o.timeout_s);
+  std::size_t left = 2 * links.size();
+  unsigned turn = 0;
+  while (left > 0) {
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      Pending& q = p[i];
+      if (!q.rreq) {
+        void* data = rbuf(i);
+        std::size_t cap = kPage;
+        int tag = 0;
+        void* mh = q.rmh;
+        check(net.irecv(links[i].recv, 1, &data, &cap, &tag, &mh, &q.rreq), "irecv");
+      }
+      if (!q.sreq) check(net.isend(links[i].send, sbuf(i), kMsg, 0, q.smh, &q.sreq), "isend");
+      if (q.rreq && !q.rdone) {
+        int done = 0;
+        check(net.test(q.rreq, &done, &q.rsize), "test(irecv)");
+        if (done) {
+          q.rdone = true;
+          --left;
+          pattern::Mismatch m;
+          pattern::verify(rbuf(i), 0, kMsg, pattern::seed(1 - rank, epoch, i), &m);
+          if (m.bytes == 0 && q.rsize == static_cast<int>(kMsg)) ++r.messages_ok;
+          else log::warn("comms test: link %zu: %d bytes reported, %llu wrong bytes", i, q.rsize,
+                         static_cast<unsigned long long>(m.bytes));
+          if (net.has_irecvConsumed()) check(net.irecvConsumed(links[i].recv, 1, q.rreq), "irecvConsumed");
+        }
+      }
+      if (q.sreq && !q.sdone) {
+        int done = 0;
+        check(net.test(q.sreq, &done, nullptr), "test(isend)");
+        if (done) {
+          q.sdone = true;
+          --left;
+        }
+      }
+    }
+    if ((++turn & 63) == 0) mgmt.check_abort();
+    d.check(o.timeout_s, "moving one message over each comm of the comms test");
+  }
+  r.after_open = snapshot(false);
+  mgmt.barrier("comms close", o.timeout_s);
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    check(net.deregMr(links[i].send, p[i].smh), "deregMr(send comm)");
+    check(net.deregMr(links[i].recv, p[i].rmh), "deregMr(recv comm)");
+    close_link(net, links[i]);
+  }
+  ::munmap(mem, bytes);
+  wait_fds_at_most(r.before.fds, 1000);
+  r.after_close = snapshot(false);
+  r.fds_returned = r.after_close.fds == r.before.fds;
+  if (r.n > 0) r.rss_per_comm_kib = static_cast<double>(r.after_open.rss_kib - r.before.rss_kib) / r.n;
+  return r;
+}
+
+}  // namespace hnd

@@ -1,0 +1,31 @@
+// ha-net-driver: connection setup and teardown between the two ranks, as NCCL's proxy does it.
+#pragma once
+
+#include <vector>
+
+#include "mgmt.hpp"
+#include "options.hpp"
+#include "plugin.hpp"
+#include "report.hpp"
+
+namespace hnd {
+
+// One send comm to the peer and one recv comm from it (a two-rank ring).
+struct Link {
+  void* send = nullptr;
+  void* recv = nullptr;
+  void* listen = nullptr;  // closed as soon as accept() returned the recv comm, like NCCL
+};
+
+// Opens n links at once: n listen() calls, the 128-byte handles go to the peer in one message,
+// then connect()/accept() are called round-robin (both are non-blocking and return NULL comms
+// until ready) until every link has both comms or the timeout expires. The same handle buffer
+// is passed to every connect() retry of a link (plugins may keep connection state in it).
+std::vector<Link> open_links(Plugin& net, Mgmt& mgmt, int dev, int n, double timeout_s, ConnectStats* st);
+void close_link(Plugin& net, Link& l);  // closeSend, closeRecv, closeListen (whichever are open)
+
+// --comms N: open N links, move one verified 64-byte message over each in both directions,
+// snapshot RSS/fds, close them all, snapshot again.
+CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank);
+
+}  // namespace hnd

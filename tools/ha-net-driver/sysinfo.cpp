@@ -1,0 +1,91 @@
+#include "sysinfo.hpp"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+namespace hnd {
+namespace {
+
+int count_dir(const char* path) {
+  DIR* d = ::opendir(path);
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n;
+}
+
+// Objects of `kind` (mr, qp) owned by this process, from `rdma -j resource show <kind>`.
+std::optional<int> count_verbs(const char* kind) {
+  DIR* d = ::opendir("/sys/class/infiniband");
+  if (!d) return std::nullopt;
+  ::closedir(d);
+  if (::access("/usr/sbin/rdma", X_OK) != 0 && ::access("/sbin/rdma", X_OK) != 0 && ::access("/usr/bin/rdma", X_OK) != 0)
+    return std::nullopt;
+  std::string cmd = std::string("rdma -j resource show ") + kind + " 2>/dev/null";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = ::pclose(p);
+  if (st != 0 || out.empty() || out[0] != '[') return std::nullopt;
+  std::string pid = "\"pid\":" + std::to_string(::getpid());
+  int count = 0;
+  for (std::size_t pos = out.find(pid); pos != std::string::npos; pos = out.find(pid, pos + 1)) {
+    char next = pos + pid.size() < out.size() ? out[pos + pid.size()] : '\0';
+    if (next == ',' || next == '}') ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+int count_fds() {
+  // opendir itself holds one descriptor while counting.
+  int n = count_dir("/proc/self/fd");
+  return n < 0 ? -1 : n - 1;
+}
+
+std::int64_t rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  long long size = 0, resident = 0;
+  int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  if (got != 2) return -1;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int count_threads() { return count_dir("/proc/self/task"); }
+
+Snapshot snapshot(bool with_verbs) {
+  Snapshot s;
+  if (with_verbs) {
+    s.mrs = count_verbs("mr");
+    s.qps = count_verbs("qp");
+  }
+  s.fds = count_fds();
+  s.rss_kib = rss_kib();
+  s.threads = count_threads();
+  return s;
+}
+
+int wait_fds_at_most(int target, int grace_ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  int n = count_fds();
+  while (n > target && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    n = count_fds();
+  }
+  return n;
+}
+
+}  // namespace hnd

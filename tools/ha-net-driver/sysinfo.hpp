@@ -1,0 +1,25 @@
+// ha-net-driver: process resource snapshots (/proc/self, and `rdma resource` for verbs objects).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace hnd {
+
+struct Snapshot {
+  int fds = -1;                       // entries in /proc/self/fd
+  std::int64_t rss_kib = -1;          // resident set from /proc/self/statm
+  int threads = -1;                   // entries in /proc/self/task
+  std::optional<int> mrs, qps;        // this process's verbs MRs / QPs (`rdma -j resource show`),
+                                      // nullopt when no RDMA device or no `rdma` tool
+};
+
+int count_fds();
+std::int64_t rss_kib();
+int count_threads();
+Snapshot snapshot(bool with_verbs);
+
+// Polls count_fds() for up to grace_ms until it is <= target (plugins may close asynchronously).
+int wait_fds_at_most(int target, int grace_ms);
+
+}  // namespace hnd

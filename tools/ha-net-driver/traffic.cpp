@@ -1,0 +1,513 @@
+#include "traffic.hpp"
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "logger.hpp"
+#include "pattern.hpp"
+
+namespace hnd {
+namespace {
+
+constexpr std::uint8_t kGuardByte = 0xa5;
+constexpr int kMaxGroup = 64;
+constexpr std::uint64_t kMiB = 1ull << 20;
+// Phase epochs: part of the pattern seed, so data of one phase never passes for another's.
+constexpr std::uint32_t kEpochIntegrity = 1, kEpochPingpong = 100, kEpochBw = 200;
+
+void* const kOptionalHint = reinterpret_cast<void*>(static_cast<std::uintptr_t>(NCCL_NET_OPTIONAL_RECV_COMPLETION));
+
+// Called once per polling turn: checks the peer for an abort and the deadline every 256 turns,
+// and yields the CPU on turns without progress (like NCCL's proxy thread when idle), which keeps
+// the two ranks responsive when they share cores.
+struct Pacer {
+  DataCtx& c;
+  const Deadline& d;
+  const char* what;
+  unsigned n = 0;
+  void tick(bool progress = false) {
+    if (!progress) ::sched_yield();
+    if ((++n & 255) != 0) return;
+    if (c.watch_peer) c.mgmt.check_abort();
+    else if (c.peer_gone_ns && *c.peer_gone_ns == 0 && c.mgmt.peer_closed()) *c.peer_gone_ns = now_ns();
+    d.check(c.opt.timeout_s, what);
+  }
+};
+
+void fill_message(std::uint8_t* p, std::size_t size, std::uint64_t seed) { pattern::fill(p, 0, size, seed); }
+
+// Checks one received buffer: size reported by test(), payload (all of it or the sampled windows)
+// and the guard after the expected size.
+void check_received(const DataCtx& c, Integrity& st, std::uint8_t* p, std::size_t expected, int reported,
+                    std::uint64_t seed, bool full, bool optional, std::uint64_t k, const Deadline& d) {
+  ++st.messages_received;
+  st.bytes_received += expected;
+  if (reported < 0 || static_cast<std::size_t>(reported) != expected) {
+    if (optional) ++st.optional_size_mismatches;
+    else if (st.size_errors++ < 5)
+      log::warn("message %llu: test() reported %d bytes, %zu were sent", static_cast<unsigned long long>(k), reported,
+                expected);
+  }
+  pattern::Mismatch m;
+  auto verify_all = [&] {
+    m = {};
+    if (full) pattern::verify(p, 0, expected, seed, &m);
+    else pattern::for_each_window(expected, [&](std::size_t a, std::size_t b) { pattern::verify(p, a, b, seed, &m); });
+  };
+  verify_all();
+  // An optional-completion receive may complete before its data is visible (NCCL's LL protocols
+  // detect arrival from the data): poll the data like LL would, bounded by the deadline.
+  while (m.bytes && optional && !d.expired()) verify_all();
+  if (m.bytes) {
+    if (st.mismatches++ < 5)
+      log::warn("message %llu (%zu bytes): %llu wrong bytes, first at offset %zu (got 0x%02x, want 0x%02x)",
+                static_cast<unsigned long long>(k), expected, static_cast<unsigned long long>(m.bytes), m.first,
+                p[m.first], pattern::byte_at(seed, m.first));
+    st.mismatched_bytes += m.bytes;
+  }
+  std::size_t guard_end = std::min(expected + Buffers::kGuard, c.buf.stride());
+  for (std::size_t b = expected; b < guard_end; ++b)
+    if (p[b] != kGuardByte) {
+      if (st.overruns++ < 5)
+        log::warn("message %llu (%zu bytes): receive buffer modified past the message at offset %zu",
+                  static_cast<unsigned long long>(k), expected, b);
+      break;
+    }
+}
+
+// How a receive buffer is prepared before it is posted. The guard after the expected size is
+// always set. Stale data must not pass verification: with per-message patterns it cannot; with a
+// repeated pattern the checked bytes are first overwritten with the inverted pattern.
+enum class Prep { guard_only, poison_all, poison_windows };
+
+void prepare_recv(const DataCtx& c, std::uint8_t* p, std::size_t expected, std::uint64_t seed, Prep how) {
+  std::size_t guard_end = std::min(expected + Buffers::kGuard, c.buf.stride());
+  std::memset(p + expected, kGuardByte, guard_end - expected);
+  if (how == Prep::poison_all) pattern::fill(p, 0, expected, seed, 0xff);
+  if (how == Prep::poison_windows)
+    pattern::for_each_window(expected, [&](std::size_t a, std::size_t b) { pattern::fill(p, a, b, seed, 0xff); });
+}
+
+struct StreamSpec {
+  const char* phase;
+  std::vector<std::size_t> sizes;  // message k has size sizes[k % n]
+  std::uint64_t messages;
+  int window, group;
+  bool per_message_pattern;  // false: every message uses key 0 and send slots are filled once
+  bool full_verify;
+  std::uint32_t epoch;
+  std::size_t recv_size;  // size of every posted receive buffer (the largest --sizes entry, as NCCL
+                          // posts its whole slot whatever the sender sends)
+};
+
+struct LastGroup {
+  int n = 0;
+  void* data[kMaxGroup];
+  int sizes[kMaxGroup];
+  void* mh[kMaxGroup];
+};
+
+struct StreamOut {
+  Integrity st;
+  std::int64_t recv_first_post_ns = 0, recv_last_done_ns = 0;
+  LastGroup last;
+};
+
+StreamOut run_stream(DataCtx& c, const StreamSpec& s) {
+  StreamOut out;
+  Integrity& st = out.st;
+  st.ran = true;
+  const std::uint64_t M = s.messages;
+  const int W = s.window, G = s.group, RW = std::max(1, W / G);
+  const int peer = 1 - c.rank;
+  const bool optional_ok = c.opt.optional_recv && c.net.version() >= 9;
+  const std::size_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
+  const Prep prep = !s.full_verify ? Prep::poison_windows : s.per_message_pattern ? Prep::guard_only : Prep::poison_all;
+  auto size_of = [&](std::uint64_t k) { return s.sizes[k % s.sizes.size()]; };
+  auto tag_of = [&](std::uint64_t k) { return static_cast<int>(k % static_cast<std::uint64_t>(G)); };
+  auto key_of = [&](std::uint64_t k) { return s.per_message_pattern ? k : 0; };
+
+  struct SendOp {
+    void* req;
+    std::uint64_t k;
+    int slot;
+    std::size_t size;
+  };
+  struct RecvOp {
+    void* req;
+    std::uint64_t k0;
+    int n;
+    int slot[kMaxGroup];
+    bool optional;
+  };
+  std::deque<SendOp> sends;
+  std::deque<RecvOp> recvs;
+  std::vector<int> free_send, free_recv;
+  for (int i = W - 1; i >= 0; --i) {
+    free_send.push_back(i);
+    free_recv.push_back(i);
+  }
+  if (!s.per_message_pattern)
+    for (int i = 0; i < W; ++i) fill_message(c.buf.send_slot(i), max_size, pattern::seed(c.rank, s.epoch, 0));
+
+  std::optional<SendOp> pend_send;
+  std::optional<RecvOp> pend_recv;
+  std::uint64_t next_send = 0, next_recv = 0, sends_done = 0, recvs_done = 0;
+  Deadline d(c.opt.timeout_s);
+  std::string what = std::string("in the ") + s.phase + " phase";
+  Pacer pace{c, d, what.c_str()};
+  std::int64_t t0 = now_ns();
+
+  bool progress = true;
+  while (sends_done < M || recvs_done < M) {
+    pace.tick(progress);
+    progress = false;
+    // Post sends, in message order; a NULL request means "try again next turn".
+    while (next_send < M && sends.size() < static_cast<std::size_t>(W)) {
+      if (!pend_send) {
+        SendOp op{nullptr, next_send, free_send.back(), size_of(next_send)};
+        free_send.pop_back();
+        if (s.per_message_pattern)
+          fill_message(c.buf.send_slot(op.slot), op.size, pattern::seed(c.rank, s.epoch, key_of(op.k)));
+        pend_send = op;
+      }
+      void* req = nullptr;
+      check(c.net.isend(c.send_comm, c.buf.send_slot(pend_send->slot), pend_send->size, tag_of(pend_send->k),
+                        c.send_mh, &req), "isend");
+      if (!req) {
+        ++st.isend_retries;
+        break;
+      }
+      pend_send->req = req;
+      progress = true;
+      sends.push_back(*pend_send);
+      pend_send.reset();
+      ++next_send;
+    }
+    // Post grouped receives of recv_size buffers (larger than most messages, as in NCCL).
+    while (next_recv < M && recvs.size() < static_cast<std::size_t>(RW)) {
+      if (!pend_recv) {
+        RecvOp op{};
+        op.k0 = next_recv;
+        op.n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(G), M - next_recv));
+        op.optional = optional_ok && op.n == 1;
+        for (int i = 0; i < op.n; ++i) {
+          op.slot[i] = free_recv.back();
+          free_recv.pop_back();
+          std::uint64_t k = op.k0 + static_cast<std::uint64_t>(i);
+          prepare_recv(c, c.buf.recv_slot(op.slot[i]), size_of(k), pattern::seed(peer, s.epoch, key_of(k)), prep);
+        }
+        pend_recv = op;
+      }
+      RecvOp& op = *pend_recv;
+      void* data[kMaxGroup];
+      std::size_t sizes[kMaxGroup];
+      int tags[kMaxGroup];
+      void* mhs[kMaxGroup];
+      for (int i = 0; i < op.n; ++i) {
+        data[i] = c.buf.recv_slot(op.slot[i]);
+        sizes[i] = s.recv_size;
+        tags[i] = tag_of(op.k0 + static_cast<std::uint64_t>(i));
+        mhs[i] = c.recv_mh;
+      }
+      void* req = op.optional ? kOptionalHint : nullptr;
+      if (out.recv_first_post_ns == 0) out.recv_first_post_ns = now_ns();
+      check(c.net.irecv(c.recv_comm, op.n, data, sizes, tags, mhs, &req), "irecv");
+      if (req == kOptionalHint)
+        fail(Fail::plugin, "irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request (it must store a real request or NULL)");
+      if (!req) {
+        ++st.irecv_retries;
+        break;
+      }
+      op.req = req;
+      progress = true;
+      next_recv += static_cast<std::uint64_t>(op.n);
+      recvs.push_back(op);
+      pend_recv.reset();
+    }
+    // Test sends (oldest only, like NCCL, unless --test-order all).
+    for (auto it = sends.begin(); it != sends.end();) {
+      int done = 0, size = -1;
+      check(c.net.test(it->req, &done, &size), "test(isend)");
+      if (!done) {
+        if (!c.opt.test_all) break;
+        ++it;
+        continue;
+      }
+      progress = true;
+      if (size != -1 && static_cast<std::size_t>(size) != it->size) ++st.send_size_mismatches;
+      ++st.messages_sent;
+      st.bytes_sent += it->size;
+      ++sends_done;
+      free_send.push_back(it->slot);
+      it = sends.erase(it);
+    }
+    for (auto it = recvs.begin(); it != recvs.end();) {
+      int done = 0;
+      int sizes[kMaxGroup];
+      std::fill(sizes, sizes + it->n, -1);
+      check(c.net.test(it->req, &done, sizes), "test(irecv)");
+      if (!done) {
+        if (!c.opt.test_all) break;
+        ++it;
+        continue;
+      }
+      out.recv_last_done_ns = now_ns();
+      progress = true;
+      bool any_bytes = false;
+      for (int i = 0; i < it->n; ++i) {
+        std::uint64_t k = it->k0 + static_cast<std::uint64_t>(i);
+        check_received(c, st, c.buf.recv_slot(it->slot[i]), size_of(k), sizes[i],
+                       pattern::seed(peer, s.epoch, key_of(k)), s.full_verify, it->optional, k, d);
+        any_bytes = any_bytes || sizes[i] > 0;
+        free_recv.push_back(it->slot[i]);
+      }
+      if (any_bytes) {  // remember the last receive that carried data, for the iflush
+        out.last.n = it->n;
+        for (int i = 0; i < it->n; ++i) {
+          out.last.data[i] = c.buf.recv_slot(it->slot[i]);
+          out.last.sizes[i] = sizes[i] < 0 ? 0 : sizes[i];
+          out.last.mh[i] = c.recv_mh;
+        }
+      }
+      // NCCL 2.30 tells the plugin the buffers were consumed, after test() reported done.
+      if (c.net.has_irecvConsumed()) check(c.net.irecvConsumed(c.recv_comm, it->n, it->req), "irecvConsumed");
+      recvs_done += static_cast<std::uint64_t>(it->n);
+      it = recvs.erase(it);
+      if (c.after_recv) c.after_recv(recvs_done);
+    }
+  }
+  st.seconds = static_cast<double>(now_ns() - t0) / 1e9;
+  return out;
+}
+
+std::size_t largest(const std::vector<std::size_t>& v) { return *std::max_element(v.begin(), v.end()); }
+
+std::vector<std::size_t> unique_sizes(const std::vector<std::size_t>& in) {
+  std::vector<std::size_t> out;
+  for (auto s : in)
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  return out;
+}
+
+// One request for the latency phase.
+struct Op {
+  void* req = nullptr;
+  bool posted = false, done = false;
+  int size = -1;
+};
+
+void try_isend(DataCtx& c, Op& op, std::size_t size, Integrity& st) {
+  if (op.posted) return;
+  void* req = nullptr;
+  check(c.net.isend(c.send_comm, c.buf.send_slot(0), size, 0, c.send_mh, &req), "isend");
+  if (!req) {
+    ++st.isend_retries;
+    return;
+  }
+  op.req = req;
+  op.posted = true;
+}
+
+void try_irecv(DataCtx& c, Op& op, int slot, std::size_t cap, Integrity& st, bool optional) {
+  if (op.posted) return;
+  void* data = c.buf.recv_slot(slot);
+  int tag = 0;
+  void* mh = c.recv_mh;
+  void* req = optional ? kOptionalHint : nullptr;
+  check(c.net.irecv(c.recv_comm, 1, &data, &cap, &tag, &mh, &req), "irecv");
+  if (req == kOptionalHint)
+    fail(Fail::plugin, "irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request (it must store a real request or NULL)");
+  if (!req) {
+    ++st.irecv_retries;
+    return;
+  }
+  op.req = req;
+  op.posted = true;
+}
+
+void poll(DataCtx& c, Op& op, const char* what) {
+  if (!op.posted || op.done) return;
+  int done = 0;
+  check(c.net.test(op.req, &done, &op.size), what);
+  op.done = done != 0;
+}
+
+}  // namespace
+
+Buffers::Buffers(std::size_t max_size, int slots) : slots_(slots) {
+  stride_ = (max_size + kGuard + 4095) / 4096 * 4096;
+  bytes_ = stride_ * static_cast<std::size_t>(slots);
+  void* s = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* r = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (s == MAP_FAILED || r == MAP_FAILED) {
+    if (s != MAP_FAILED) ::munmap(s, bytes_);
+    if (r != MAP_FAILED) ::munmap(r, bytes_);
+    fail(Fail::usage, strf("cannot allocate 2 x %zu bytes of buffers", bytes_));
+  }
+  send_ = static_cast<std::uint8_t*>(s);
+  recv_ = static_cast<std::uint8_t*>(r);
+}
+
+Buffers::~Buffers() {
+  ::munmap(send_, bytes_);
+  ::munmap(recv_, bytes_);
+}
+
+void wait_request(Plugin& net, void* req, int* sizes, const Deadline& d, double timeout_s, const char* what) {
+  for (;;) {
+    int done = 0;
+    check(net.test(req, &done, sizes), what);
+    if (done) return;
+    d.check(timeout_s, what);
+  }
+}
+
+Integrity run_integrity(DataCtx& c) {
+  StreamSpec s{"integrity", c.opt.sizes, c.opt.messages, c.opt.inflight, c.opt.group, true, true, kEpochIntegrity,
+               largest(c.opt.sizes)};
+  StreamOut out = run_stream(c, s);
+  // iflush of the last received group that carried data, with the sizes test() returned (what
+  // NCCL passes; NCCL flushes only receives of more than 0 bytes).
+  if (out.last.n > 0) {
+    void* req = nullptr;
+    check(c.net.iflush(c.recv_comm, out.last.n, out.last.data, out.last.sizes, out.last.mh, &req), "iflush");
+    if (!req) {
+      out.st.flush = "null request";
+    } else {
+      Deadline d(c.opt.timeout_s);
+      wait_request(c.net, req, nullptr, d, c.opt.timeout_s, "test(iflush)");
+      out.st.flush = "completed";
+    }
+  }
+  return out.st;
+}
+
+std::vector<LatResult> run_pingpong(DataCtx& c) {
+  std::vector<LatResult> results;
+  const bool optional = c.opt.optional_recv && c.net.version() >= 9;
+  for (std::size_t size : unique_sizes(c.opt.sizes)) {
+    c.mgmt.barrier(strf("pingpong %zu", size), c.opt.timeout_s);
+    LatResult res;
+    res.size = size;
+    Integrity& st = res.counters;
+    st.ran = true;
+    const std::uint64_t cap_iters = std::max<std::uint64_t>(5, (256 * kMiB) / std::max<std::size_t>(size, 1));
+    res.iters = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(c.opt.iters), cap_iters));
+    const int warmup = 2, total = warmup + res.iters;
+    const std::uint32_t epoch = kEpochPingpong + static_cast<std::uint32_t>(results.size());
+    const std::uint64_t my_seed = pattern::seed(c.rank, epoch, 0), peer_seed = pattern::seed(1 - c.rank, epoch, 0);
+    const std::size_t cap = largest(c.opt.sizes);
+    fill_message(c.buf.send_slot(0), size, my_seed);
+    std::vector<double> rtt_us;
+    Deadline d(c.opt.timeout_s);
+    std::string what = strf("in ping-pong of %zu bytes", size);
+    Pacer pace{c, d, what.c_str()};
+    // Warm-up round trips check every byte; timed ones check the sampled windows only.
+    auto prep_for = [&](int i) { return i < warmup ? Prep::poison_all : Prep::poison_windows; };
+    auto finish_recv = [&](Op& r, int slot, int i) {
+      check_received(c, st, c.buf.recv_slot(slot), size, r.size, peer_seed, i < warmup, optional,
+                     static_cast<std::uint64_t>(i), d);
+      if (c.net.has_irecvConsumed()) check(c.net.irecvConsumed(c.recv_comm, 1, r.req), "irecvConsumed");
+    };
+    if (c.rank == 0) {
+      for (int i = 0; i < total; ++i) {
+        int slot = i % 2;
+        prepare_recv(c, c.buf.recv_slot(slot), size, peer_seed, prep_for(i));
+        Op r, s;
+        while (!r.posted) {
+          try_irecv(c, r, slot, cap, st, optional);
+          pace.tick();
+        }
+        std::int64_t t0 = now_ns();
+        while (!(r.done && s.done)) {
+          if (!s.posted) try_isend(c, s, size, st);
+          else poll(c, s, "test(isend)");
+          poll(c, r, "test(irecv)");
+          pace.tick();
+        }
+        std::int64_t t1 = now_ns();
+        if (i >= warmup) rtt_us.push_back(static_cast<double>(t1 - t0) / 1e3);
+        ++st.messages_sent;
+        st.bytes_sent += size;
+        finish_recv(r, slot, i);
+      }
+    } else {
+      Op r;
+      std::int64_t last_done = 0;
+      prepare_recv(c, c.buf.recv_slot(0), size, peer_seed, prep_for(0));
+      try_irecv(c, r, 0, cap, st, optional);
+      for (int i = 0; i < total; ++i) {
+        int slot = i % 2;
+        while (!r.done) {
+          if (!r.posted) try_irecv(c, r, slot, cap, st, optional);
+          else poll(c, r, "test(irecv)");
+          pace.tick();
+        }
+        // Rank 1's round trip: from one receive completion to the next.
+        std::int64_t t = now_ns();
+        if (i > warmup) rtt_us.push_back(static_cast<double>(t - last_done) / 1e3);
+        last_done = t;
+        finish_recv(r, slot, i);
+        // Pre-post the next receive before answering, so the reply path is the only wait.
+        Op next, s;
+        bool more = i + 1 < total;
+        if (more) {
+          prepare_recv(c, c.buf.recv_slot((i + 1) % 2), size, peer_seed, prep_for(i + 1));
+          try_irecv(c, next, (i + 1) % 2, cap, st, optional);
+        }
+        while (!s.done) {
+          if (!s.posted) try_isend(c, s, size, st);
+          else poll(c, s, "test(isend)");
+          if (more && !next.posted) try_irecv(c, next, (i + 1) % 2, cap, st, optional);
+          pace.tick();
+        }
+        ++st.messages_sent;
+        st.bytes_sent += size;
+        r = next;
+      }
+    }
+    if (!rtt_us.empty()) {
+      std::sort(rtt_us.begin(), rtt_us.end());
+      auto at = [&](double q) {
+        auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(rtt_us.size())));
+        return rtt_us[std::min(rtt_us.size() - 1, i == 0 ? 0 : i - 1)] / 2;
+      };
+      res.min_us = rtt_us.front() / 2;
+      res.median_us = at(0.5);
+      res.p99_us = at(0.99);
+    }
+    results.push_back(res);
+  }
+  return results;
+}
+
+std::vector<BwResult> run_bw(DataCtx& c) {
+  std::vector<BwResult> results;
+  for (std::size_t size : unique_sizes(c.opt.sizes)) {
+    c.mgmt.barrier(strf("bw %zu", size), c.opt.timeout_s);
+    std::uint64_t cap = std::max<std::uint64_t>(1, (1024 * kMiB) / std::max<std::size_t>(size, 1));
+    std::uint64_t msgs = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.opt.inflight), std::min(c.opt.bw_messages, cap));
+    StreamSpec s{"bandwidth", {size}, msgs, c.opt.inflight, c.opt.group, false, false,
+                 kEpochBw + static_cast<std::uint32_t>(results.size()), largest(c.opt.sizes)};
+    StreamOut out = run_stream(c, s);
+    BwResult r;
+    r.size = size;
+    r.messages = out.st.messages_received;
+    r.bytes = out.st.bytes_received;
+    r.seconds = static_cast<double>(out.recv_last_done_ns - out.recv_first_post_ns) / 1e9;
+    if (r.seconds > 0) {
+      r.mib_s = static_cast<double>(r.bytes) / static_cast<double>(kMiB) / r.seconds;
+      r.msgs_per_s = static_cast<double>(r.messages) / r.seconds;
+    }
+    r.counters = out.st;
+    results.push_back(r);
+  }
+  return results;
+}
+
+}  // namespace hnd

@@ -7,8 +7,11 @@
 //                                              create QP, INIT->RTR->RTS
 //                                        <---  conn_reply {QP endpoint}
 //   INIT->RTR->RTS
-//   conn_ready                           --->  the recv comm is handed to accept()
-//   the send comm is handed to connect()
+//   conn_ready                           --->  the recv comm is queued for accept(), unless
+//                                              closeListen() came first: then an error frame
+//                                        <---  conn_ack
+//   the send comm is handed to connect()       (a connect() in flight when the listener is
+//                                               closed fails instead of returning a dead comm)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -74,6 +77,8 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   const std::vector<std::uint8_t> none;
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, none, timeout); !s)
     co_return s;
+  auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
+  if (!ack) co_return std::move(ack).error();
   HA_INFO("NET/HA: connected %s QP %u -> %s QP %u", dev->port.id().c_str(), (*comm)->local.qpn,
           peer.address().to_string().c_str(), remote->qpn);
   op.comm = std::move(comm).value();
@@ -118,8 +123,22 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   auto ready = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
   if (!ready) co_return std::move(ready).error();
   HA_INFO("NET/HA: accepted on %s QP %u <- QP %u", ls->dev->port.id().c_str(), (*comm)->local.qpn, remote->qpn);
-  std::lock_guard<std::mutex> lock(ls->mutex);
-  if (!ls->closed) ls->ready.push_back(std::move(comm).value());  // else destroyed here
+  bool closed = false;
+  {
+    std::lock_guard<std::mutex> lock(ls->mutex);
+    closed = ls->closed;
+    if (!closed) ls->ready.push_back(std::move(comm).value());  // else destroyed below
+  }
+  if (closed) {  // tell the connector, so its connect() fails instead of returning a dead comm
+    const std::string why = "the listener was closed during the handshake";
+    const std::vector<std::uint8_t> reason(why.begin(), why.end());
+    auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), ls->token, reason, timeout);
+    (void)sent;  // best effort: the connector also fails when the socket closes
+    co_return make_error(Errc::closed, why);
+  }
+  const std::vector<std::uint8_t> none;
+  if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), ls->token, none, timeout); !s)
+    co_return s;  // the comm stays queued: its peer is gone, which its data path reports
   co_return Status{};
 }
 

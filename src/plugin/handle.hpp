@@ -43,6 +43,11 @@ Status validate_handle(const Handle& h);
 std::string handle_address(const Handle& h);  // "a.b.c.d:port"
 
 // Handshake message types (nccl-ha wire frames, net/wire.hpp).
-enum class HandshakeMsg : std::uint16_t { conn_request = 0x200, conn_reply = 0x201, conn_ready = 0x202 };
+enum class HandshakeMsg : std::uint16_t {
+  conn_request = 0x200,
+  conn_reply = 0x201,
+  conn_ready = 0x202,
+  conn_ack = 0x203,  // the listener queued the comm for accept(): only now may connect() succeed
+};
 
 }  // namespace nccl_ha::plugin

@@ -95,12 +95,16 @@ ncclResult_t create_state() {
     d->pci_path = port.pci_path;
     d->max_comms = compute_max_comms(port, s->config.debug || log_enabled(LogLevel::info));
     d->timeouts = net::QpTimeouts::from_env();
-    // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it so a
-    // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too, unless the user chose a value.
+    // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
+    // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so
+    // 67 ms (timeout 14) x 7 tries fails healthy streams: use ~0.5 s (17). Explicit
+    // HA_NCCL_QP_TIMEOUT / HA_NCCL_QP_RETRY_CNT always win.
     constexpr std::uint32_t kSoftRoceVendor = 0xffffff;
-    if (port.vendor_id == kSoftRoceVendor && d->timeouts.retry_cnt == 7 && !net::env_string({"HA_NCCL_QP_RETRY_CNT"})) {
-      d->timeouts.retry_cnt = 6;
-      HA_INFO("NET/HA: %s is Soft-RoCE: QP retry count 6 (7 would retry for ever)", port.id().c_str());
+    if (port.vendor_id == kSoftRoceVendor) {
+      if (!net::env_string({"HA_NCCL_QP_RETRY_CNT"}) && d->timeouts.retry_cnt == 7) d->timeouts.retry_cnt = 6;
+      if (!net::env_string({"HA_NCCL_QP_TIMEOUT"})) d->timeouts.timeout = 17;
+      HA_INFO("NET/HA: %s is Soft-RoCE: QP timeout %u, retry count %u", port.id().c_str(), d->timeouts.timeout,
+              d->timeouts.retry_cnt);
     }
     d->port = std::move(port);
     s->devices.push_back(std::move(d));

@@ -38,31 +38,34 @@ ncclResult_t fail_comm(CommBase& c, const ibv_wc& wc) {
   return ncclRemoteError;
 }
 
-// Reaps up to `max` completions of a send comm.
-ncclResult_t progress_send(SendComm& c, int max) {
-  ibv_wc wcs[64];
+// Polls up to `max` completions into `wcs`; -1 (comm failed, WARN logged) on a poll error.
+int poll(CommBase& c, ibv_wc* wcs, int max) {
   const int n = ibv_poll_cq(c.cq.get(), std::min(max, 64), wcs);
   if (n < 0) {
     HA_WARN("NET/HA: ibv_poll_cq failed on %s", c.dev->port.id().c_str());
     c.failed = true;
-    return ncclSystemError;
+  } else {
+    c.completions += static_cast<std::uint64_t>(n);
   }
+  return n;
+}
+
+// Reaps up to `max` completions of a send comm.
+ncclResult_t progress_send(SendComm& c, int max) {
+  ibv_wc wcs[64];
+  const int n = poll(c, wcs, max);
+  if (n < 0) return ncclSystemError;
   for (int i = 0; i < n; ++i) {
     if (wcs[i].status != IBV_WC_SUCCESS) return fail_comm(c, wcs[i]);
     if (wcs[i].wr_id < c.reqs.size()) ++c.reqs[wcs[i].wr_id].completed;
   }
-  c.completions += static_cast<std::uint64_t>(n);
   return ncclSuccess;
 }
 
 ncclResult_t progress_recv(RecvComm& c, int max) {
   ibv_wc wcs[64];
-  const int n = ibv_poll_cq(c.cq.get(), std::min(max, 64), wcs);
-  if (n < 0) {
-    HA_WARN("NET/HA: ibv_poll_cq failed on %s", c.dev->port.id().c_str());
-    c.failed = true;
-    return ncclSystemError;
-  }
+  const int n = poll(c, wcs, max);
+  if (n < 0) return ncclSystemError;
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs[i];
     if (wc.status != IBV_WC_SUCCESS) return fail_comm(c, wc);
@@ -80,7 +83,6 @@ ncclResult_t progress_recv(RecvComm& c, int max) {
     r.sizes[index] = static_cast<int>(wc.byte_len);
     ++r.completed;
   }
-  c.completions += static_cast<std::uint64_t>(n);
   return ncclSuccess;
 }
 

@@ -11,6 +11,7 @@
 #include "logger.hpp"
 #include "pattern.hpp"
 #include "session.hpp"
+#include "sysinfo.hpp"
 #include "traffic.hpp"
 
 namespace hnd {
@@ -284,11 +285,29 @@ void bad_token(Ctx& f) {
 void close_listen(Ctx& f) {
   if (f.o.rank == 0) {
     void* lc = listen_and_ship(f);
-    check(f.net.closeListen(lc), "closeListen (before the peer connects)");
+    std::int64_t t0 = now_ns();
+    record(f, make_step("closeListen right after shipping the handle", Entry::closeListen, false,
+                        f.net.closeListen(lc), t0, 1));
     f.mgmt.barrier("close-listen early done", f.o.timeout_s);
-    lc = listen_and_ship(f);
+    // (b) The plugin's handshake must really be in flight: wait until it accepted rank 1's TCP
+    // connection (one more fd in this process), then close at once. A handshake takes tens of ms
+    // on the test VMs; a plugin without such an fd is closed after at most 2 s.
+    std::string h(kH, '\0');
+    lc = nullptr;
+    check(f.net.listen(f.o.dev, h.data(), &lc), "listen");
+    if (!lc) fail(Fail::plugin, "listen returned ncclSuccess with a NULL listenComm");
+    const int fds0 = count_fds();
+    f.mgmt.send(MsgType::handles, h);
     f.mgmt.barrier("connecting", f.o.timeout_s);
-    check(f.net.closeListen(lc), "closeListen (handshake in flight)");
+    t0 = now_ns();
+    int fds = fds0;
+    for (Deadline d(2); fds <= fds0 && !d.expired(); fds = count_fds()) pause();
+    const double waited = ms_since(t0);
+    t0 = now_ns();
+    record(f, make_step("closeListen with the peer's handshake in flight", Entry::closeListen, false,
+                        f.net.closeListen(lc), t0, 1),
+           strf("%s after %.1f ms (fds %d -> %d)", fds > fds0 ? "handshake connection accepted" : "NO new connection",
+                waited, fds0, fds));
     f.mgmt.barrier("close-listen in-flight done", f.o.timeout_s);
     accept_side(f, listen_and_ship(f));
     return;
@@ -431,6 +450,7 @@ void peer_death(Ctx& f) {
   std::int64_t gone_ns = 0;
   dc.watch_peer = false;
   dc.peer_gone_ns = &gone_ns;
+  const auto calls_before = f.net.stats();
   std::int64_t t0 = now_ns();
   FaultStep s;
   try {
@@ -440,8 +460,9 @@ void peer_death(Ctx& f) {
   } catch (const DriverError& e) {
     const Entry which = f.net.last_error_entry();
     if (e.kind != Fail::plugin || which == Entry::kCount) throw;  // a timeout (hang), a driver problem
+    const auto i = static_cast<std::size_t>(which);
     s = make_step("isend/test after the peer died mid-stream", which, true, f.net.last_error_result(), t0,
-                  f.net.stats()[static_cast<std::size_t>(which)].count);
+                  f.net.stats()[i].count - calls_before[i].count);
     log::info("fault peer-death: %s", e.what());
   }
   // The error must come from the peer's death: by now the management connection shows it.
@@ -451,7 +472,9 @@ void peer_death(Ctx& f) {
     else std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const std::int64_t err_ns = t0 + static_cast<std::int64_t>(s.ms * 1e6);
-  if (gone_ns) s.since_peer_gone_ms = std::max(0.0, static_cast<double>(err_ns - gone_ns) / 1e6);
+  // Negative: the error came before this rank noticed the closed management connection (it looks
+  // every 256 polling turns).
+  if (gone_ns) s.since_peer_gone_ms = static_cast<double>(err_ns - gone_ns) / 1e6;
   else s.ok = false;
   record(f, s, gone_ns ? "" : "the peer's management connection is still open");
   f.rep.peer_gone = true;

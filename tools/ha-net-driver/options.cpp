@@ -152,7 +152,10 @@ Options parse_options(int argc, char** argv) {
 
 std::string shared_params(const Options& o) {
   std::string s = "sizes=";
-  for (std::size_t i = 0; i < o.sizes.size(); ++i) s += (i ? "," : "") + std::to_string(o.sizes[i]);
+  for (std::size_t i = 0; i < o.sizes.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(o.sizes[i]);
+  }
   s += strf(" messages=%llu inflight=%d group=%d pingpong=%d iters=%d bw=%d bw_messages=%llu comms=%d",
             static_cast<unsigned long long>(o.messages), o.inflight, o.group, o.pingpong ? 1 : 0, o.iters,
             o.bw ? 1 : 0, static_cast<unsigned long long>(o.bw_messages), o.comms);

@@ -77,6 +77,7 @@ struct FaultStep {
   std::uint64_t calls = 0;        // calls of `call` in the step
   std::optional<bool> comm_null;  // connect/listen/accept/isend: the returned comm or request stayed NULL
   std::optional<double> since_peer_gone_ms;  // peer-death: from the peer's management EOF to the error
+                                             // (negative: the error was seen first)
   bool ok = false;
   std::string detail;
 };

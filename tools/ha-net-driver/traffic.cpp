@@ -32,7 +32,7 @@ struct Pacer {
   void tick(bool progress = false) {
     if (!progress) ::sched_yield();
     if ((++n & 255) != 0) return;
-    if (c.watch_peer) c.mgmt.check_abort();
+    if (c.watch_peer || c.mgmt.has_message()) c.mgmt.check_abort();  // an abort always ends the phase
     else if (c.peer_gone_ns && *c.peer_gone_ns == 0 && c.mgmt.peer_closed()) *c.peer_gone_ns = now_ns();
     d.check(c.opt.timeout_s, what);
   }

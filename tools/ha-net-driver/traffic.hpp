@@ -49,6 +49,7 @@ struct DataCtx {
   const Options& opt;
   // --fault peer-death. watch_peer = false: a management connection closed by the peer does not
   // end the phase (the plugin must report the dead peer); its time goes to *peer_gone_ns instead.
+  // An abort message from the peer still ends it.
   bool watch_peer = true;
   std::int64_t* peer_gone_ns = nullptr;
   // Called after each completed receive with the number of messages received so far.

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Turns a plugin-bench run (<logdir>/{a,b}/out) into <prefix>.json, <prefix>.md and <prefix>.svg.
+
+Bandwidth: ib_write_bw -b (both directions, 8 in flight) against ha-net-driver --bw (both
+directions, 8 in flight, MiB/s received by each rank, summed). Latency: ib_write_lat typical
+(median one-way) against ha-net-driver --pingpong median RTT/2. MB in perftest is 2^20 bytes.
+"""
+import datetime
+import json
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+TARGETS = {"bw_ratio_min": 0.95, "bw_from_bytes": 1 << 20, "lat_ratio_max": 1.2, "mem_per_comm_kib_max": 1024}
+
+
+def perftest_rows(path):
+    rows = []
+    lines = Path(path).read_text().splitlines() if Path(path).exists() else []
+    for i, line in enumerate(lines):
+        if line.strip().startswith("#bytes"):
+            for data in lines[i + 1:]:
+                parts = data.split()
+                if len(parts) >= 5 and parts[0].isdigit():
+                    rows.append([float(p) for p in parts[:9] if p.replace(".", "", 1).isdigit()])
+                else:
+                    break
+    return rows
+
+
+def main(logdir, prefix):
+    out = Path(logdir)
+    a, b = out / "a" / "out", out / "b" / "out"
+    rounds = sorted({p.name.split("-")[0] for p in a.glob("r*-plugin-bw.json")})
+    bw, lat = {}, {}
+    for r in rounds:
+        for side in (a,):
+            for f in side.glob(f"{r}-write_bw-*.log"):
+                size = int(f.stem.split("-")[-1])
+                rows = perftest_rows(f)
+                if rows:
+                    bw.setdefault(size, {"perftest": [], "plugin": []})["perftest"].append(rows[0][3])
+            for f in side.glob(f"{r}-write_lat-*.log"):
+                size = int(f.stem.split("-")[-1])
+                rows = perftest_rows(f)
+                if rows:
+                    lat.setdefault(size, {"perftest": [], "plugin": []})["perftest"].append(rows[0][4])
+        ra, rb = (json.loads((s / f"{r}-plugin-bw.json").read_text()) for s in (a, b))
+        for xa, xb in zip(ra.get("bandwidth", []), rb.get("bandwidth", [])):
+            bw.setdefault(xa["size"], {"perftest": [], "plugin": []})["plugin"].append(xa["mib_s"] + xb["mib_s"])
+        rl = json.loads((a / f"{r}-plugin-lat.json").read_text())
+        for x in rl.get("latency", []):
+            lat.setdefault(x["size"], {"perftest": [], "plugin": []})["plugin"].append(x["median_us"])
+    comms = json.loads((a / "plugin-comms.json").read_text()).get("comms_test", {}) if (a / "plugin-comms.json").exists() else {}
+
+    def summarize(table, higher_is_better):
+        rows = []
+        for size in sorted(table):
+            p, q = table[size]["perftest"], table[size]["plugin"]
+            if not p or not q:
+                continue
+            pm, qm = statistics.mean(p), statistics.mean(q)
+            rows.append({"size": size, "perftest": pm, "plugin": qm, "ratio": qm / pm if pm else None,
+                         "perftest_runs": p, "plugin_runs": q})
+        return rows
+
+    bw_rows, lat_rows = summarize(bw, True), summarize(lat, False)
+    big = [r for r in bw_rows if r["size"] >= TARGETS["bw_from_bytes"]]
+    result = {
+        "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.node()} {platform.machine()}, two qemu TCG VMs (1 vCPU each), Soft-RoCE rxe, rail 0",
+        "rounds": len(rounds),
+        "environment": {k: v for k, v in __import__("os").environ.items() if k.startswith("HA_NCCL_")},
+        "bandwidth_mib_s": bw_rows,
+        "latency_us": lat_rows,
+        "memory": {"comms": comms.get("n"), "rss_per_comm_kib": comms.get("rss_per_comm_kib")},
+        "targets": TARGETS,
+        "verdict": {
+            "bw_ratio_ge_1MiB_min": min((r["ratio"] for r in big), default=None),
+            "lat_ratio_median": statistics.median([r["ratio"] for r in lat_rows]) if lat_rows else None,
+            "mem_per_comm_kib": comms.get("rss_per_comm_kib"),
+        },
+    }
+    v = result["verdict"]
+    Path(prefix + ".json").write_text(json.dumps(result, indent=2) + "\n")
+
+    def ok(flag):
+        return "met" if flag else "**not met**"
+
+    md = [f"# Plugin benchmark, {result['date']}", "", f"Machine: {result['machine']}; {len(rounds)} interleaved rounds.",
+          "Absolute figures are emulation artefacts; compare the ratios (plugin / perftest, same boot).",
+          f"Environment: {' '.join(f'{k}={v}' for k, v in result['environment'].items()) or 'defaults'}.", "",
+          "## Bandwidth (both directions, 8 in flight)", "", "| size | ib_write_bw -b MiB/s | plugin MiB/s | ratio |",
+          "|---:|---:|---:|---:|"]
+    md += [f"| {r['size']} | {r['perftest']:.1f} | {r['plugin']:.1f} | {r['ratio']:.2f} |" for r in bw_rows]
+    md += ["", "## Latency (one way, median)", "", "| size | ib_write_lat typical us | plugin RTT/2 median us | ratio |",
+           "|---:|---:|---:|---:|"]
+    md += [f"| {r['size']} | {r['perftest']:.1f} | {r['plugin']:.1f} | {r['ratio']:.2f} |" for r in lat_rows]
+    md += ["", "## Against the targets", "", "| figure | measured | target | |", "|---|---:|---:|---|"]
+    if v["bw_ratio_ge_1MiB_min"] is not None:
+        md.append(f"| bandwidth ratio, >= 1 MiB (worst size) | {v['bw_ratio_ge_1MiB_min']:.2f} | >= 0.95 | "
+                  f"{ok(v['bw_ratio_ge_1MiB_min'] >= 0.95)} |")
+    if v["lat_ratio_median"] is not None:
+        md.append(f"| small-message latency ratio (median over sizes) | {v['lat_ratio_median']:.2f} | <= 1.2 | "
+                  f"{ok(v['lat_ratio_median'] <= 1.2)} |")
+    if v["mem_per_comm_kib"] is not None:
+        md.append(f"| host memory per comm ({comms.get('n')} comms open) | {v['mem_per_comm_kib']:.0f} KiB | "
+                  f"<= 1024 KiB | {ok(v['mem_per_comm_kib'] <= 1024)} |")
+    md += ["", f"Plot: `{Path(prefix).name}.svg`.", ""]
+    Path(prefix + ".md").write_text("\n".join(md))
+    Path(prefix + ".svg").write_text(svg(bw_rows))
+    print("\n".join(md))
+
+
+def svg(rows, w=640, h=400, m=60):
+    """A dependency-free log-x line plot of bandwidth versus size."""
+    import math
+    if not rows:
+        return "<svg xmlns='http://www.w3.org/2000/svg'/>"
+    xs = [math.log2(r["size"]) for r in rows]
+    ymax = max(max(r["perftest"], r["plugin"]) for r in rows) * 1.15
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+
+    def px(x):
+        return m + (x - x0) / (x1 - x0) * (w - 2 * m)
+
+    def py(y):
+        return h - m - y / ymax * (h - 2 * m)
+
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>",
+             "<rect width='100%' height='100%' fill='white'/>",
+             f"<text x='{w / 2}' y='20' text-anchor='middle' font-size='14'>Bandwidth vs message size (rail 0, Soft-RoCE)</text>",
+             f"<line x1='{m}' y1='{h - m}' x2='{w - m}' y2='{h - m}' stroke='black'/>",
+             f"<line x1='{m}' y1='{m}' x2='{m}' y2='{h - m}' stroke='black'/>",
+             f"<text x='{w / 2}' y='{h - 15}' text-anchor='middle'>message size (bytes)</text>",
+             f"<text x='15' y='{h / 2}' transform='rotate(-90 15 {h / 2})' text-anchor='middle'>MiB/s</text>"]
+    for r, x in zip(rows, xs):
+        parts.append(f"<text x='{px(x)}' y='{h - m + 15}' text-anchor='middle'>{r['size'] // 1024}K</text>")
+    for i in range(5):
+        y = ymax * i / 4
+        parts.append(f"<text x='{m - 5}' y='{py(y) + 4}' text-anchor='end'>{y:.0f}</text>")
+    for key, color in (("perftest", "#1f77b4"), ("plugin", "#d62728")):
+        pts = " ".join(f"{px(x):.1f},{py(r[key]):.1f}" for r, x in zip(rows, xs))
+        parts.append(f"<polyline points='{pts}' fill='none' stroke='{color}' stroke-width='2'/>")
+        parts += [f"<circle cx='{px(x):.1f}' cy='{py(r[key]):.1f}' r='3' fill='{color}'/>" for r, x in zip(rows, xs)]
+    parts += ["<text x='{}' y='{}' fill='#1f77b4'>ib_write_bw -b</text>".format(w - m - 120, m + 10),
+              "<text x='{}' y='{}' fill='#d62728'>nccl-ha plugin</text>".format(w - m - 120, m + 28), "</svg>"]
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

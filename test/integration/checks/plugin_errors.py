@@ -1,0 +1,193 @@
+"""Check of the plugin-errors VM test (plugin-errors.guest.sh): every error path of the plugin
+ends with the exact ncclResult_t, the WARN text, within its time bound, and nothing crashes.
+
+Rank 0 ran in VM a, rank 1 in VM b; each run left NAME.rc / NAME.ms / NAME.json / NAME.log.
+"""
+import re
+
+from check import expect, fail
+
+HANDSHAKE_TIMEOUT_MS = 5000  # HA_NCCL_HANDSHAKE_TIMEOUT_MS in plugin-errors.guest.sh
+SLACK_MS = 3000              # scheduling slack on the 1-vCPU TCG guests
+
+ncclSuccess, ncclSystemError, ncclInvalidArgument, ncclInvalidUsage, ncclRemoteError = 0, 2, 4, 5, 6
+DRIVER_EXIT_CODES = {0, 1, 2, 3, 4, 5}  # ha-net-driver's documented exit statuses
+SIGKILL_STATUS = 128 + 9
+CRASH_TEXT = re.compile(r"Segmentation fault|core dumped|Aborted|terminate called|AddressSanitizer|"
+                        r"UndefinedBehaviorSanitizer|runtime error:|double free|stack smashing|"
+                        r"SIGSEGV|SIGABRT|SIGBUS|Illegal instruction|Bus error")
+SCENARIOS = ["bad-dev", "bad-handle", "bad-token", "close-listen", "oversize", "peer-death"]
+ROLE_RANK = {"a": 0, "b": 1}
+
+
+def step(rep, name):
+    steps = {s["name"]: s for s in rep["fault"]["steps"]}
+    if name not in steps:
+        fail(f"rank {rep['rank']} {rep['fault']['name']}: no step '{name}' (steps: {list(steps)})")
+    return steps[name]
+
+
+def expect_step(rep, name, code, *, max_ms=None, comm_null=None, calls=None):
+    s = step(rep, name)
+    tag = f"rank {rep['rank']} {rep['fault']['name']}: {name}"
+    expect(s["code"] == code, f"{tag}: {s['call']} returned {s['result']} ({s['code']}), expected {code}")
+    expect(s["ok"], f"{tag}: the driver judged the step ok ({s['detail']})")
+    if comm_null is not None:
+        expect(s["comm_null"] is comm_null, f"{tag}: comm/request {'stayed NULL' if comm_null else 'returned'}")
+    if calls is not None:
+        expect(s["calls"] == calls, f"{tag}: {s['calls']} call(s) (expected {calls})")
+    if max_ms is not None:
+        expect(s["ms"] < max_ms, f"{tag}: outcome after {s['ms']:.1f} ms (bound {max_ms} ms)")
+    return s
+
+
+def warns(rep):
+    return rep.get("plugin_warning_lines", [])
+
+
+def expect_warn(rep, pattern, what, count=None):
+    hits = [w for w in warns(rep) if re.search(pattern, w)]
+    n = f"exactly {count}" if count is not None else "a"
+    expect(len(hits) >= 1 and (count is None or len(hits) == count),
+           f"rank {rep['rank']} {rep['fault']['name']}: {n} WARN {what}: {hits[:1] or warns(rep)}")
+    return hits
+
+
+def expect_check(rep, name):
+    c = [x for x in rep["checks"] if x["name"] == name]
+    expect(len(c) == 1 and c[0]["ok"], f"rank {rep['rank']} {rep['fault']['name']}: {name} ({c[0]['detail'] if c else 'missing'})")
+
+
+def expect_clean(rep):
+    """A rank that finished its scenario: exit 0, fault steps all ok, plugin resources released."""
+    tag = f"rank {rep['rank']} {rep['fault']['name']}"
+    expect(rep["ok"] and rep["exit_code"] == 0 and rep["phase"] == "done",
+           f"{tag}: report ok, exit_code 0, phase done (errors: {rep['errors']})")
+    expect(all(s["ok"] for s in rep["fault"]["steps"]) and rep["fault"]["steps"], f"{tag}: every fault step ok")
+    expect_check(rep, "fds returned after finalize")
+    expect_check(rep, "no plugin threads left after dlclose")
+    res = rep["resources"]
+    if res["before_init"]["qps"] is not None:
+        expect_check(rep, "QPs destroyed after finalize")
+        expect_check(rep, "MRs released after finalize")
+
+
+def no_crash(run, role, name):
+    log = run.out(role, f"{name}.log")
+    text = log.read_text(errors="replace") if log.exists() else ""
+    m = CRASH_TEXT.search(text)
+    expect(m is None, f"{role} {name}: no crash/abort text in the driver log" + (f" (found '{m.group(0)}')" if m else ""))
+
+
+def check(run):
+    times = {}
+    for name in SCENARIOS:
+        for role in ("a", "b"):
+            rc = run.rc(role, name)
+            want = SIGKILL_STATUS if (name, role) == ("peer-death", "b") else 0
+            expect(rc == want and (rc in DRIVER_EXIT_CODES or want == SIGKILL_STATUS),
+                   f"{name}: rank {ROLE_RANK[role]} exit {rc} (expected {want})")
+            no_crash(run, role, name)
+            times[(name, role)] = int(run.text(role, f"{name}.ms"))
+    for role in ("a", "b"):
+        stderr = (run.dir / role / "stderr.log").read_text(errors="replace")
+        killed = [l for l in stderr.splitlines() if re.search(CRASH_TEXT.pattern + "|Killed", l)]
+        want = 1 if role == "b" else 0  # bash reports the one intended SIGKILL of peer-death
+        expect(len(killed) == want and all("Killed" in l and "--rank 1" in l for l in killed),
+               f"{role}: guest script stderr reports {want} killed process(es) and no crash: {killed}")
+
+    # 6. Bad device index: getProperties / listen / connect -> ncclInvalidArgument, "out of range".
+    for role in ("a", "b"):
+        r = run.report(role, "bad-dev")
+        expect_clean(r)
+        expect(r["dev"] == 99 and r["properties"] is None and r["ndev"] == 2, f"rank {r['rank']} bad-dev: --dev 99 of {r['ndev']} devices")
+        expect_step(r, "getProperties(99)", ncclInvalidArgument, max_ms=1000)
+        expect_step(r, "listen(99)", ncclInvalidArgument, max_ms=1000, comm_null=True)
+        expect_step(r, "connect(99)", ncclInvalidArgument, max_ms=1000, comm_null=True)
+        for call in ("getProperties", "listen", "connect"):
+            expect_warn(r, rf"NET/HA: {call}: device index 99 out of range \(2 devices\)", f"'{call}: ... out of range'", 1)
+        expect(len(warns(r)) == 3, f"rank {r['rank']} bad-dev: no other WARN ({len(warns(r))} in all)")
+
+    # 1. Bad handle, rejected locally at once; rank 0 undisturbed.
+    r1 = run.report("b", "bad-handle")
+    expect_clean(r1)
+    for name, reason in (("connect with a corrupted handle magic", r"not an nccl-ha handle \(bad magic\)"),
+                         ("connect with a handle of another version", r"handle version 2 \(this plugin speaks 1\)"),
+                         ("connect with a handle of a shorter length", r"handle length 64")):
+        expect_step(r1, name, ncclInvalidArgument, max_ms=1000, comm_null=True, calls=1)
+        expect_warn(r1, r"NET/HA: connect: rejecting handle: " + reason, f"'rejecting handle: {reason}'", 1)
+    expect(len(warns(r1)) == 3, f"rank 1 bad-handle: only the 3 rejections WARNed ({warns(r1)})")
+    r0 = run.report("a", "bad-handle")
+    expect_clean(r0)
+    expect_step(r0, "accept() undisturbed by the rejected handles", ncclSuccess, comm_null=True)
+    expect(warns(r0) == [], f"rank 0 bad-handle: no WARN at the listener ({warns(r0)})")
+    expect_check(r0, "fault bad-handle: a verified message crossed a new connection afterwards")
+
+    # 2. Bad token: the listener rejects it, connect() errors out (bounded), accept() stays usable.
+    r1 = run.report("b", "bad-token")
+    expect_clean(r1)
+    s = expect_step(r1, "connect with a flipped token", ncclSystemError, comm_null=True,
+                    max_ms=min(35000, HANDSHAKE_TIMEOUT_MS + SLACK_MS))
+    expect_warn(r1, r"NET/HA: connect to 10\.30\.0\.1:\d+ on rxe0:1 failed: ", "'connect to ... failed'", 1)
+    r0 = run.report("a", "bad-token")
+    expect_clean(r0)
+    expect_warn(r0, r"NET/HA: rejected a connection from 10\.30\.0\.2 on rxe0:1: token mismatch",
+                "'rejected a connection from 10.30.0.2 ... token mismatch'", 1)
+    expect(len(warns(r0)) == 1, f"rank 0 bad-token: no other WARN ({warns(r0)})")
+    expect_step(r0, "accept() returned NULL through the rejected connection", ncclSuccess, comm_null=True)
+    expect_check(r0, "fault bad-token: a verified message crossed a new connection afterwards")
+
+    # 3. closeListen before and during rank 1's handshake: connect() fails (bounded), no dead comm.
+    r1 = run.report("b", "close-listen")
+    expect_clean(r1)
+    bound = HANDSHAKE_TIMEOUT_MS + SLACK_MS
+    expect_step(r1, "connect to a listener closed before the connect", ncclSystemError, comm_null=True, max_ms=bound)
+    expect_step(r1, "first connect() starts the handshake", ncclSuccess, comm_null=True, calls=1)
+    expect_step(r1, "connect while the listener is closed mid-handshake", ncclSystemError, comm_null=True, max_ms=bound)
+    expect_warn(r1, r"NET/HA: connect to 10\.30\.0\.1:\d+ on rxe0:1 failed: ", "'connect to ... failed' per failed connect", 2)
+    expect_warn(r1, r"failed: peer reported: the listener was closed during the handshake",
+                "'peer reported: the listener was closed during the handshake'", 1)
+    r0 = run.report("a", "close-listen")
+    expect_clean(r0)
+    expect_step(r0, "closeListen right after shipping the handle", ncclSuccess, max_ms=1000)
+    s = expect_step(r0, "closeListen with the peer's handshake in flight", ncclSuccess, max_ms=1000)
+    expect("handshake connection accepted" in s["detail"],
+           f"rank 0 close-listen: closeListen ran after the plugin accepted the handshake connection ({s['detail']})")
+    expect_warn(r0, r"NET/HA: rejected a connection from 10\.30\.0\.2 on rxe0:1: the listener was closed during the handshake",
+                "'rejected a connection ... the listener was closed during the handshake'", 1)
+    expect(len(warns(r0)) == 1, f"rank 0 close-listen: no other WARN ({warns(r0)})")
+    expect_check(r0, "fault close-listen: a verified message crossed a new connection afterwards")
+    fds = r0["resources"]
+    expect(fds["after_close"]["fds"] == fds["before_init"]["fds"],
+           f"rank 0 close-listen: fds {fds['before_init']['fds']} before init, {fds['after_close']['fds']} after finalize")
+
+    # 4. A message larger than the posted receive: ncclInvalidUsage naming both sizes.
+    r1 = run.report("b", "oversize")
+    expect_clean(r1)
+    expect_step(r1, "isend of 65537 bytes into a 65536-byte receive", ncclInvalidUsage, comm_null=True, max_ms=5000)
+    expect_warn(r1, r"NET/HA: rxe0:1: message of 65537 bytes \(tag 0\) is larger than the receive buffer of 65536 bytes",
+                "naming 65537 and 65536 bytes", 1)
+    r0 = run.report("a", "oversize")
+    expect_clean(r0)
+    expect_step(r0, "the posted receive stays pending, its buffer untouched", ncclSuccess)
+    expect(warns(r0) == [], f"rank 0 oversize: no WARN at the receiver ({warns(r0)})")
+
+    # 5. Peer SIGKILLed mid-stream: rank 0's isend/test -> error within 30 s, clean close after.
+    log1 = run.out("b", "peer-death.log").read_text(errors="replace")
+    expect("fault peer-death: received 20 messages: SIGKILL to myself now" in log1,
+           "rank 1 peer-death: killed itself after 20 of 40 received messages")
+    r0 = run.report("a", "peer-death")
+    expect_clean(r0)
+    s = step(r0, "isend/test after the peer died mid-stream")
+    expect(s["code"] in (ncclRemoteError, ncclSystemError) and s["call"] in ("isend", "test"),
+           f"rank 0 peer-death: {s['call']} returned {s['result']} ({s['code']})")
+    gone = s["since_peer_gone_ms"]
+    expect(gone is not None and gone < 30000,
+           f"rank 0 peer-death: error {gone} ms after the peer's death was visible (bound 30000 ms); {s['detail']}")
+    expect_warn(r0, r"NET/HA: rxe0:1 (send|recv) comm QP \d+: completion error ", "'completion error' on the dead QP")
+    expect(r0["peer_ok"] is None, "rank 0 peer-death: no result exchange with the dead peer")
+
+    total = sum(max(times[(n, "a")], times[(n, "b")]) for n in SCENARIOS)
+    for n in SCENARIOS:
+        print(f"check: info: {n}: {max(times[(n, 'a')], times[(n, 'b')])} ms wall")
+    expect(total < 180000, f"all scenarios took {total / 1000:.1f} s of driver wall time (< 180 s)")

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Guest side of plugin-errors: the plugin's error paths, through the real libnccl-net-ha.so, real
+# verbs on rxe, real sockets and processes. ha-net-driver --fault NAME runs each scenario; rank 0
+# (listener / receiver) in VM a, rank 1 (connector / sender) in VM b, handshakes over eth2.
+#   bad-dev       --dev 99: getProperties, listen, connect -> ncclInvalidArgument, "out of range"
+#   bad-handle    rank 1 corrupts magic / version / length: connect -> ncclInvalidArgument at once
+#   bad-token     rank 1 flips the token: rank 0's listener rejects it, connect -> error, bounded
+#   close-listen  rank 0 closes its listener before / during rank 1's handshake: connect -> error
+#   oversize      N-byte receive, N+1-byte isend -> ncclInvalidUsage naming both sizes
+#   peer-death    rank 1 SIGKILLs itself mid-stream: rank 0's isend/test -> error within 30 s.
+#                 HA_NCCL_QP_RETRY_CNT is unset on purpose: the plugin must cap rxe's "retry
+#                 forever" count 7 by itself (with 7, rank 0 hangs until --timeout: exit 4).
+#                 HA_NCCL_QP_TIMEOUT is unset too: on rxe the plugin defaults to 17 (~0.54 s per
+#                 retry); 14 (~67 ms) ended healthy loaded streams with "retry counter exceeded".
+# Each run records NAME.rc, NAME.ms (wall), NAME.json and NAME.log (stderr, plugin lines included)
+# in $VM_OUT; check.py (checks/plugin_errors.py) judges them. The script itself always exits 0.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+source "$REPO/test/vm/lib.sh"
+BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
+DRIVER=$BUILD/tools/ha-net-driver/ha-net-driver
+PLUGIN=$BUILD/src/plugin/libnccl-net-ha.so
+
+export NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=eth2
+export HA_NCCL_HANDSHAKE_TIMEOUT_MS=5000  # checks/plugin_errors.py uses the same value
+unset HA_NCCL_QP_RETRY_CNT HA_NCCL_QP_TIMEOUT NCCL_DEBUG_SUBSYS
+
+# run NAME PORT [driver args...]: one driver pair, rank 0 here on a / rank 1 on b.
+run() {
+  local name=$1 port=$2 rc=0 t0 pid
+  shift 2
+  local args=(--plugin "$PLUGIN" --fault "$name" --timeout 60 --json "$VM_OUT/$name.json" "$@")
+  t0=$(date +%s%N)
+  if [[ $VM_ROLE == a ]]; then
+    "$DRIVER" "${args[@]}" --rank 0 --listen-port "$port" 2>"$VM_OUT/$name.log" &
+    pid=$!
+    vm_wait_listen "$port"
+    vm_barrier "$name"
+    wait "$pid" || rc=$?
+  else
+    vm_barrier "$name"
+    "$DRIVER" "${args[@]}" --rank 1 --peer "$VM_PEER_MGMT:$port" 2>"$VM_OUT/$name.log" || rc=$?
+  fi
+  echo "$rc" >"$VM_OUT/$name.rc"
+  echo $((($(date +%s%N) - t0) / 1000000)) >"$VM_OUT/$name.ms"
+  vm_log "$name: exit $rc after $(cat "$VM_OUT/$name.ms") ms"
+  vm_barrier "$name-done"
+}
+
+run bad-dev 18711 --dev 99
+run bad-handle 18712
+run bad-token 18713
+run close-listen 18714
+run oversize 18715 --sizes 64K
+# 1 MiB messages keep the rail busy, so rank 0 has writes in flight when rank 1 dies.
+run peer-death 18716 --sizes 1M --messages 40 --inflight 8

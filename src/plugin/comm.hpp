@@ -60,6 +60,7 @@ struct CommBase {
   net::QpPtr qp;
   net::Endpoint local{};
   bool failed = false;  // an error completion was seen: every later call fails fast
+  int max_poll = 16;    // HA_NCCL_TEST_MAX_POLL, copied at creation (test() reads no global)
   std::uint64_t completions = 0;
 
   explicit CommBase(CommKind k) : kind(k) {}

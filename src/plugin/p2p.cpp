@@ -26,6 +26,7 @@ Status init_base(CommBase& c, Device& dev, int send_depth, int recv_depth) {
   if (!qp) return std::move(qp).error();
   c.qp = std::move(qp).value();
   c.local = net::local_endpoint(c.qp.get(), dev.port, net::random_psn());
+  if (const State* st = state()) c.max_poll = st->config.test_max_poll;
   return {};
 }
 
@@ -249,9 +250,8 @@ ncclResult_t test(void* request, int* done, int* sizes) {
     *done = 1;
     return ncclSuccess;
   }
-  State* st = state();
-  const int max_poll = st ? st->config.test_max_poll : 16;
   CommBase& base = *r.comm;
+  const int max_poll = base.max_poll;
   if (base.kind == CommKind::send) {
     auto& c = static_cast<SendComm&>(base);
     if (r.completed < 1 && !c.failed)

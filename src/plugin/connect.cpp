@@ -102,6 +102,14 @@ struct ListenComm {
   std::shared_ptr<ListenState> state;
 };
 
+// The listener's address as the (validated) handle gives it.
+tcp::endpoint handle_endpoint(const Handle& h) {
+  if (h.family == AF_INET) return {asio::ip::address_v4({h.addr[0], h.addr[1], h.addr[2], h.addr[3]}), h.port};
+  asio::ip::address_v6::bytes_type b;
+  std::memcpy(b.data(), h.addr, b.size());
+  return {asio::ip::address_v6(b), h.port};
+}
+
 asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
   auto req = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), ls->token, timeout);
   if (!req) co_return std::move(req).error();
@@ -181,9 +189,8 @@ Status validate_handle(const Handle& h) {
 }
 
 std::string handle_address(const Handle& h) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  inet_ntop(h.family, h.addr, buf, sizeof buf);
-  return std::string(buf) + ":" + std::to_string(h.port);
+  const auto ep = handle_endpoint(h);
+  return ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
 ncclResult_t listen(int dev, void* handle, void** listen_comm) {
@@ -248,22 +255,13 @@ ncclResult_t connect(int dev, int /*traffic_class*/, void* handle, void** send_c
     }
     h->stage = id;
     State* st = state();
-    boost::system::error_code ec;
-    auto addr = h->family == AF_INET
-                    ? asio::ip::address(asio::ip::address_v4({h->addr[0], h->addr[1], h->addr[2], h->addr[3]}))
-                    : asio::ip::address(asio::ip::address_v6([&] {
-                        asio::ip::address_v6::bytes_type b;
-                        std::memcpy(b.data(), h->addr, 16);
-                        return b;
-                      }()));
-    (void)ec;
     st->reactor.spawn("connect to " + handle_address(*h),
                       [](std::shared_ptr<ConnectOp> o, Device* dv, tcp::endpoint peer, std::uint64_t token,
                          Millis timeout) -> asio::awaitable<void> {
                         auto s = co_await run_connect(*o, dv, peer, token, timeout);
                         if (!s) o->error = s.error().message;
                         o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
-                      }(op, d, tcp::endpoint(addr, h->port), h->token, Millis(st->config.handshake_timeout_ms)));
+                      }(op, d, handle_endpoint(*h), h->token, Millis(st->config.handshake_timeout_ms)));
     return ncclSuccess;
   }
   std::shared_ptr<ConnectOp> op;

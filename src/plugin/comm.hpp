@@ -1,19 +1,28 @@
-// Send and receive communicators and their requests.
+// Send and receive communicators, their paths and their requests.
 //
 // Data path (receiver-driven clear-to-send, like NCCL's IB transport):
 //   irecv  - the receiver posts one receive WR per buffer (consumed by WRITE_WITH_IMM) and
-//            RDMA-writes a FifoEntry (address, rkey, size, tag of each buffer) into slot
+//            RDMA-writes a FifoEntry (address, rkeys, size, tag of each buffer) into slot
 //            seq % kMaxRequests of the sender's FIFO.
 //   isend  - the sender reads its FIFO slot (seq last, so a complete entry is visible), matches
 //            the tag, and RDMA-writes the data with immediate data = (seq << 3 | index).
-//   test   - polls the comm's CQ (at most HA_NCCL_TEST_MAX_POLL entries); the receiver learns
-//            each message's size from the completion's byte_len.
-// Every request is identified by (seq, index): the basis for exactly-once replay on failover.
+//   test   - polls the active path's CQ (at most HA_NCCL_TEST_MAX_POLL entries); the receiver
+//            learns each message's size from the completion's byte_len.
+// Every message is identified by (seq, index): the receiver knows exactly which it has, which
+// is what makes replay after a failover exactly-once (failover.hpp).
+//
+// Paths: a comm has up to two RC connections, one per device slot: slot 0 on the primary
+// device, slot 1 on the backup device (HA_NCCL_BACKUP_MAP / backup.hpp). Slot s on one side
+// is connected to slot s on the other. `active` carries the traffic; the other is the standby.
+// Every buffer is registered on both devices (reg.cpp), and FIFO entries carry the rkeys of
+// both, so a failover never waits for a registration.
 #pragma once
 
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "core.hpp"
 #include "device.hpp"
@@ -21,20 +30,54 @@
 
 namespace nccl_ha::plugin {
 
+constexpr int kSlots = 2;  // primary + backup device
+
 struct FifoEntry {
   std::uint64_t addr[kMaxRecvs];
   std::uint64_t size[kMaxRecvs];
-  std::uint32_t rkey[kMaxRecvs];
+  std::uint32_t rkey[kSlots][kMaxRecvs];  // the buffer's rkey on each device slot
   std::int32_t tag[kMaxRecvs];
   std::uint32_t nreqs;
   std::uint32_t reserved;
   std::uint64_t seq;  // irecv sequence number + 1 (0 = empty); written last
 };
-static_assert(sizeof(FifoEntry) == 208);
+static_assert(sizeof(FifoEntry) == 240);
+
+// What each side RDMA-writes into the other's ControlBlock during a failover.
+struct SyncMsg {
+  std::uint64_t base = 0;               // receiver: every receive with seq < base is complete
+  std::uint8_t done[kMaxRequests] = {}; // receiver: completed buffers (bit mask) of receive base + i
+  std::uint32_t slot = 0;               // the path slot the writer moved to
+  std::uint32_t epoch = 0;              // failover number; written last
+};
+static_assert(sizeof(SyncMsg) == 48);
+
+// Registered on both devices, written remotely by the peer.
+struct alignas(64) ControlBlock {
+  std::uint64_t heartbeat = 0;  // the peer's heartbeat counter (the write's completion is the probe)
+  std::uint64_t pad[7] = {};
+  SyncMsg sync;
+};
 
 constexpr int kImmIndexBits = 3;  // log2(kMaxRecvs)
 static_assert((1 << kImmIndexBits) == kMaxRecvs);
-constexpr std::uint64_t kFifoWrId = ~0ull;  // receiver's FIFO writes
+
+// wr_id = kind in the top byte, a value below: every completion, even a flushed one (whose
+// opcode is undefined), says what it was.
+enum class WrKind : std::uint8_t { data = 1, recv = 2, cts = 3, sync = 4, heartbeat = 5 };
+constexpr std::uint64_t make_wr_id(WrKind k, std::uint64_t value) {
+  return (static_cast<std::uint64_t>(k) << 56) | value;
+}
+constexpr WrKind wr_kind(std::uint64_t wr_id) { return static_cast<WrKind>(wr_id >> 56); }
+constexpr std::uint64_t wr_value(std::uint64_t wr_id) { return wr_id & ((1ull << 56) - 1); }
+
+// What regMr hands to NCCL: the buffer's registration on every device slot of the comm.
+struct RegHandle {
+  MrHandle* mr[kSlots] = {};
+  Device* dev[kSlots] = {};
+  std::uint32_t lkey(int slot) const { return mr[slot] ? mr[slot]->mr->lkey : 0; }
+  std::uint32_t rkey(int slot) const { return mr[slot] ? mr[slot]->mr->rkey : 0; }
+};
 
 enum class ReqType : std::uint8_t { free, send, recv, flush };
 
@@ -42,34 +85,111 @@ struct CommBase;
 
 struct Request {
   ReqType type = ReqType::free;
-  std::uint8_t nreqs = 0;       // recv: buffers in the group
-  std::uint8_t completed = 0;   // completions seen so far
-  bool failed = false;
+  std::uint8_t nreqs = 0;      // recv: buffers in the group
+  std::uint8_t completed = 0;  // completions seen so far
+  std::uint8_t done_mask = 0;  // recv: which buffers completed; send: bit 0 once delivered
+  std::uint8_t index = 0;      // send: buffer index inside the receiver's group
   std::uint64_t seq = 0;
-  int sizes[kMaxRecvs] = {};    // what test() reports
+  int sizes[kMaxRecvs] = {};   // what test() reports
+  // send: what replaying it takes (failover.cpp)
+  std::uint64_t laddr = 0;
+  std::uint64_t raddr = 0;
+  std::uint32_t lkey[kSlots] = {};
+  std::uint32_t rkey[kSlots] = {};
   CommBase* comm = nullptr;
 };
 
 enum class CommKind : std::uint8_t { send, recv };
 
-// Verbs resources of one connection. Declaration order = reverse destruction order.
-struct CommBase {
-  CommKind kind;
+// One RC connection of a comm on one device. Shared with the reactor while the standby is
+// being connected in the background: the reactor owns everything until it publishes `link`.
+struct Path {
+  enum Link : int { connecting, up, failed };
+
   Device* dev = nullptr;
+  int slot = 0;
   net::CqPtr cq;
   net::QpPtr qp;
   net::Endpoint local{};
-  bool failed = false;  // an error completion was seen: every later call fails fast
-  int max_poll = 16;    // HA_NCCL_TEST_MAX_POLL, copied at creation (test() reads no global)
-  std::uint64_t completions = 0;
+  net::Endpoint remote{};
+  std::atomic<int> link{connecting};  // reactor -> proxy thread (release / acquire)
+  std::string why;                    // set before link = failed
+
+  // Proxy thread only, once the path carries traffic or heartbeats.
+  std::uint32_t sends_out = 0;          // send WRs posted and not yet reaped (all are signalled)
+  std::uint32_t recvs_out = 0;          // receive WRs posted and not yet reaped
+  std::uint64_t last_progress_ns = 0;   // soft RTO base: last completion or empty send queue (0: unset)
+  std::uint64_t last_completion_ns = 0; // idle probe base
+  std::uint32_t fault_gen = 0;          // dev->fault_gen when the path came up
+};
+
+// Standby health (heartbeats on the standby path).
+struct StandbyHealth {
+  enum State : std::uint8_t { connecting, up, down, none };
+  State state = none;
+  std::string why;
+  std::uint64_t heartbeats = 0;      // written
+  std::uint64_t failures = 0;        // missed or failed
+  int misses = 0;                    // consecutive intervals without a completed heartbeat
+  bool outstanding = false;          // a heartbeat write is in flight
+  std::uint64_t next_ns = 0;         // next heartbeat due
+};
+
+struct FailoverState {
+  enum Phase : std::uint8_t { normal, draining, syncing };
+  Phase phase = normal;
+  std::uint32_t epoch = 0;            // failovers started; both sides count the same
+  int from = 0;                       // slot that failed
+  std::uint64_t started_ns = 0;
+  std::uint64_t deadline_ns = 0;      // drain deadline, then the peer's confirmation deadline
+  std::string cause;
+};
+
+struct CommStats {
+  std::uint64_t failovers = 0;
+  std::uint64_t replayed = 0;
+  std::uint64_t duplicates_dropped = 0;
+  std::uint64_t messages = 0;
+  double last_stall_ms = 0;
+};
+
+// Everything one connection owns. Declaration order = reverse destruction order.
+struct CommBase {
+  CommKind kind;
+  Device* devs[kSlots] = {};             // slot 0: primary device; slot 1: backup (nullptr: single path)
+  std::shared_ptr<Path> paths[kSlots];   // connected paths (paths[1] null: single path)
+  int active = 0;                        // slot carrying the traffic
+  ncclResult_t error = ncclSuccess;      // sticky: once set, every call returns it
+
+  ControlBlock ctrl;                     // written by the peer
+  ControlBlock ctrl_out;                 // source of our control writes
+  net::MrPtr ctrl_mr[kSlots];
+  net::MrPtr ctrl_out_mr[kSlots];
+  std::uint64_t peer_ctrl = 0;
+  std::uint32_t peer_ctrl_rkey[kSlots] = {};
+
+  // Settings copied at creation (the data path reads no global).
+  int max_poll = 16;
+  std::uint64_t rto_ns = 0;
+  std::uint64_t heartbeat_ns = 0;
+  std::uint64_t failover_timeout_ns = 0;
+  std::uint32_t max_retries = 0;
+
+  StandbyHealth standby;
+  FailoverState fo;
+  CommStats stats;
+  std::string id;  // "send comm 0x..." for log lines
 
   explicit CommBase(CommKind k) : kind(k) {}
+  Path& path() { return *paths[active]; }
+  Device& device() { return *devs[active]; }
+  int standby_slot() const { return 1 - active; }
 };
 
 struct SendComm : CommBase {
   SendComm() : CommBase(CommKind::send) {}
   alignas(64) FifoEntry fifo[kMaxRequests] = {};  // written remotely by the receiver
-  net::MrPtr fifo_mr;
+  net::MrPtr fifo_mr[kSlots];
   std::uint64_t seq = 0;           // FIFO slot being consumed
   std::uint8_t matched = 0;        // buffers of the current slot already sent (bit mask)
   std::array<Request, kMaxRequests * kMaxRecvs> reqs{};
@@ -80,20 +200,27 @@ struct SendComm : CommBase {
 struct RecvComm : CommBase {
   RecvComm() : CommBase(CommKind::recv) {}
   alignas(64) FifoEntry outbox[kMaxRequests] = {};  // source of the FIFO writes
-  net::MrPtr outbox_mr;
+  net::MrPtr outbox_mr[kSlots];
   std::uint64_t remote_fifo = 0;
-  std::uint32_t remote_fifo_rkey = 0;
+  std::uint32_t remote_fifo_rkey[kSlots] = {};
   std::uint64_t seq = 0;  // next irecv
   std::array<Request, kMaxRequests> reqs{};
   Request flushed{ReqType::flush};  // returned by iflush for host memory: complete at once
 };
 
-constexpr int kSendQueueDepth = kMaxRequests * kMaxRecvs;  // one WRITE_WITH_IMM per isend
-constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs;  // one receive WR per buffer
-constexpr int kFifoSignalEvery = 8;                         // FIFO writes are signalled 1 in 8
+constexpr int kControlWrs = 8;                                        // sync + heartbeats in flight
+constexpr int kSendQueueDepth = kMaxRequests * kMaxRecvs + kControlWrs;  // one WRITE_WITH_IMM per isend
+constexpr int kRecvSendQueueDepth = 2 * kMaxRequests + kControlWrs;      // CTS writes (+ re-published)
+constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs;             // one receive WR per buffer
 
-// Creates CQ, QP (INIT not yet) and the comm's registered FIFO memory on `dev`.
-Expected<std::unique_ptr<SendComm>> make_send_comm(Device& dev);
-Expected<std::unique_ptr<RecvComm>> make_recv_comm(Device& dev);
+// Creates the comm on `primary` (and its standby resources on `backup`, may be null): CQs, QPs
+// (RESET), and the comm's own registered memory on both devices. Local work only.
+Expected<std::unique_ptr<SendComm>> make_send_comm(Device& primary, Device* backup);
+Expected<std::unique_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup);
+
+// A path on `dev`: CQ + RC QP in RESET, its local endpoint chosen.
+Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth);
+
+std::uint64_t now_ns() noexcept;
 
 }  // namespace nccl_ha::plugin

@@ -1,17 +1,158 @@
 #include "config.hpp"
 
+#include <infiniband/verbs.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
 #include "nccl_ha/net/env.hpp"
+#include "nccl_ha/reactor/log.hpp"
 
 namespace nccl_ha::plugin {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// 0/1, true/false, yes/no, on/off (any case); anything else -> WARN + fallback.
+bool env_bool(const char* name, bool fallback) {
+  auto s = net::env_string({name});
+  if (!s) return fallback;
+  const std::string v = lower(*s);
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  HA_WARN("NET/HA: %s='%s' is invalid (expected 0/1, true/false, yes/no or on/off); using the default %d", name,
+          s->c_str(), fallback ? 1 : 0);
+  return fallback;
+}
+
+int env_int(const char* name, int fallback, int min, int max) {
+  return static_cast<int>(net::env_int({name}, fallback, min, max));
+}
+
+std::string fmt_ms(double ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, ms < 10 ? "%.2f ms" : "%.0f ms", ms);
+  return buf;
+}
+
+std::string port_file(const std::string& sysfs_root, const std::string& device, std::uint32_t port,
+                      const char* name) {
+  std::ifstream in(sysfs_root + "/class/infiniband/" + device + "/ports/" + std::to_string(port) + "/" + name);
+  std::string line;
+  if (in) std::getline(in, line);
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+  return line;
+}
+
+std::string quoted_if_needed(const std::string& s) {
+  bool plain = !s.empty();
+  for (char ch : s) plain = plain && !std::isspace(static_cast<unsigned char>(ch));
+  return plain ? s : "\"" + s + "\"";
+}
+
+}  // namespace
 
 Config Config::from_env() {
   Config c;
-  c.test_max_poll = static_cast<int>(net::env_int({"HA_NCCL_TEST_MAX_POLL"}, c.test_max_poll, 1, 64));
-  c.handshake_timeout_ms =
-      static_cast<int>(net::env_int({"HA_NCCL_HANDSHAKE_TIMEOUT_MS"}, c.handshake_timeout_ms, 100, 3600000));
+  c.test_max_poll = env_int("HA_NCCL_TEST_MAX_POLL", c.test_max_poll, 1, 64);
+  c.handshake_timeout_ms = env_int("HA_NCCL_HANDSHAKE_TIMEOUT_MS", c.handshake_timeout_ms, 100, 3600000);
   c.socket_ifname = net::env_string({"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}).value_or("");
-  c.debug = net::env_int({"HA_NCCL_DEBUG"}, 0, 0, 1) != 0;
+  c.debug = env_int("HA_NCCL_DEBUG", c.debug, 0, 3);
+  c.enable_backup = env_bool("HA_NCCL_ENABLE_BACKUP", c.enable_backup);
+  c.heartbeat_ms = env_int("HA_NCCL_HEARTBEAT_MS", c.heartbeat_ms, 10, 60000);
+  c.rto_ms = env_int("HA_NCCL_RTO_MS", c.rto_ms, 10, 600000);
+  c.max_retries = env_int("HA_NCCL_MAX_RETRIES", c.max_retries, 0, 1000000);
+  c.enable_failback = env_bool("HA_NCCL_ENABLE_FAILBACK", c.enable_failback);
+  c.failback_hold_ms = env_int("HA_NCCL_FAILBACK_HOLD_MS", c.failback_hold_ms, 0, 3600000);
+  c.use_progress_thread = env_bool("HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
+  c.failover_timeout_ms = env_int("HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
+  c.backup_map = net::env_string({"HA_NCCL_BACKUP_MAP"}).value_or("");
+  c.stats_file = net::env_string({"HA_NCCL_STATS_FILE"}).value_or("");
+  c.force_ib_timeout = env_bool("HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
   return c;
+}
+
+double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt) {
+  if (qp_timeout == 0) return 0;
+  return 4.096e-3 * std::ldexp(1.0, static_cast<int>(qp_timeout)) * (static_cast<double>(qp_retry_cnt) + 1);
+}
+
+std::vector<std::string> config_warnings(const Config& c, std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt) {
+  std::vector<std::string> w;
+  const std::string rto = "HA_NCCL_RTO_MS=" + std::to_string(c.rto_ms);
+  if (qp_timeout == 0)
+    w.push_back("QP timeout 0 disables the RC ACK timeout: the hardware never reports a dead path" +
+                std::string(c.enable_backup ? "; only the soft RTO (" + rto + ") detects it" : ""));
+  if (!c.enable_backup) {
+    if (c.enable_failback) w.push_back("HA_NCCL_ENABLE_FAILBACK=1 has no effect with HA_NCCL_ENABLE_BACKUP=0");
+    return w;  // the rest concerns failover, which is off
+  }
+  const double window = hw_retry_window_ms(qp_timeout, qp_retry_cnt);
+  if (c.rto_ms < 2 * window) {  // never for timeout 0: no window
+    w.push_back(rto + " is below twice the hardware retry window (" + fmt_ms(window) + " = 4.096 us x 2^" +
+                std::to_string(qp_timeout) + " x (" + std::to_string(qp_retry_cnt) +
+                " + 1)): a slow but live path can be failed over; use at least " +
+                std::to_string(static_cast<long long>(std::ceil(2 * window))));
+  }
+  if (static_cast<long long>(c.heartbeat_ms) * 3 > c.rto_ms) {
+    w.push_back("HA_NCCL_HEARTBEAT_MS=" + std::to_string(c.heartbeat_ms) + " x 3 missed heartbeats exceeds " + rto +
+                ": a dead backup is noticed only after the soft RTO has already failed over to it");
+  }
+  if (c.max_retries == 0)
+    w.push_back("HA_NCCL_MAX_RETRIES=0 allows no failover: the first path failure is fatal, as without HA");
+  if (c.enable_failback && static_cast<long long>(c.failback_hold_ms) < 3LL * c.heartbeat_ms) {
+    w.push_back("HA_NCCL_FAILBACK_HOLD_MS=" + std::to_string(c.failback_hold_ms) +
+                " is shorter than 3 heartbeats (HA_NCCL_HEARTBEAT_MS=" + std::to_string(c.heartbeat_ms) +
+                "): a flapping primary can be failed back to before it is known to be stable");
+  }
+  return w;
+}
+
+std::string describe(const Config& c) {
+  auto b = [](bool v) { return v ? "1" : "0"; };
+  std::string s;
+  auto add = [&s](const char* name, const std::string& value) {
+    if (!s.empty()) s += ' ';
+    s += name;
+    s += '=';
+    s += value;
+  };
+  add("HA_NCCL_TEST_MAX_POLL", std::to_string(c.test_max_poll));
+  add("HA_NCCL_HANDSHAKE_TIMEOUT_MS", std::to_string(c.handshake_timeout_ms));
+  add("HA_NCCL_SOCKET_IFNAME", quoted_if_needed(c.socket_ifname));
+  add("HA_NCCL_DEBUG", std::to_string(c.debug));
+  add("HA_NCCL_ENABLE_BACKUP", b(c.enable_backup));
+  add("HA_NCCL_HEARTBEAT_MS", std::to_string(c.heartbeat_ms));
+  add("HA_NCCL_RTO_MS", std::to_string(c.rto_ms));
+  add("HA_NCCL_MAX_RETRIES", std::to_string(c.max_retries));
+  add("HA_NCCL_ENABLE_FAILBACK", b(c.enable_failback));
+  add("HA_NCCL_FAILBACK_HOLD_MS", std::to_string(c.failback_hold_ms));
+  add("HA_NCCL_USE_PROGRESS_THREAD", b(c.use_progress_thread));
+  add("HA_NCCL_FAILOVER_TIMEOUT_MS", std::to_string(c.failover_timeout_ms));
+  add("HA_NCCL_BACKUP_MAP", quoted_if_needed(c.backup_map));
+  add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));
+  add("HA_NCCL_FORCE_IB_TIMEOUT", b(c.force_ib_timeout));
+  return s;
+}
+
+bool apm_enabled(const std::string& sysfs_root, const std::string& device, std::uint32_t port) {
+  auto v = net::parse_int(port_file(sysfs_root, device, port, "apm_enable"));
+  return v && *v != 0;
+}
+
+bool apm_supported(const std::string& sysfs_root, const std::string& device, std::uint32_t port) {
+  std::string v = port_file(sysfs_root, device, port, "cap_mask");
+  if (v.size() < 3 || v[0] != '0' || (v[1] != 'x' && v[1] != 'X')) return false;
+  std::uint32_t mask = 0;
+  auto [end, ec] = std::from_chars(v.data() + 2, v.data() + v.size(), mask, 16);
+  if (ec != std::errc{} || end != v.data() + v.size()) return false;
+  return (mask & IBV_PORT_AUTO_MIGR_SUP) != 0;
 }
 
 }  // namespace nccl_ha::plugin

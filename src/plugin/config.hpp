@@ -1,17 +1,71 @@
-// HA_NCCL_* settings read once at init. A bad value is WARNed about and the default used.
+// HA_NCCL_* settings read once at init, the warnings about unwise combinations, and the APM
+// check. A malformed or out-of-range value is never fatal: it is WARNed about (naming the
+// variable, the value and the default) and the default is used.
+//
+// Read elsewhere, not here:
+//   HA_NCCL_QP_TIMEOUT (1..31, default 14) and HA_NCCL_QP_RETRY_CNT (0..7, default 7):
+//     net::QpTimeouts::from_env() (src/net/qp.cpp), with the same WARN-and-default rule. init.cpp
+//     then adjusts them on Soft-RoCE (timeout 17, retry count 6) unless the variables are set.
+//   HA_NCCL_IB_HCA, HA_NCCL_IB_GID_INDEX: ha_net (device_filter.cpp, discovery.cpp).
+//   HA_NCCL_LOG_LEVEL: the reactor's logger; HA_NCCL_DEBUG is also read by log.cpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace nccl_ha::plugin {
 
 struct Config {
-  int test_max_poll = 16;          // HA_NCCL_TEST_MAX_POLL: CQ entries test() reaps per call (1..64)
-  int handshake_timeout_ms = 30000;// HA_NCCL_HANDSHAKE_TIMEOUT_MS: bound of one connect/accept handshake
-  std::string socket_ifname;       // HA_NCCL_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME: handshake interface
-  bool debug = false;              // HA_NCCL_DEBUG: log the budget computation and more at INFO
+  int test_max_poll = 16;            // HA_NCCL_TEST_MAX_POLL 1..64: CQ entries one test() reaps at most
+  int handshake_timeout_ms = 30000;  // HA_NCCL_HANDSHAKE_TIMEOUT_MS 100..3600000: one connect/accept handshake
+  std::string socket_ifname;         // HA_NCCL_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME: handshake interface
+  int debug = 0;                     // HA_NCCL_DEBUG 0..3
+  bool enable_backup = true;         // HA_NCCL_ENABLE_BACKUP 0/1
+  int heartbeat_ms = 200;            // HA_NCCL_HEARTBEAT_MS 10..60000
+  int rto_ms = 1000;                 // HA_NCCL_RTO_MS 10..600000 (soft RTO)
+  int max_retries = 10;              // HA_NCCL_MAX_RETRIES 0..1000000: failovers allowed per comm
+  bool enable_failback = false;      // HA_NCCL_ENABLE_FAILBACK 0/1
+  int failback_hold_ms = 5000;       // HA_NCCL_FAILBACK_HOLD_MS 0..3600000: primary must be healthy this long
+  bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1
+  int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
+  std::string backup_map;            // HA_NCCL_BACKUP_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see backup.hpp)
+  std::string stats_file;            // HA_NCCL_STATS_FILE
+  // HA_NCCL_FORCE_IB_TIMEOUT 0/1 (ARCHITECTURE.md 16.1: the plugin's short IB timeout must not be
+  // overridden behind the user's back). 1: the QP timeout is exactly HA_NCCL_QP_TIMEOUT (or its
+  // default 14): no per-device adjustment, in particular not the Soft-RoCE timeout 17. NCCL's own
+  // NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT (often set cluster-wide for NCCL's IB transport) are never
+  // read by the plugin, forced or not. The Soft-RoCE retry-count cap (7 means "for ever" there) is
+  // a correctness fix, not a tuning, and stays.
+  bool force_ib_timeout = false;
 
   static Config from_env();
 };
+
+// WARN lines for settings that are legal but unwise: the soft RTO below twice the hardware retry
+// window (4.096 us * 2^timeout * (retry_cnt + 1)), heartbeat_ms*3 > rto_ms, etc. Pure function.
+std::vector<std::string> config_warnings(const Config& c, std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt);
+
+// The hardware retry window in milliseconds: 4.096 us * 2^timeout * (retry_cnt + 1); 0 for
+// timeout 0 (no ACK timeout: the hardware waits for ever).
+double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt);
+
+// "HA_NCCL_X=value ..." one line with every effective setting (logged at INFO at init).
+std::string describe(const Config& c);
+
+// APM (automatic path migration) on `device` port `port`, as DEVELOPER_GUIDE.md 16.5 asks:
+// true when <sysfs_root>/class/infiniband/<device>/ports/<port>/apm_enable holds a non-zero
+// integer. Honest limit: mainline Linux has no such file (the port directory holds state, lid,
+// lid_mask_count, sm_lid, sm_sl, cap_mask, rate, phys_state, link_layer, gids/, pkeys/,
+// gid_attrs/, counters/, hw_counters/), so on a stock kernel this is false. That is also the
+// truth that matters here: APM is per QP, armed only by the QP's owner loading an alternate path
+// (ibv_modify_qp with IBV_QP_ALT_PATH / IBV_QP_PATH_MIG_STATE); the plugin never does, so the
+// HCA cannot migrate the plugin's QPs. A file that is missing, unreadable or not an integer: false.
+bool apm_enabled(const std::string& sysfs_root, const std::string& device, std::uint32_t port);
+
+// Whether the port can do APM at all: bit IsAutomaticMigrationSupported (IBV_PORT_AUTO_MIGR_SUP,
+// 1 << 5) of <sysfs_root>/class/infiniband/<device>/ports/<port>/cap_mask ("0x%08x"). A capability,
+// not a state: it says nothing about any QP using APM. False when the file is missing or malformed.
+bool apm_supported(const std::string& sysfs_root, const std::string& device, std::uint32_t port);
 
 }  // namespace nccl_ha::plugin

@@ -3,23 +3,29 @@
 //
 //   connector (sender)                         listener (receiver)
 //   TCP connect to the handle's address  --->  accept
-//   conn_request {QP endpoint, FIFO addr/rkey, token}
-//                                              create QP, INIT->RTR->RTS
-//                                        <---  conn_reply {QP endpoint}
-//   INIT->RTR->RTS
+//   conn_request {primary + standby endpoints, FIFO and control block addresses/rkeys, token}
+//                                              create QPs, primary INIT->RTR->RTS
+//                                        <---  conn_reply {primary + standby endpoints, control block}
+//   primary INIT->RTR->RTS
 //   conn_ready                           --->  the recv comm is queued for accept(), unless
 //                                              closeListen() came first: then an error frame
 //                                        <---  conn_ack
 //   the send comm is handed to connect()       (a connect() in flight when the listener is
 //                                               closed fails instead of returning a dead comm)
+//   phase two, in the background on the same socket, when both sides offered a standby:
+//   standby QP INIT->RTR->RTS                  standby QP INIT->RTR->RTS
+//   standby_up / standby_failed          <-->  standby_up / standby_failed
+//   Path::link published: the comm starts its heartbeats and may fail over to it.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <algorithm>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "comm.hpp"
@@ -35,7 +41,78 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 
-constexpr std::size_t kRequestSize = net::kEndpointSize + 8 + 4 + 4;
+// conn_request: primary endpoint, flags, standby endpoint, FIFO addr + rkey per slot, control
+// block addr + rkey per slot. conn_reply: primary endpoint, flags, standby endpoint, control block.
+constexpr std::size_t kRequestSize = 2 * net::kEndpointSize + 4 + 2 * (8 + 4 * kSlots);
+constexpr std::size_t kReplySize = 2 * net::kEndpointSize + 4 + 8 + 4 * kSlots;
+constexpr std::uint32_t kOfferStandby = 1;  // flag bit in requests, replies and handles
+
+// The backup device connections made from `dev` get (nullptr: single path), logging why not once.
+Device* backup_for(Device& dev, bool peer_offers, const char* side) {
+  State* st = state();
+  const char* why = nullptr;
+  if (!st->config.enable_backup)
+    why = "HA_NCCL_ENABLE_BACKUP=0";
+  else if (dev.backup < 0)
+    why = "no usable backup port";
+  else if (!peer_offers)
+    why = "the peer offers no standby (HA disabled there, or no backup port)";
+  if (!why) return st->devices[static_cast<std::size_t>(dev.backup)].get();
+  static std::mutex once_mutex;
+  static std::vector<std::string> logged;
+  const std::string key = dev.port.id() + why;
+  std::lock_guard<std::mutex> lock(once_mutex);
+  if (std::find(logged.begin(), logged.end(), key) == logged.end()) {
+    logged.push_back(key);
+    HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why);
+  }
+  return nullptr;
+}
+
+void write_keys(net::ByteWriter& w, std::uint64_t addr, const net::MrPtr (&mrs)[kSlots]) {
+  w.u64(addr);
+  for (const auto& mr : mrs) w.u32(mr ? mr->rkey : 0);
+}
+
+bool read_keys(net::ByteReader& r, std::uint64_t& addr, std::uint32_t (&rkeys)[kSlots]) {
+  bool ok = r.u64(addr);
+  for (auto& k : rkeys) ok = r.u32(k) && ok;
+  return ok;
+}
+
+// Drops the standby of a comm whose peer did not take it.
+void make_single_path(CommBase& c) {
+  c.paths[1].reset();
+  c.devs[1] = nullptr;
+  c.standby.state = StandbyHealth::none;
+}
+
+// Phase two: connects the standby QP and agrees with the peer that both ends are up, then
+// publishes Path::link. The comm may already be in NCCL's hands (and even closed: `path` is
+// shared); only the Path is touched here.
+asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endpoint& remote, std::uint64_t token,
+                                  Millis timeout) {
+  path.remote = remote;
+  auto local = net::connect_rc_qp(path.qp.get(), path.local, remote, path.dev->timeouts);
+  const std::string mine = local ? std::string() : local.error().message;
+  const std::vector<std::uint8_t> payload(mine.begin(), mine.end());
+  const auto type = static_cast<std::uint16_t>(local ? HandshakeMsg::standby_up : HandshakeMsg::standby_failed);
+  auto sent = co_await net::write_frame(sock, type, token, payload, timeout);
+  std::string why;
+  if (!local) {
+    why = "local: " + mine;
+  } else if (!sent) {
+    why = "telling the peer: " + sent.error().message;
+  } else {
+    auto theirs = co_await net::read_frame(sock, token, timeout);
+    if (!theirs)
+      why = "waiting for the peer: " + theirs.error().message;
+    else if (theirs->type != static_cast<std::uint16_t>(HandshakeMsg::standby_up))
+      why = "the peer: " + std::string(theirs->payload.begin(), theirs->payload.end());
+  }
+  if (!why.empty()) path.why = why;
+  path.link.store(why.empty() ? Path::up : Path::failed, std::memory_order_release);
+}
 
 // ------------------------------------------------------------------ connector side
 
@@ -50,37 +127,63 @@ std::mutex g_ops_mutex;
 std::unordered_map<std::uint64_t, std::shared_ptr<ConnectOp>> g_ops;  // by Handle::stage
 
 std::vector<std::uint8_t> encode_request(const SendComm& c) {
-  std::vector<std::uint8_t> out = net::encode_endpoint(c.local);
+  std::vector<std::uint8_t> out = net::encode_endpoint(c.paths[0]->local);
   net::ByteWriter w(out);
-  w.u64(reinterpret_cast<std::uint64_t>(c.fifo));
-  w.u32(c.fifo_mr->rkey);
-  w.u32(0);
+  w.u32(c.paths[1] ? kOfferStandby : 0);
+  const auto standby = c.paths[1] ? net::encode_endpoint(c.paths[1]->local) : std::vector<std::uint8_t>(net::kEndpointSize);
+  out.insert(out.end(), standby.begin(), standby.end());
+  write_keys(w, reinterpret_cast<std::uint64_t>(c.fifo), c.fifo_mr);
+  write_keys(w, reinterpret_cast<std::uint64_t>(&c.ctrl), c.ctrl_mr);
   return out;
 }
 
+// What phase two needs after the comm was handed over.
+struct StandbyPlan {
+  std::optional<tcp::socket> sock;
+  std::shared_ptr<Path> path;  // null: single path
+  net::Endpoint remote{};
+};
+
 // Coroutine parameters are references or trivially destructible values: GCC 12 may destroy
 // by-value temporaries of a co_await expression twice.
-asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token,
-                                    Millis timeout) {
+asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token, bool peer_ha,
+                                    Millis timeout, StandbyPlan& plan) {
   auto sock = co_await net::connect_with_retry(peer, timeout);
   if (!sock) co_return std::move(sock).error();
-  auto comm = make_send_comm(*dev);
+  auto comm = make_send_comm(*dev, backup_for(*dev, peer_ha, "send"));
   if (!comm) co_return std::move(comm).error();
-  const auto request = encode_request(**comm);
+  SendComm& c = **comm;
+  const auto request = encode_request(c);
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
   auto reply = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), token, timeout);
   if (!reply) co_return std::move(reply).error();
-  auto remote = net::decode_endpoint(reply->payload);
-  if (!remote) co_return std::move(remote).error();
-  if (auto s = net::connect_rc_qp((*comm)->qp.get(), (*comm)->local, *remote, dev->timeouts); !s) co_return s;
+  if (reply->payload.size() != kReplySize)
+    co_return make_error(Errc::bad_length, "connection reply of " + std::to_string(reply->payload.size()) + " bytes");
+  const std::span<const std::uint8_t> body(reply->payload);
+  auto remote = net::decode_endpoint(body.first(net::kEndpointSize));
+  auto remote_standby = net::decode_endpoint(body.subspan(net::kEndpointSize + 4, net::kEndpointSize));
+  net::ByteReader r(body.subspan(net::kEndpointSize));
+  std::uint32_t flags = 0;
+  net::ByteReader tail(body.subspan(2 * net::kEndpointSize + 4));
+  if (!remote || !r.u32(flags) || !read_keys(tail, c.peer_ctrl, c.peer_ctrl_rkey))
+    co_return make_error(Errc::bad_length, "malformed connection reply");
+  if (!(flags & kOfferStandby) || !remote_standby) make_single_path(c);
+  c.paths[0]->remote = *remote;
+  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, dev->timeouts); !s) co_return s;
   const std::vector<std::uint8_t> none;
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, none, timeout); !s)
     co_return s;
   auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
   if (!ack) co_return std::move(ack).error();
-  HA_INFO("NET/HA: connected %s QP %u -> %s QP %u", dev->port.id().c_str(), (*comm)->local.qpn,
-          peer.address().to_string().c_str(), remote->qpn);
+  HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s", dev->port.id().c_str(), c.paths[0]->local.qpn,
+          peer.address().to_string().c_str(), remote->qpn, c.paths[1] ? ", standby on " : ", single path",
+          c.paths[1] ? c.devs[1]->port.id().c_str() : "");
+  if (c.paths[1]) {
+    plan.path = c.paths[1];
+    plan.remote = *remote_standby;
+    plan.sock.emplace(std::move(*sock));
+  }
   op.comm = std::move(comm).value();
   co_return Status{};
 }
@@ -115,22 +218,35 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (!req) co_return std::move(req).error();
   if (req->payload.size() != kRequestSize)
     co_return make_error(Errc::bad_length, "connection request of " + std::to_string(req->payload.size()) + " bytes");
-  auto remote = net::decode_endpoint(std::span(req->payload).first(net::kEndpointSize));
+  const std::span<const std::uint8_t> body(req->payload);
+  auto remote = net::decode_endpoint(body.first(net::kEndpointSize));
   if (!remote) co_return std::move(remote).error();
-  net::ByteReader r(std::span(req->payload).subspan(net::kEndpointSize));
-  auto comm = make_recv_comm(*ls->dev);
+  auto remote_standby = net::decode_endpoint(body.subspan(net::kEndpointSize + 4, net::kEndpointSize));
+  net::ByteReader r(body.subspan(net::kEndpointSize));
+  std::uint32_t flags = 0;
+  r.u32(flags);
+  const bool peer_offers = (flags & kOfferStandby) && remote_standby;
+  auto comm = make_recv_comm(*ls->dev, backup_for(*ls->dev, peer_offers, "recv"));
   if (!comm) co_return std::move(comm).error();
-  std::uint32_t reserved = 0;
-  r.u64((*comm)->remote_fifo);
-  r.u32((*comm)->remote_fifo_rkey);
-  r.u32(reserved);
-  if (auto s = net::connect_rc_qp((*comm)->qp.get(), (*comm)->local, *remote, ls->dev->timeouts); !s) co_return s;
-  const auto reply = net::encode_endpoint((*comm)->local);
+  RecvComm& c = **comm;
+  net::ByteReader keys(body.subspan(2 * net::kEndpointSize + 4));
+  if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey))
+    co_return make_error(Errc::bad_length, "malformed connection request");
+  c.paths[0]->remote = *remote;
+  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, ls->dev->timeouts); !s) co_return s;
+  std::vector<std::uint8_t> reply = net::encode_endpoint(c.paths[0]->local);
+  net::ByteWriter w(reply);
+  w.u32(c.paths[1] ? kOfferStandby : 0);
+  const auto standby = c.paths[1] ? net::encode_endpoint(c.paths[1]->local) : std::vector<std::uint8_t>(net::kEndpointSize);
+  reply.insert(reply.end(), standby.begin(), standby.end());
+  write_keys(w, reinterpret_cast<std::uint64_t>(&c.ctrl), c.ctrl_mr);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;
   auto ready = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
   if (!ready) co_return std::move(ready).error();
-  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u", ls->dev->port.id().c_str(), (*comm)->local.qpn, remote->qpn);
+  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s", ls->dev->port.id().c_str(), c.paths[0]->local.qpn, remote->qpn,
+          c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "");
+  const std::shared_ptr<Path> standby_path = c.paths[1];
   bool closed = false;
   {
     std::lock_guard<std::mutex> lock(ls->mutex);
@@ -147,6 +263,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   const std::vector<std::uint8_t> none;
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), ls->token, none, timeout); !s)
     co_return s;  // the comm stays queued: its peer is gone, which its data path reports
+  if (standby_path) co_await run_standby(sock, *standby_path, *remote_standby, ls->token, timeout);
   co_return Status{};
 }
 
@@ -214,7 +331,7 @@ ncclResult_t listen(int dev, void* handle, void** listen_comm) {
   h.magic = kHandleMagic;
   h.version = kHandleVersion;
   h.length = sizeof(Handle);
-  h.flags = 0;
+  h.flags = (st->config.enable_backup && d->backup >= 0) ? kOfferStandby : 0;
   const auto local = ls->acceptor.local_endpoint(ec);
   h.port = local.port();
   if (addr.is_v4()) {
@@ -257,11 +374,14 @@ ncclResult_t connect(int dev, int /*traffic_class*/, void* handle, void** send_c
     State* st = state();
     st->reactor.spawn("connect to " + handle_address(*h),
                       [](std::shared_ptr<ConnectOp> o, Device* dv, tcp::endpoint peer, std::uint64_t token,
-                         Millis timeout) -> asio::awaitable<void> {
-                        auto s = co_await run_connect(*o, dv, peer, token, timeout);
+                         bool peer_ha, Millis timeout) -> asio::awaitable<void> {
+                        StandbyPlan plan;
+                        auto s = co_await run_connect(*o, dv, peer, token, peer_ha, timeout, plan);
                         if (!s) o->error = s.error().message;
                         o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
-                      }(op, d, handle_endpoint(*h), h->token, Millis(st->config.handshake_timeout_ms)));
+                        if (s && plan.path) co_await run_standby(*plan.sock, *plan.path, plan.remote, token, timeout);
+                      }(op, d, handle_endpoint(*h), h->token, (h->flags & kOfferStandby) != 0,
+                        Millis(st->config.handshake_timeout_ms)));
     return ncclSuccess;
   }
   std::shared_ptr<ConnectOp> op;

@@ -2,6 +2,7 @@
 // comms on the port share, and the registration cache (reg.cpp).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "nccl_ha/net/discovery.hpp"
 #include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/verbs.hpp"
+#include "nccl_ha/reactor/async_events.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -36,6 +38,8 @@ class MrCache {
 };
 
 struct Device {
+  int index = 0;   // NCCL device number
+  int backup = -1; // device index of its backup port (backup.hpp), -1: none
   net::PortInfo port;
   net::ContextPtr ctx;
   net::PdPtr pd;
@@ -44,6 +48,14 @@ struct Device {
   net::QpTimeouts timeouts;  // RC timeout / retry settings for this port's QPs
   std::string pci_path;  // storage behind Props::pci_path
   std::string name;      // storage behind Props::name
+
+  // Written by the async-event pump on the progress thread, read by the data path (relaxed:
+  // a path compares fault_gen with the value it saw when it came up).
+  std::atomic<std::uint32_t> fault_gen{0};  // port error / device fatal events so far
+  std::atomic<bool> port_up{true};          // IBV_EVENT_PORT_ACTIVE since the last error
+  std::atomic<int> last_fault{0};           // reactor::DeviceEventKind of the last fault
+  std::unique_ptr<reactor::AsyncEventPump> events;
+  reactor::AsyncEventPump::Subscription subscription;
 };
 
 }  // namespace nccl_ha::plugin

@@ -48,6 +48,8 @@ enum class HandshakeMsg : std::uint16_t {
   conn_reply = 0x201,
   conn_ready = 0x202,
   conn_ack = 0x203,  // the listener queued the comm for accept(): only now may connect() succeed
+  standby_up = 0x204,      // phase two: this side's standby QP is RTS
+  standby_failed = 0x205,  // phase two: it is not (payload: why)
 };
 
 }  // namespace nccl_ha::plugin

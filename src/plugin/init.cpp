@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backup.hpp"
 #include "core.hpp"
 #include "log.hpp"
 #include "nccl_ha/net/env.hpp"
@@ -71,9 +72,53 @@ std::string pick_handshake_ip(const std::string& ifname, const std::vector<std::
   return fallback.empty() ? "127.0.0.1" : fallback;
 }
 
+// Backup port of every device (backup.hpp), logged.
+void assign_backups(State& s) {
+  std::vector<net::PortInfo> ports;
+  std::vector<PortAffinity> affinity;
+  for (const auto& d : s.devices) {
+    ports.push_back(d->port);
+    affinity.push_back(port_affinity(d->port, "/sys", netdev_subnet(d->port.netdev)));
+  }
+  std::vector<std::string> warnings;
+  const auto choices = select_backups(ports, affinity, s.config.backup_map, &warnings);
+  for (const auto& w : warnings) HA_WARN("NET/HA: HA_NCCL_BACKUP_MAP: %s", w.c_str());
+  for (std::size_t i = 0; i < s.devices.size(); ++i) {
+    Device& d = *s.devices[i];
+    d.backup = s.config.enable_backup ? choices[i].backup : -1;
+    if (d.backup >= 0)
+      HA_INFO("NET/HA: backup of %s is %s (%s)", d.port.id().c_str(),
+              s.devices[static_cast<std::size_t>(d.backup)]->port.id().c_str(), choices[i].reason.c_str());
+    else
+      HA_INFO("NET/HA: %s has no backup: %s", d.port.id().c_str(),
+              s.config.enable_backup ? choices[i].reason.c_str() : "HA_NCCL_ENABLE_BACKUP=0");
+  }
+}
+
+// Port errors and device-fatal events reach the data path at once through Device::fault_gen.
+void watch_port_events(State& s, Device& d) {
+  d.events = std::make_unique<reactor::AsyncEventPump>(s.reactor, d.ctx.get(), d.port.device);
+  d.subscription = d.events->subscribe([&d](const reactor::DeviceEvent& ev) {
+    using K = reactor::DeviceEventKind;
+    const bool this_port = ev.scope != reactor::EventScope::port || ev.port == d.port.port;
+    if (!this_port) return;
+    if (ev.kind == K::port_error || ev.kind == K::device_fatal) {
+      d.last_fault.store(static_cast<int>(ev.kind), std::memory_order_relaxed);
+      d.port_up.store(false, std::memory_order_relaxed);
+      d.fault_gen.fetch_add(1, std::memory_order_release);
+      HA_INFO("NET/HA: %s: %s", d.port.id().c_str(), reactor::to_string(ev.kind));
+    } else if (ev.kind == K::port_active) {
+      d.port_up.store(true, std::memory_order_relaxed);
+      HA_INFO("NET/HA: %s: %s", d.port.id().c_str(), reactor::to_string(ev.kind));
+    }
+  });
+  d.events->start();
+}
+
 ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
+  HA_INFO("NET/HA: settings: %s", describe(s->config).c_str());
   net::DiscoveryOptions opts;
   opts.filter = net::DeviceFilter::from_env();
   for (auto& port : net::discover_ports(opts)) {
@@ -102,13 +147,20 @@ ncclResult_t create_state() {
     constexpr std::uint32_t kSoftRoceVendor = 0xffffff;
     if (port.vendor_id == kSoftRoceVendor) {
       if (!net::env_string({"HA_NCCL_QP_RETRY_CNT"}) && d->timeouts.retry_cnt == 7) d->timeouts.retry_cnt = 6;
-      if (!net::env_string({"HA_NCCL_QP_TIMEOUT"})) d->timeouts.timeout = 17;
+      if (!net::env_string({"HA_NCCL_QP_TIMEOUT"}) && !s->config.force_ib_timeout) d->timeouts.timeout = 17;
       HA_INFO("NET/HA: %s is Soft-RoCE: QP timeout %u, retry count %u", port.id().c_str(), d->timeouts.timeout,
               d->timeouts.retry_cnt);
     }
+    for (const auto& w : config_warnings(s->config, d->timeouts.timeout, d->timeouts.retry_cnt))
+      HA_WARN("NET/HA: %s: %s", port.id().c_str(), w.c_str());
+    if (s->config.enable_backup && apm_enabled("/sys", port.device, port.port))
+      HA_WARN("NET/HA: %s: automatic path migration (APM) is on; it competes with nccl-ha's failover. "
+              "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());
+    d->index = static_cast<int>(s->devices.size());
     d->port = std::move(port);
     s->devices.push_back(std::move(d));
   }
+  assign_backups(*s);
   s->handshake_ip = pick_handshake_ip(s->config.socket_ifname, s->devices);
   for (std::size_t i = 0; i < s->devices.size(); ++i) {
     const auto& p = s->devices[i]->port;
@@ -119,6 +171,8 @@ ncclResult_t create_state() {
   }
   HA_INFO("NET/HA: %zu device(s); handshakes on %s", s->devices.size(), s->handshake_ip.c_str());
   s->reactor.start();
+  if (s->config.use_progress_thread)
+    for (auto& d : s->devices) watch_port_events(*s, *d);
   g_state = std::move(s);
   g_state_ptr.store(g_state.get(), std::memory_order_release);
   return ncclSuccess;

@@ -52,6 +52,8 @@ std::size_t MrCache::size() const {
 
 namespace nccl_ha::plugin {
 
+// The buffer is registered on every device of the comm (primary and backup) at once, so that
+// a failover never waits for a registration. Both go through their device's cache.
 ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
   *mhandle = nullptr;
@@ -59,13 +61,23 @@ ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** m
     HA_WARN("NET/HA: regMr of memory type %d: only host memory is supported", type);
     return ncclInvalidArgument;
   }
-  Device& dev = *static_cast<CommBase*>(comm)->dev;
-  auto h = dev.mrs->acquire(data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-  if (!h) {
-    HA_WARN("NET/HA: regMr(%p, %zu) on %s failed: %s", data, size, dev.port.id().c_str(), h.error().message.c_str());
-    return ncclSystemError;
+  const auto& c = *static_cast<CommBase*>(comm);
+  auto h = std::make_unique<RegHandle>();
+  for (int s = 0; s < kSlots; ++s) {
+    Device* dev = c.devs[s];
+    if (!dev) continue;
+    auto mr = dev->mrs->acquire(data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    if (!mr) {
+      HA_WARN("NET/HA: regMr(%p, %zu) on %s failed: %s", data, size, dev->port.id().c_str(),
+              mr.error().message.c_str());
+      for (int k = 0; k < s; ++k)
+        if (h->mr[k]) h->dev[k]->mrs->release(h->mr[k]);
+      return ncclSystemError;
+    }
+    h->mr[s] = *mr;
+    h->dev[s] = dev;
   }
-  *mhandle = *h;
+  *mhandle = h.release();
   return ncclSuccess;
 }
 
@@ -77,7 +89,9 @@ ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, s
 
 ncclResult_t dereg_mr(void* comm, void* mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
-  static_cast<CommBase*>(comm)->dev->mrs->release(static_cast<MrHandle*>(mhandle));
+  std::unique_ptr<RegHandle> h(static_cast<RegHandle*>(mhandle));
+  for (int s = 0; s < kSlots; ++s)
+    if (h->mr[s]) h->dev[s]->mrs->release(h->mr[s]);
   return ncclSuccess;
 }
 

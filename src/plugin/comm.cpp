@@ -1,0 +1,104 @@
+// Comm and path creation (local work only: CQs, QPs in RESET, the comm's own registrations).
+#include "comm.hpp"
+
+#include <time.h>
+
+#include <cstdio>
+
+#include "state.hpp"
+
+namespace nccl_ha::plugin {
+namespace {
+
+constexpr int kRemoteWritable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+// Registers `len` bytes at `addr` on every device slot of the comm.
+Status register_on_slots(CommBase& c, void* addr, std::size_t len, int access, net::MrPtr (&out)[kSlots]) {
+  for (int s = 0; s < kSlots; ++s) {
+    if (!c.devs[s]) continue;
+    auto mr = net::register_mr(c.devs[s]->pd.get(), addr, len, access);
+    if (!mr) return std::move(mr).error();
+    out[s] = std::move(mr).value();
+  }
+  return {};
+}
+
+Status init_base(CommBase& c, Device& primary, Device* backup, int send_depth, int recv_depth) {
+  c.devs[0] = &primary;
+  c.devs[1] = backup;
+  for (int s = 0; s < kSlots; ++s) {
+    if (!c.devs[s]) continue;
+    auto p = make_path(*c.devs[s], s, send_depth, recv_depth);
+    if (!p) return std::move(p).error();
+    c.paths[s] = std::move(p).value();
+  }
+  c.paths[0]->link.store(Path::up, std::memory_order_relaxed);  // connected by the handshake itself
+  c.standby.state = backup ? StandbyHealth::connecting : StandbyHealth::none;
+  if (auto s = register_on_slots(c, &c.ctrl, sizeof c.ctrl, kRemoteWritable, c.ctrl_mr); !s) return s;
+  if (auto s = register_on_slots(c, &c.ctrl_out, sizeof c.ctrl_out, IBV_ACCESS_LOCAL_WRITE, c.ctrl_out_mr); !s)
+    return s;
+  if (const State* st = state()) {
+    const Config& cfg = st->config;
+    c.max_poll = cfg.test_max_poll;
+    c.rto_ns = static_cast<std::uint64_t>(cfg.rto_ms) * 1000000ull;
+    c.heartbeat_ns = static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000ull;
+    c.failover_timeout_ns = static_cast<std::uint64_t>(cfg.failover_timeout_ms) * 1000000ull;
+    c.max_retries = static_cast<std::uint32_t>(cfg.max_retries);
+  }
+  char id[64];
+  std::snprintf(id, sizeof id, "%s comm %p", c.kind == CommKind::send ? "send" : "recv", static_cast<void*>(&c));
+  c.id = id;
+  return {};
+}
+
+}  // namespace
+
+std::uint64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth) {
+  auto p = std::make_shared<Path>();
+  p->dev = &dev;
+  p->slot = slot;
+  auto cq = net::create_polled_cq(dev.ctx.get(), send_depth + recv_depth + 8);
+  if (!cq) return std::move(cq).error();
+  p->cq = std::move(cq).value();
+  net::QpCaps caps;
+  caps.max_send_wr = static_cast<std::uint32_t>(send_depth);
+  caps.max_recv_wr = static_cast<std::uint32_t>(recv_depth);
+  auto qp = net::create_rc_qp(dev.pd.get(), p->cq.get(), p->cq.get(), caps);
+  if (!qp) return std::move(qp).error();
+  p->qp = std::move(qp).value();
+  p->local = net::local_endpoint(p->qp.get(), dev.port, net::random_psn());
+  p->fault_gen = dev.fault_gen.load(std::memory_order_relaxed);
+  return p;
+}
+
+Expected<std::unique_ptr<SendComm>> make_send_comm(Device& primary, Device* backup) {
+  auto c = std::make_unique<SendComm>();
+  if (auto s = init_base(*c, primary, backup, kSendQueueDepth, 1); !s) return std::move(s).error();
+  if (auto s = register_on_slots(*c, c->fifo, sizeof c->fifo, kRemoteWritable, c->fifo_mr); !s)
+    return std::move(s).error();
+  c->nfree = static_cast<int>(c->reqs.size());
+  for (std::size_t i = 0; i < c->reqs.size(); ++i) {
+    c->free_list[i] = static_cast<std::uint16_t>(c->reqs.size() - 1 - i);
+    c->reqs[i].comm = c.get();
+  }
+  return c;
+}
+
+Expected<std::unique_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup) {
+  auto c = std::make_unique<RecvComm>();
+  if (auto s = init_base(*c, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth); !s)
+    return std::move(s).error();
+  if (auto s = register_on_slots(*c, c->outbox, sizeof c->outbox, IBV_ACCESS_LOCAL_WRITE, c->outbox_mr); !s)
+    return std::move(s).error();
+  for (auto& r : c->reqs) r.comm = c.get();
+  c->flushed.comm = c.get();
+  return c;
+}
+
+}  // namespace nccl_ha::plugin

@@ -1,0 +1,48 @@
+// Internal interface between the data path (p2p.cpp), polling and detection (progress.cpp) and
+// the switchover (failover.cpp). Everything here runs on the thread NCCL drives the comm from.
+#pragma once
+
+#include <string>
+
+#include "comm.hpp"
+
+namespace nccl_ha::plugin {
+
+// ---- posting (p2p.cpp); each returns 0 or the errno of ibv_post_*
+int post_data(SendComm& c, Request& r, Path& p);                      // r's WRITE_WITH_IMM on p
+int post_recv_wrs(RecvComm& c, Path& p, std::uint64_t slot, int n);   // n receive WRs for a slot
+int post_cts(RecvComm& c, Path& p, std::uint64_t slot);               // outbox[slot] -> peer FIFO
+// Writes ctrl_out bytes [offset, offset+len) into the peer's ControlBlock over p.
+int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len);
+
+// ---- completions (p2p.cpp): a successful data-path completion on path p
+void on_success(CommBase& c, Path& p, const ibv_wc& wc);
+
+// ---- polling and detection (progress.cpp)
+// Reaps up to `max` completions of p (successes handled, accounting kept). Returns the number
+// reaped, -1 when ibv_poll_cq failed; the first error completion is copied to *error (status
+// IBV_WC_SUCCESS when none).
+int poll_path(CommBase& c, Path& p, int max, ibv_wc* error);
+// One step of everything the comm needs: polls the active path, watches for faults (error
+// completions, port events, the soft RTO, the peer's failover notice), keeps the standby's
+// heartbeats going and advances a failover in progress. Returns the comm's sticky error.
+ncclResult_t progress(CommBase& c);
+// True when isend / irecv may post (no failover in progress, no error).
+inline bool can_post(const CommBase& c) { return c.error == ncclSuccess && c.fo.phase == FailoverState::normal; }
+
+// ---- switchover (failover.cpp)
+void start_failover(CommBase& c, const std::string& cause);
+void advance_failover(CommBase& c);
+// No usable path left: WARN, a "fatal" stats line, and ncclSystemError from every later call.
+void fail_comm(CommBase& c, const std::string& why);
+// Standby state change (INFO line + stats line).
+void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why);
+
+// ---- observability (stats.cpp)
+const char* standby_name(StandbyHealth::State s) noexcept;
+// One JSON line into HA_NCCL_STATS_FILE (written on the progress thread); `extra` is a list of
+// additional "key":value members, without braces (may be empty).
+void write_stats(const CommBase& c, const char* event, const std::string& extra);
+std::string json_string(const std::string& s);
+
+}  // namespace nccl_ha::plugin

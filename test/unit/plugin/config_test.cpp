@@ -1,0 +1,380 @@
+// Config::from_env (every HA_NCCL_* variable, booleans, WARN-and-default on bad values),
+// config_warnings, describe, and the APM checks against a fixture sysfs tree.
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "test_support.hpp"
+
+using namespace nccl_ha;
+using namespace nccl_ha::plugin;
+using namespace nccl_ha::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One integer variable: its field and inclusive range.
+struct IntVar {
+  const char* name;
+  int Config::*field;
+  int min;
+  int max;
+};
+const IntVar kInts[] = {
+    {"HA_NCCL_TEST_MAX_POLL", &Config::test_max_poll, 1, 64},
+    {"HA_NCCL_HANDSHAKE_TIMEOUT_MS", &Config::handshake_timeout_ms, 100, 3600000},
+    {"HA_NCCL_DEBUG", &Config::debug, 0, 3},
+    {"HA_NCCL_HEARTBEAT_MS", &Config::heartbeat_ms, 10, 60000},
+    {"HA_NCCL_RTO_MS", &Config::rto_ms, 10, 600000},
+    {"HA_NCCL_MAX_RETRIES", &Config::max_retries, 0, 1000000},
+    {"HA_NCCL_FAILBACK_HOLD_MS", &Config::failback_hold_ms, 0, 3600000},
+    {"HA_NCCL_FAILOVER_TIMEOUT_MS", &Config::failover_timeout_ms, 50, 60000},
+};
+
+struct BoolVar {
+  const char* name;
+  bool Config::*field;
+};
+const BoolVar kBools[] = {
+    {"HA_NCCL_ENABLE_BACKUP", &Config::enable_backup},
+    {"HA_NCCL_ENABLE_FAILBACK", &Config::enable_failback},
+    {"HA_NCCL_USE_PROGRESS_THREAD", &Config::use_progress_thread},
+    {"HA_NCCL_FORCE_IB_TIMEOUT", &Config::force_ib_timeout},
+};
+
+// Starts every test from an environment without any of the variables, and captures the log.
+struct CleanEnv {
+  EnvGuard env;
+  LogCapture log;
+  CleanEnv() {
+    for (const auto& v : kInts) env.unset(v.name);
+    for (const auto& v : kBools) env.unset(v.name);
+    for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE"})
+      env.unset(v);
+  }
+};
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+std::size_t count_containing(const std::vector<std::string>& lines, const std::string& needle) {
+  std::size_t n = 0;
+  for (const auto& l : lines) n += contains(l, needle) ? 1 : 0;
+  return n;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += "  " + l + "\n";
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(config_from_env)
+
+BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
+  const Config c = Config::from_env();
+  BOOST_TEST(c.test_max_poll == 16);
+  BOOST_TEST(c.handshake_timeout_ms == 30000);
+  BOOST_TEST(c.socket_ifname.empty());
+  BOOST_TEST(c.debug == 0);
+  BOOST_TEST(c.enable_backup);
+  BOOST_TEST(c.heartbeat_ms == 200);
+  BOOST_TEST(c.rto_ms == 1000);
+  BOOST_TEST(c.max_retries == 10);
+  BOOST_TEST(!c.enable_failback);
+  BOOST_TEST(c.failback_hold_ms == 5000);
+  BOOST_TEST(c.use_progress_thread);
+  BOOST_TEST(c.failover_timeout_ms == 1000);
+  BOOST_TEST(c.backup_map.empty());
+  BOOST_TEST(c.stats_file.empty());
+  BOOST_TEST(!c.force_ib_timeout);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
+  env.set("HA_NCCL_TEST_MAX_POLL", "32");
+  env.set("HA_NCCL_HANDSHAKE_TIMEOUT_MS", "5000");
+  env.set("HA_NCCL_SOCKET_IFNAME", "mgmt");
+  env.set("HA_NCCL_DEBUG", "3");
+  env.set("HA_NCCL_ENABLE_BACKUP", "0");
+  env.set("HA_NCCL_HEARTBEAT_MS", "50");
+  env.set("HA_NCCL_RTO_MS", "2000");
+  env.set("HA_NCCL_MAX_RETRIES", "0");
+  env.set("HA_NCCL_ENABLE_FAILBACK", "1");
+  env.set("HA_NCCL_FAILBACK_HOLD_MS", "0");
+  env.set("HA_NCCL_USE_PROGRESS_THREAD", "0");
+  env.set("HA_NCCL_FAILOVER_TIMEOUT_MS", "250");
+  env.set("HA_NCCL_BACKUP_MAP", "rxe0:rxe1,rxe1:rxe0");
+  env.set("HA_NCCL_STATS_FILE", "/tmp/ha-stats.json");
+  env.set("HA_NCCL_FORCE_IB_TIMEOUT", "1");
+  const Config c = Config::from_env();
+  BOOST_TEST(c.test_max_poll == 32);
+  BOOST_TEST(c.handshake_timeout_ms == 5000);
+  BOOST_TEST(c.socket_ifname == "mgmt");
+  BOOST_TEST(c.debug == 3);
+  BOOST_TEST(!c.enable_backup);
+  BOOST_TEST(c.heartbeat_ms == 50);
+  BOOST_TEST(c.rto_ms == 2000);
+  BOOST_TEST(c.max_retries == 0);
+  BOOST_TEST(c.enable_failback);
+  BOOST_TEST(c.failback_hold_ms == 0);
+  BOOST_TEST(!c.use_progress_thread);
+  BOOST_TEST(c.failover_timeout_ms == 250);
+  BOOST_TEST(c.backup_map == "rxe0:rxe1,rxe1:rxe0");
+  BOOST_TEST(c.stats_file == "/tmp/ha-stats.json");
+  BOOST_TEST(c.force_ib_timeout);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(socket_ifname_falls_back_to_nccl_socket_ifname, CleanEnv) {
+  env.set("NCCL_SOCKET_IFNAME", "^docker");
+  BOOST_TEST(Config::from_env().socket_ifname == "^docker");
+  env.set("HA_NCCL_SOCKET_IFNAME", "eth");
+  BOOST_TEST(Config::from_env().socket_ifname == "eth");
+}
+
+BOOST_FIXTURE_TEST_CASE(integer_bounds_are_inclusive, CleanEnv) {
+  for (const auto& v : kInts) {
+    BOOST_TEST_CONTEXT(v.name) {
+      env.set(v.name, std::to_string(v.min));
+      BOOST_TEST((Config::from_env().*v.field) == v.min);
+      env.set(v.name, std::to_string(v.max));
+      BOOST_TEST((Config::from_env().*v.field) == v.max);
+      env.unset(v.name);
+    }
+  }
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_integers_warn_and_use_the_default, CleanEnv) {
+  const Config defaults;
+  for (const auto& v : kInts) {
+    const std::string fallback = std::to_string(defaults.*v.field);
+    for (const std::string& bad : {std::to_string(v.min - 1), std::to_string(static_cast<long long>(v.max) + 1),
+                                   std::string("12abc"), std::string(""), std::string("1.5")}) {
+      BOOST_TEST_CONTEXT(v.name << "='" << bad << "'") {
+        log.clear();
+        env.set(v.name, bad);
+        BOOST_TEST((Config::from_env().*v.field) == defaults.*v.field);
+        // The WARN names the variable, the bad value and the default used instead.
+        BOOST_TEST(log.count(LogLevel::warn, {v.name, "'" + bad + "'", "default " + fallback}) == 1u, log.dump());
+      }
+    }
+    env.unset(v.name);
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(booleans_accept_numbers_and_words, CleanEnv) {
+  for (const auto& v : kBools) {
+    for (const char* yes : {"1", "true", "TRUE", "yes", "Yes", "on"}) {
+      BOOST_TEST_CONTEXT(v.name << "=" << yes) {
+        env.set(v.name, yes);
+        BOOST_TEST((Config::from_env().*v.field));
+      }
+    }
+    for (const char* no : {"0", "false", "False", "no", "NO", "off"}) {
+      BOOST_TEST_CONTEXT(v.name << "=" << no) {
+        env.set(v.name, no);
+        BOOST_TEST(!(Config::from_env().*v.field));
+      }
+    }
+    env.unset(v.name);
+  }
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_booleans_warn_and_use_the_default, CleanEnv) {
+  const Config defaults;
+  for (const auto& v : kBools) {
+    const std::string fallback = defaults.*v.field ? "1" : "0";
+    for (const char* bad : {"2", "-1", "maybe", "", " 1", "y", "01"}) {
+      BOOST_TEST_CONTEXT(v.name << "='" << bad << "'") {
+        log.clear();
+        env.set(v.name, bad);
+        BOOST_TEST((Config::from_env().*v.field) == defaults.*v.field);
+        BOOST_TEST(log.count(LogLevel::warn, {v.name, std::string("'") + bad + "'", "default " + fallback}) == 1u,
+                   log.dump());
+      }
+    }
+    env.unset(v.name);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(config_checks)
+
+BOOST_AUTO_TEST_CASE(hardware_retry_window) {
+  BOOST_TEST(hw_retry_window_ms(14, 7) == 4.096e-3 * 16384 * 8, boost::test_tools::tolerance(1e-9));  // ~537 ms
+  BOOST_TEST(hw_retry_window_ms(17, 6) == 4.096e-3 * 131072 * 7, boost::test_tools::tolerance(1e-9));  // ~3.76 s
+  BOOST_TEST(hw_retry_window_ms(1, 0) == 4.096e-3 * 2, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(hw_retry_window_ms(0, 7) == 0.0);  // timeout 0: no ACK timeout at all
+}
+
+BOOST_AUTO_TEST_CASE(sane_settings_give_no_warnings) {
+  Config c;
+  c.rto_ms = 1100;  // > 2 x 537 ms
+  BOOST_TEST(config_warnings(c, 14, 7).empty(), joined(config_warnings(c, 14, 7)));
+  c.rto_ms = 600;  // > 2 x 268 ms
+  BOOST_TEST(config_warnings(c, 13, 7).empty(), joined(config_warnings(c, 13, 7)));
+}
+
+BOOST_AUTO_TEST_CASE(rto_below_twice_the_hardware_window) {
+  Config c;  // the defaults: RTO 1000 ms against 14/7 (2 x 537 ms = 1074 ms)
+  auto w = config_warnings(c, 14, 7);
+  BOOST_TEST(w.size() == 1u, joined(w));
+  BOOST_TEST(count_containing(w, "HA_NCCL_RTO_MS=1000") == 1u, joined(w));
+  BOOST_TEST(count_containing(w, "at least 1074") == 1u, joined(w));
+  // Soft-RoCE's timeout 17 / retry count 6: 2 x 3758 ms.
+  w = config_warnings(c, 17, 6);
+  BOOST_TEST(count_containing(w, "at least 7517") == 1u, joined(w));
+  c.rto_ms = 7517;
+  BOOST_TEST(count_containing(config_warnings(c, 17, 6), "HA_NCCL_RTO_MS") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(heartbeat_too_slow_for_the_rto) {
+  Config c;
+  c.rto_ms = 1200;
+  c.heartbeat_ms = 400;  // 3 x 400 = 1200: just fits
+  BOOST_TEST(config_warnings(c, 14, 7).empty(), joined(config_warnings(c, 14, 7)));
+  c.heartbeat_ms = 401;
+  auto w = config_warnings(c, 14, 7);
+  BOOST_TEST(w.size() == 1u, joined(w));
+  BOOST_TEST(count_containing(w, "HA_NCCL_HEARTBEAT_MS=401") == 1u, joined(w));
+}
+
+BOOST_AUTO_TEST_CASE(no_failovers_allowed) {
+  Config c;
+  c.rto_ms = 2000;
+  c.max_retries = 0;
+  auto w = config_warnings(c, 14, 7);
+  BOOST_TEST(w.size() == 1u, joined(w));
+  BOOST_TEST(count_containing(w, "HA_NCCL_MAX_RETRIES=0") == 1u, joined(w));
+}
+
+BOOST_AUTO_TEST_CASE(failback_hold_shorter_than_three_heartbeats) {
+  Config c;
+  c.rto_ms = 2000;
+  c.enable_failback = true;
+  c.failback_hold_ms = 600;  // = 3 x 200
+  BOOST_TEST(config_warnings(c, 14, 7).empty(), joined(config_warnings(c, 14, 7)));
+  c.failback_hold_ms = 599;
+  auto w = config_warnings(c, 14, 7);
+  BOOST_TEST(w.size() == 1u, joined(w));
+  BOOST_TEST(count_containing(w, "HA_NCCL_FAILBACK_HOLD_MS=599") == 1u, joined(w));
+  c.enable_failback = false;  // the hold time is irrelevant then
+  BOOST_TEST(config_warnings(c, 14, 7).empty(), joined(config_warnings(c, 14, 7)));
+}
+
+BOOST_AUTO_TEST_CASE(qp_timeout_zero_waits_for_ever) {
+  Config c;
+  auto w = config_warnings(c, 0, 7);
+  BOOST_TEST(w.size() == 1u, joined(w));  // no RTO-vs-window warning: there is no window
+  BOOST_TEST(count_containing(w, "QP timeout 0") == 1u, joined(w));
+}
+
+BOOST_AUTO_TEST_CASE(backup_disabled_silences_the_failover_checks) {
+  Config c;
+  c.enable_backup = false;
+  c.rto_ms = 10;
+  c.heartbeat_ms = 60000;
+  c.max_retries = 0;
+  BOOST_TEST(config_warnings(c, 20, 7).empty(), joined(config_warnings(c, 20, 7)));
+  c.enable_failback = true;
+  auto w = config_warnings(c, 20, 7);
+  BOOST_TEST(w.size() == 1u, joined(w));
+  BOOST_TEST(count_containing(w, "HA_NCCL_ENABLE_FAILBACK=1 has no effect") == 1u, joined(w));
+}
+
+BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
+  const Config c;
+  BOOST_TEST(describe(c) ==
+             "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" "
+             "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
+             "HA_NCCL_MAX_RETRIES=10 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
+             "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
+             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0");
+}
+
+BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {
+  Config c;
+  c.socket_ifname = "eth0";
+  c.backup_map = "rxe0:rxe1";
+  c.stats_file = "/tmp/my stats";
+  c.enable_backup = false;
+  c.rto_ms = 1500;
+  c.debug = 2;
+  const std::string s = describe(c);
+  for (const char* part : {"HA_NCCL_SOCKET_IFNAME=eth0 ", "HA_NCCL_BACKUP_MAP=rxe0:rxe1 ",
+                           "HA_NCCL_STATS_FILE=\"/tmp/my stats\" ", "HA_NCCL_ENABLE_BACKUP=0 ", "HA_NCCL_RTO_MS=1500 ",
+                           "HA_NCCL_DEBUG=2 "})
+    BOOST_TEST(contains(s, part), s << " lacks " << part);
+  BOOST_TEST(s.find('\n') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// root/class/infiniband/<dev>/ports/<n>/{apm_enable,cap_mask}
+struct ApmSysfs {
+  fs::path root;
+  ApmSysfs() {
+    std::string tmpl = (fs::temp_directory_path() / "nccl-ha-apm-XXXXXX").string();
+    BOOST_REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    root = tmpl;
+  }
+  ~ApmSysfs() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  void port_file(const std::string& dev, int port, const std::string& name, const std::string& text) const {
+    const fs::path p = root / "class/infiniband" / dev / "ports" / std::to_string(port) / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string r() const { return root.string(); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(apm)
+
+BOOST_FIXTURE_TEST_CASE(apm_enable_file, ApmSysfs) {
+  port_file("mlx5_0", 1, "apm_enable", "1\n");
+  port_file("mlx5_0", 2, "apm_enable", "0\n");
+  port_file("mlx5_1", 1, "apm_enable", "garbage\n");
+  port_file("mlx5_1", 2, "apm_enable", "");
+  port_file("mlx5_2", 1, "cap_mask", "0x00000020\n");  // a stock kernel: no apm_enable file at all
+  BOOST_TEST(apm_enabled(r(), "mlx5_0", 1));
+  BOOST_TEST(!apm_enabled(r(), "mlx5_0", 2));
+  BOOST_TEST(!apm_enabled(r(), "mlx5_1", 1));
+  BOOST_TEST(!apm_enabled(r(), "mlx5_1", 2));
+  BOOST_TEST(!apm_enabled(r(), "mlx5_2", 1));
+  BOOST_TEST(!apm_enabled(r(), "mlx5_0", 3));
+  BOOST_TEST(!apm_enabled(r(), "absent", 1));
+  BOOST_TEST(!apm_enabled(r() + "/nowhere", "mlx5_0", 1));
+}
+
+BOOST_FIXTURE_TEST_CASE(apm_capability_bit, ApmSysfs) {
+  port_file("mlx5_0", 1, "cap_mask", "0x02510868\n");  // bit 5 (0x20) set
+  port_file("mlx5_0", 2, "cap_mask", "0x2651e848\n");  // bit 5 clear
+  port_file("mlx5_1", 1, "cap_mask", "garbage\n");
+  port_file("mlx5_1", 2, "cap_mask", "0x\n");
+  port_file("rxe0", 1, "cap_mask", "0x00000020 trailing\n");
+  BOOST_TEST(apm_supported(r(), "mlx5_0", 1));
+  BOOST_TEST(!apm_supported(r(), "mlx5_0", 2));
+  BOOST_TEST(!apm_supported(r(), "mlx5_1", 1));
+  BOOST_TEST(!apm_supported(r(), "mlx5_1", 2));
+  BOOST_TEST(!apm_supported(r(), "rxe0", 1));
+  BOOST_TEST(!apm_supported(r(), "absent", 1));
+  // Supported is not enabled.
+  BOOST_TEST(!apm_enabled(r(), "mlx5_0", 1));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -44,6 +44,8 @@ Status init_base(CommBase& c, Device& primary, Device* backup, int send_depth, i
     c.heartbeat_ns = static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000ull;
     c.failover_timeout_ns = static_cast<std::uint64_t>(cfg.failover_timeout_ms) * 1000000ull;
     c.max_retries = static_cast<std::uint32_t>(cfg.max_retries);
+    c.failback = cfg.enable_failback;
+    c.failback_hold_ns = static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000ull;
   }
   char id[64];
   std::snprintf(id, sizeof id, "%s comm %p", c.kind == CommKind::send ? "send" : "recv", static_cast<void*>(&c));

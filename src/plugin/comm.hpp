@@ -27,6 +27,7 @@
 #include "core.hpp"
 #include "device.hpp"
 #include "nccl_ha/net/qp.hpp"
+#include "nccl_ha/net/wire.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -48,15 +49,27 @@ struct SyncMsg {
   std::uint64_t base = 0;               // receiver: every receive with seq < base is complete
   std::uint8_t done[kMaxRequests] = {}; // receiver: completed buffers (bit mask) of receive base + i
   std::uint32_t slot = 0;               // the path slot the writer moved to
+  std::uint32_t planned = 0;            // 1: a failback (the path left is healthy)
+  std::uint32_t reserved = 0;
   std::uint32_t epoch = 0;              // failover number; written last
 };
-static_assert(sizeof(SyncMsg) == 48);
+static_assert(sizeof(SyncMsg) == 56);
+
+// Re-protection handshake (reprotect.cpp): the send side asks, the receive side answers.
+struct ReprotectMsg {
+  std::uint8_t endpoint[net::kEndpointSize] = {};  // the writer's new standby QP
+  std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...)
+  std::uint32_t gen = 0;                           // attempt number; written last
+};
+static_assert(sizeof(ReprotectMsg) == 40);
 
 // Registered on both devices, written remotely by the peer.
 struct alignas(64) ControlBlock {
   std::uint64_t heartbeat = 0;  // the peer's heartbeat counter (the write's completion is the probe)
-  std::uint64_t pad[7] = {};
+  std::uint64_t hello = 0;      // re-protection attempt whose standby the peer proved (written over it)
+  std::uint64_t pad[6] = {};
   SyncMsg sync;
+  ReprotectMsg reprotect;
 };
 
 constexpr int kImmIndexBits = 3;  // log2(kMaxRecvs)
@@ -64,7 +77,7 @@ static_assert((1 << kImmIndexBits) == kMaxRecvs);
 
 // wr_id = kind in the top byte, a value below: every completion, even a flushed one (whose
 // opcode is undefined), says what it was.
-enum class WrKind : std::uint8_t { data = 1, recv = 2, cts = 3, sync = 4, heartbeat = 5 };
+enum class WrKind : std::uint8_t { data = 1, recv = 2, cts = 3, sync = 4, heartbeat = 5, reprotect = 6, hello = 7 };
 constexpr std::uint64_t make_wr_id(WrKind k, std::uint64_t value) {
   return (static_cast<std::uint64_t>(k) << 56) | value;
 }
@@ -133,6 +146,20 @@ struct StandbyHealth {
   int misses = 0;                    // consecutive intervals without a completed heartbeat
   bool outstanding = false;          // a heartbeat write is in flight
   std::uint64_t next_ns = 0;         // next heartbeat due
+  std::uint64_t up_since_ns = 0;     // failback hysteresis
+};
+
+// Building a new standby after a failover (reprotect.cpp).
+struct ReprotectState {
+  enum Step : std::uint8_t { idle, requested, hello };
+  Step step = idle;
+  std::uint32_t gen = 0;             // send side: attempts made; receive side: last request answered
+  std::uint64_t next_try_ns = 0;
+  std::uint64_t backoff_ns = 0;
+  std::uint64_t deadline_ns = 0;
+  std::uint64_t attempts = 0;
+  std::uint64_t done = 0;            // standbys re-established
+  std::shared_ptr<Path> pending;     // the path being connected
 };
 
 struct FailoverState {
@@ -143,10 +170,12 @@ struct FailoverState {
   std::uint64_t started_ns = 0;
   std::uint64_t deadline_ns = 0;      // drain deadline, then the peer's confirmation deadline
   std::string cause;
+  bool planned = false;               // a failback: the path it leaves is healthy
 };
 
 struct CommStats {
   std::uint64_t failovers = 0;
+  std::uint64_t failbacks = 0;
   std::uint64_t replayed = 0;
   std::uint64_t duplicates_dropped = 0;
   std::uint64_t messages = 0;
@@ -176,6 +205,9 @@ struct CommBase {
   std::uint32_t max_retries = 0;
 
   StandbyHealth standby;
+  ReprotectState rp;
+  bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
+  std::uint64_t failback_hold_ns = 0;
   FailoverState fo;
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines

@@ -31,10 +31,15 @@ ncclResult_t progress(CommBase& c);
 inline bool can_post(const CommBase& c) { return c.error == ncclSuccess && c.fo.phase == FailoverState::normal; }
 
 // ---- switchover (failover.cpp)
-void start_failover(CommBase& c, const std::string& cause);
+// `planned`: a failback to a healthy path, not a fault.
+void start_failover(CommBase& c, const std::string& cause, bool planned = false);
 void advance_failover(CommBase& c);
 // No usable path left: WARN, a "fatal" stats line, and ncclSystemError from every later call.
 void fail_comm(CommBase& c, const std::string& why);
+// ---- re-protection (reprotect.cpp): builds a new standby when there is none (send side
+// drives, receive side answers). Called from progress() in the normal phase.
+void reprotect(CommBase& c, std::uint64_t now);
+
 // Standby state change (INFO line + stats line).
 void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why);
 

@@ -79,20 +79,22 @@ void finish(CommBase& c, std::uint32_t replayed, std::uint64_t now) {
   const std::string from_dev = c.devs[from]->port.id();
   const std::string to_dev = c.device().port.id();
   const double stall = ms_since(c.fo.started_ns, now);
+  const char* what = c.fo.planned ? "failback" : "failover";
   c.fo.phase = FailoverState::normal;
-  ++c.stats.failovers;
+  ++(c.fo.planned ? c.stats.failbacks : c.stats.failovers);
   c.stats.replayed += replayed;
   c.stats.last_stall_ms = stall;
-  c.paths[from].reset();  // the failed QP pair is gone; re-protection builds a new one
-  HA_INFO("NET/HA: failover of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", c.id.c_str(),
+  c.paths[from].reset();  // the QP pair left is in ERROR; re-protection builds a new one
+  c.standby.outstanding = false;
+  c.standby.misses = 0;
+  set_standby(c, StandbyHealth::down, std::string(c.fo.planned ? "left by the failback" : "failed") + ", " +
+                                          "re-protection follows");
+  HA_INFO("NET/HA: %s of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", what, c.id.c_str(),
           from_dev.c_str(), to_dev.c_str(), c.fo.cause.c_str(), replayed, stall);
   char extra[160];
   std::snprintf(extra, sizeof extra, "\"from\":\"%s\",\"to\":\"%s\",\"stall_ms\":%.3f,\"replayed_now\":%u,\"cause\":",
                 from_dev.c_str(), to_dev.c_str(), stall, replayed);
-  write_stats(c, "failover", extra + json_string(c.fo.cause));
-  c.standby.outstanding = false;
-  c.standby.misses = 0;
-  set_standby(c, StandbyHealth::down, "it failed as the primary (" + c.fo.cause + ")");
+  write_stats(c, what, extra + json_string(c.fo.cause));
 }
 
 }  // namespace
@@ -104,7 +106,7 @@ void fail_comm(CommBase& c, const std::string& why) {
   write_stats(c, "fatal", "\"why\":" + json_string(why));
 }
 
-void start_failover(CommBase& c, const std::string& cause) {
+void start_failover(CommBase& c, const std::string& cause, bool planned) {
   if (c.error != ncclSuccess || c.fo.phase != FailoverState::normal) return;
   const int from = c.active;
   const int to = 1 - from;
@@ -126,6 +128,7 @@ void start_failover(CommBase& c, const std::string& cause) {
   c.fo.phase = FailoverState::draining;
   c.fo.from = from;
   c.fo.cause = cause;
+  c.fo.planned = planned;
   c.fo.started_ns = now_ns();
   c.fo.deadline_ns = c.fo.started_ns + kDrainBoundNs;
   HA_DEBUG("NET/HA: %s: %s; failing over to %s (epoch %u)", c.id.c_str(), failed.c_str(),
@@ -153,6 +156,7 @@ void advance_failover(CommBase& c) {
     if (c.kind == CommKind::recv) s = announce_recv(static_cast<RecvComm&>(c), p);
     SyncMsg& m = c.ctrl_out.sync;
     m.slot = static_cast<std::uint32_t>(c.active);
+    m.planned = fo.planned ? 1 : 0;
     m.epoch = fo.epoch;
     if (s && post_control(c, p, WrKind::sync, offsetof(ControlBlock, sync), sizeof(SyncMsg)) != 0)
       s = make_error(Errc::verbs, "writing the failover notice failed");

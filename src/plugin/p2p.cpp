@@ -143,6 +143,8 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
       break;
     case WrKind::cts:
     case WrKind::sync:
+    case WrKind::reprotect:
+    case WrKind::hello:
       break;
   }
 }

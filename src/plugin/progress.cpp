@@ -125,7 +125,8 @@ ncclResult_t progress(CommBase& c) {
   if (n > 0) p.last_completion_ns = now;
   if (n > 0 || p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
   if (__atomic_load_n(&c.ctrl.sync.epoch, __ATOMIC_ACQUIRE) > c.fo.epoch) {
-    start_failover(c, "the peer failed over");
+    const bool planned = __atomic_load_n(&c.ctrl.sync.planned, __ATOMIC_RELAXED) != 0;
+    start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned);
   } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
     start_failover(c, describe_fault(*p.dev));
   } else if (p.sends_out > 0 && now - p.last_progress_ns > c.rto_ns) {
@@ -140,6 +141,11 @@ ncclResult_t progress(CommBase& c) {
       p.last_completion_ns = now;
     }
     tend_standby(c, now);
+    reprotect(c, now);
+    if (c.failback && c.kind == CommKind::send && c.active != 0 && c.paths[0] &&
+        c.standby.state == StandbyHealth::up && now - c.standby.up_since_ns >= c.failback_hold_ns)
+      start_failover(c, "failback: " + c.devs[0]->port.id() + " healthy for " +
+                            std::to_string(c.failback_hold_ns / 1000000) + " ms", true);
   }
   return c.error;
 }

@@ -40,6 +40,7 @@ std::string json_string(const std::string& s) {
 
 void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why) {
   if (c.standby.state == state && c.standby.why == why) return;
+  if (state == StandbyHealth::up && c.standby.state != StandbyHealth::up) c.standby.up_since_ns = now_ns();
   c.standby.state = state;
   c.standby.why = why;
   const Device* d = c.devs[c.standby_slot()];
@@ -54,12 +55,12 @@ void write_stats(const CommBase& c, const char* event, const std::string& extra)
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-  char head[512];
+  char head[768];
   std::snprintf(head, sizeof head,
                 "{\"event\":\"%s\",\"time_unix_ms\":%lld,\"pid\":%d,\"comm\":\"%p\",\"kind\":\"%s\",\"primary\":\"%s\","
                 "\"backup\":\"%s\",\"active\":\"%s\",\"standby\":\"%s\",\"failovers\":%llu,\"replayed\":%llu,"
                 "\"duplicates_dropped\":%llu,\"heartbeats_sent\":%llu,\"heartbeat_failures\":%llu,\"messages\":%llu,"
-                "\"last_stall_ms\":%.3f",
+                "\"last_stall_ms\":%.3f,\"failbacks\":%llu,\"reprotections\":%llu,\"reprotect_attempts\":%llu",
                 event, static_cast<long long>(unix_ms), static_cast<int>(getpid()), static_cast<const void*>(&c),
                 c.kind == CommKind::send ? "send" : "recv", c.devs[0]->port.id().c_str(),
                 c.devs[1] ? c.devs[1]->port.id().c_str() : "", c.devs[c.active]->port.id().c_str(),
@@ -68,7 +69,8 @@ void write_stats(const CommBase& c, const char* event, const std::string& extra)
                 static_cast<unsigned long long>(c.stats.duplicates_dropped),
                 static_cast<unsigned long long>(c.standby.heartbeats),
                 static_cast<unsigned long long>(c.standby.failures), static_cast<unsigned long long>(c.stats.messages),
-                c.stats.last_stall_ms);
+                c.stats.last_stall_ms, static_cast<unsigned long long>(c.stats.failbacks),
+                static_cast<unsigned long long>(c.rp.done), static_cast<unsigned long long>(c.rp.attempts));
   std::string line = head;
   if (!extra.empty()) line += "," + extra;
   line += "}\n";

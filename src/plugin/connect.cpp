@@ -60,7 +60,7 @@ Device* backup_for(Device& dev, bool peer_offers, const char* side) {
   if (!why) return st->devices[static_cast<std::size_t>(dev.backup)].get();
   static std::mutex once_mutex;
   static std::vector<std::string> logged;
-  const std::string key = dev.port.id() + why;
+  const std::string key = dev.port.id() + side + why;
   std::lock_guard<std::mutex> lock(once_mutex);
   if (std::find(logged.begin(), logged.end(), key) == logged.end()) {
     logged.push_back(key);

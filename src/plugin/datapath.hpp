@@ -31,6 +31,12 @@ ncclResult_t progress(CommBase& c);
 inline bool can_post(const CommBase& c) { return c.error == ncclSuccess && c.fo.phase == FailoverState::normal; }
 
 // ---- switchover (failover.cpp)
+// The receiver's report: base = its oldest receive not fully received (or next_seq), and the
+// received-buffer mask of every receive base .. base+31 (0xff for one already handed back to
+// NCCL, 0 for one not posted yet).
+SyncMsg receiver_report(const std::array<Request, kMaxRequests>& reqs, std::uint64_t next_seq);
+// Whether the report shows buffer `index` of receive `seq` as received.
+bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index);
 // `planned`: a failback to a healthy path, not a fault.
 void start_failover(CommBase& c, const std::string& cause, bool planned = false);
 void advance_failover(CommBase& c);

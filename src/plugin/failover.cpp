@@ -29,9 +29,6 @@ double ms_since(std::uint64_t start, std::uint64_t now) { return static_cast<dou
 
 // Receiver: what it has, re-armed on the new path; then the report.
 Status announce_recv(RecvComm& c, Path& p) {
-  std::uint64_t base = c.seq;
-  for (const Request& r : c.reqs)
-    if (r.type == ReqType::recv && r.seq < base) base = r.seq;
   for (std::uint64_t slot = 0; slot < kMaxRequests; ++slot) {
     const Request& r = c.reqs[slot];
     if (r.type != ReqType::recv) continue;
@@ -41,16 +38,9 @@ Status announce_recv(RecvComm& c, Path& p) {
     if (int rc = post_cts(c, p, slot); rc != 0)
       return make_error(Errc::verbs, std::string("re-publishing a clear-to-send: ") + std::strerror(rc));
   }
-  SyncMsg& m = c.ctrl_out.sync;
-  m.base = base;
-  for (std::uint64_t i = 0; i < kMaxRequests; ++i) {
-    const std::uint64_t seq = base + i;
-    const Request& r = c.reqs[seq % kMaxRequests];
-    if (seq >= c.seq)
-      m.done[i] = 0;
-    else
-      m.done[i] = (r.type == ReqType::recv && r.seq == seq) ? r.done_mask : 0xff;  // free: completed
-  }
+  const SyncMsg report = receiver_report(c.reqs, c.seq);
+  c.ctrl_out.sync.base = report.base;
+  std::memcpy(c.ctrl_out.sync.done, report.done, sizeof report.done);
   return {};
 }
 
@@ -59,9 +49,7 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
   std::uint32_t replayed = 0;
   for (Request& r : c.reqs) {
     if (r.type != ReqType::send || r.done_mask) continue;
-    const bool delivered =
-        r.seq < m.base || (r.seq - m.base < kMaxRequests && ((m.done[r.seq - m.base] >> r.index) & 1u));
-    if (delivered) {
+    if (delivered(m, r.seq, r.index)) {
       r.done_mask = 1;
       r.completed = 1;
       ++c.stats.messages;
@@ -98,6 +86,27 @@ void finish(CommBase& c, std::uint32_t replayed, std::uint64_t now) {
 }
 
 }  // namespace
+
+SyncMsg receiver_report(const std::array<Request, kMaxRequests>& reqs, std::uint64_t next_seq) {
+  SyncMsg m;
+  m.base = next_seq;
+  for (const Request& r : reqs)
+    if (r.type == ReqType::recv && r.seq < m.base) m.base = r.seq;
+  for (std::uint64_t i = 0; i < kMaxRequests; ++i) {
+    const std::uint64_t seq = m.base + i;
+    const Request& r = reqs[seq % kMaxRequests];
+    if (seq >= next_seq)
+      m.done[i] = 0;  // not posted yet
+    else
+      m.done[i] = (r.type == ReqType::recv && r.seq == seq) ? r.done_mask : 0xff;  // slot free: all received
+  }
+  return m;
+}
+
+bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index) {
+  if (seq < m.base) return true;
+  return seq - m.base < kMaxRequests && ((m.done[seq - m.base] >> index) & 1u);
+}
 
 void fail_comm(CommBase& c, const std::string& why) {
   if (c.error != ncclSuccess) return;

@@ -121,6 +121,7 @@ ncclResult_t create_state() {
   HA_INFO("NET/HA: settings: %s", describe(s->config).c_str());
   net::DiscoveryOptions opts;
   opts.filter = net::DeviceFilter::from_env();
+  std::vector<std::string> warned;
   for (auto& port : net::discover_ports(opts)) {
     auto ctx = net::open_device(port.device);
     if (!ctx) {
@@ -152,7 +153,10 @@ ncclResult_t create_state() {
               d->timeouts.retry_cnt);
     }
     for (const auto& w : config_warnings(s->config, d->timeouts.timeout, d->timeouts.retry_cnt))
-      HA_WARN("NET/HA: %s: %s", port.id().c_str(), w.c_str());
+      if (std::find(warned.begin(), warned.end(), w) == warned.end()) {  // once per distinct text
+        warned.push_back(w);
+        HA_WARN("NET/HA: %s: %s", port.id().c_str(), w.c_str());
+      }
     if (s->config.enable_backup && apm_enabled("/sys", port.device, port.port))
       HA_WARN("NET/HA: %s: automatic path migration (APM) is on; it competes with nccl-ha's failover. "
               "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());

@@ -150,8 +150,9 @@ struct StandbyHealth {
 };
 
 // Building a new standby after a failover (reprotect.cpp).
+struct PathJob;  // reprotect.cpp: verbs work on the progress thread
 struct ReprotectState {
-  enum Step : std::uint8_t { idle, requested, hello };
+  enum Step : std::uint8_t { idle, building, requested, connecting, hello };
   Step step = idle;
   std::uint32_t gen = 0;             // send side: attempts made; receive side: last request answered
   std::uint64_t next_try_ns = 0;
@@ -159,7 +160,7 @@ struct ReprotectState {
   std::uint64_t deadline_ns = 0;
   std::uint64_t attempts = 0;
   std::uint64_t done = 0;            // standbys re-established
-  std::shared_ptr<Path> pending;     // the path being connected
+  std::shared_ptr<PathJob> job;      // the path being built / connected
 };
 
 struct FailoverState {

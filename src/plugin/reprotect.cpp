@@ -4,42 +4,91 @@
 // (100 ms .. 5 s), never given up while the comm lives.
 //
 //   send side                                   receive side
-//   new QP on devs[slot]
-//   ReprotectMsg{endpoint, gen} -- active -->   new QP, INIT->RTR->RTS
+//   [reactor] new QP on devs[slot]
+//   ReprotectMsg{endpoint, gen} -- active -->   [reactor] new QP, INIT->RTR->RTS
 //                                <-- active --  ReprotectMsg{endpoint, ok, gen}
-//   INIT->RTR->RTS
+//   [reactor] INIT->RTR->RTS
 //   hello = gen ----------- new path ------->   sees hello == gen: standby up
 //   the write completed: standby up
 // A request with a newer gen replaces whatever the receive side built for an older one.
-#include "nccl_ha/net/discovery.hpp"
+// The verbs work ([reactor]: QP creation and state transitions, tens of milliseconds under
+// emulation) runs as a PathJob on the progress thread; the data path only looks at its state.
+#include <cstring>
+#include <functional>
 
 #include "datapath.hpp"
+#include "nccl_ha/net/discovery.hpp"
+#include "state.hpp"
 
 namespace nccl_ha::plugin {
+
+// Verbs work done on the progress thread for the comm. The comm may be closed meanwhile: the
+// job (and its Path) lives as long as either side holds it.
+struct PathJob {
+  enum : int { running, done, failed };
+  std::atomic<int> state{running};
+  std::shared_ptr<Path> path;
+  std::string why;
+};
+
 namespace {
 
 constexpr std::uint64_t kFirstBackoffNs = 100'000'000;
 constexpr std::uint64_t kMaxBackoffNs = 5'000'000'000;
 
-int send_depth(const CommBase& c) { return c.kind == CommKind::send ? kSendQueueDepth : kRecvSendQueueDepth; }
-int recv_depth(const CommBase& c) { return c.kind == CommKind::send ? 1 : kRecvQueueDepth; }
+std::shared_ptr<PathJob> start_job(std::shared_ptr<Path> path, std::function<Status(PathJob&)> work) {
+  auto job = std::make_shared<PathJob>();
+  job->path = std::move(path);
+  State* st = state();
+  st->reactor.post([job, work = std::move(work)] {
+    Status s = work(*job);
+    if (!s) job->why = s.error().message;
+    job->state.store(s ? PathJob::done : PathJob::failed, std::memory_order_release);
+  });
+  return job;
+}
 
-// A fresh path on the standby slot's device, with the port (and its GID) queried again.
-Expected<std::shared_ptr<Path>> fresh_path(CommBase& c, int slot) {
-  Device& d = *c.devs[slot];
-  if (!d.port_up.load(std::memory_order_relaxed))
-    return make_error(Errc::unsupported, d.port.id() + " is not active");
+// A fresh path on `dev`, with the port (and its GID) queried again.
+Status build_path(PathJob& job, Device& d, int slot, int send_depth, int recv_depth) {
+  if (!d.port_up.load(std::memory_order_relaxed)) return make_error(Errc::unsupported, d.port.id() + " is not active");
   auto port = net::query_port(d.ctx.get(), d.port.device, d.port.port);
   if (!port) return std::move(port).error();
   if (!port->active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port->state));
-  auto p = make_path(d, slot, send_depth(c), recv_depth(c));
-  if (!p) return p;
+  auto p = make_path(d, slot, send_depth, recv_depth);
+  if (!p) return std::move(p).error();
   (*p)->local = net::local_endpoint((*p)->qp.get(), *port, (*p)->local.psn);
-  return p;
+  job.path = std::move(p).value();
+  return {};
+}
+
+Status connect_path(PathJob& job, const net::Endpoint& remote) {
+  Path& p = *job.path;
+  p.remote = remote;
+  return net::connect_rc_qp(p.qp.get(), p.local, remote, p.dev->timeouts);
+}
+
+std::shared_ptr<PathJob> start_build(CommBase& c, int slot, const net::Endpoint* remote_to_connect) {
+  Device* d = c.devs[slot];
+  const int sd = c.kind == CommKind::send ? kSendQueueDepth : kRecvSendQueueDepth;
+  const int rd = c.kind == CommKind::send ? 1 : kRecvQueueDepth;
+  const bool connect = remote_to_connect != nullptr;
+  const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
+  return start_job(nullptr, [d, slot, sd, rd, connect, remote](PathJob& job) {
+    Status s = build_path(job, *d, slot, sd, rd);
+    if (s && connect) s = connect_path(job, remote);
+    return s;
+  });
+}
+
+// The job's outcome once finished: 1 done, -1 failed (job->why), 0 still running.
+int job_outcome(const PathJob& job) {
+  const int s = job.state.load(std::memory_order_acquire);
+  return s == PathJob::done ? 1 : s == PathJob::failed ? -1 : 0;
 }
 
 // Installs `p` as the standby.
 void install(CommBase& c, std::shared_ptr<Path> p, std::uint64_t now) {
+  c.rp.job.reset();
   p->link.store(Path::up, std::memory_order_relaxed);
   const std::string dev = p->dev->port.id();
   c.paths[p->slot] = std::move(p);
@@ -53,7 +102,7 @@ void install(CommBase& c, std::shared_ptr<Path> p, std::uint64_t now) {
 }
 
 void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
-  c.rp.pending.reset();
+  c.rp.job.reset();
   c.rp.step = ReprotectState::idle;
   c.rp.backoff_ns = c.rp.backoff_ns ? std::min(c.rp.backoff_ns * 2, kMaxBackoffNs) : kFirstBackoffNs;
   c.rp.next_try_ns = now + c.rp.backoff_ns;
@@ -69,33 +118,45 @@ bool read_reprotect(const CommBase& c, std::uint32_t gen, ReprotectMsg& out) {
   return __atomic_load_n(&c.ctrl.reprotect.gen, __ATOMIC_ACQUIRE) == gen;
 }
 
-void write_reprotect(CommBase& c, const Path& mine, std::uint32_t ok, std::uint32_t gen) {
+// Writes our ReprotectMsg {endpoint of `mine` (none: zeros), ok, gen} to the peer over the active path.
+int post_reprotect(CommBase& c, const Path* mine, std::uint32_t ok, std::uint32_t gen) {
   ReprotectMsg& m = c.ctrl_out.reprotect;
-  const auto bytes = net::encode_endpoint(mine.local);
-  std::memcpy(m.endpoint, bytes.data(), sizeof m.endpoint);
+  std::memset(m.endpoint, 0, sizeof m.endpoint);
+  if (mine) {
+    const auto bytes = net::encode_endpoint(mine->local);
+    std::memcpy(m.endpoint, bytes.data(), sizeof m.endpoint);
+  }
   m.ok = ok;
   m.gen = gen;
+  return post_control(c, c.path(), WrKind::reprotect, offsetof(ControlBlock, reprotect), sizeof(ReprotectMsg));
 }
 
 // ---- send side: drives the attempts
 void drive(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   const int slot = c.standby_slot();
+  const std::string dev = c.devs[slot]->port.id();
   switch (rp.step) {
-    case ReprotectState::idle: {
+    case ReprotectState::idle:
       if (now < rp.next_try_ns) return;
+      if (!c.devs[slot]->port_up.load(std::memory_order_relaxed))
+        return back_off(c, now, "re-protection on " + dev + ": the port is not active");
       ++rp.attempts;
-      auto p = fresh_path(c, slot);
-      if (!p) return back_off(c, now, "re-protection on " + c.devs[slot]->port.id() + ": " + p.error().message);
-      rp.pending = std::move(p).value();
-      write_reprotect(c, *rp.pending, 1, ++rp.gen);
-      if (post_control(c, c.path(), WrKind::reprotect, offsetof(ControlBlock, reprotect), sizeof(ReprotectMsg)) != 0)
+      rp.job = start_build(c, slot, nullptr);
+      rp.step = ReprotectState::building;
+      set_standby(c, StandbyHealth::connecting, "re-protecting on " + dev);
+      return;
+    case ReprotectState::building:
+      if (const int o = job_outcome(*rp.job); o == 0) {
+        return;
+      } else if (o < 0) {
+        return back_off(c, now, "re-protection on " + dev + ": " + rp.job->why);
+      }
+      if (post_reprotect(c, rp.job->path.get(), 1, ++rp.gen) != 0)
         return back_off(c, now, "re-protection: the request could not be posted");
       rp.step = ReprotectState::requested;
       rp.deadline_ns = now + c.failover_timeout_ns;
-      set_standby(c, StandbyHealth::connecting, "re-protecting on " + c.devs[slot]->port.id());
       return;
-    }
     case ReprotectState::requested: {
       ReprotectMsg answer;
       if (!read_reprotect(c, rp.gen, answer)) {
@@ -105,25 +166,32 @@ void drive(CommBase& c, std::uint64_t now) {
       if (!answer.ok) return back_off(c, now, "re-protection: the peer cannot build its side");
       auto remote = net::decode_endpoint(std::span<const std::uint8_t>(answer.endpoint, sizeof answer.endpoint));
       if (!remote) return back_off(c, now, "re-protection: " + remote.error().message);
-      Path& p = *rp.pending;
-      p.remote = *remote;
-      if (auto s = net::connect_rc_qp(p.qp.get(), p.local, *remote, p.dev->timeouts); !s)
-        return back_off(c, now, "re-protection: " + s.error().message);
+      const net::Endpoint r = *remote;
+      rp.job = start_job(rp.job->path, [r](PathJob& job) { return connect_path(job, r); });
+      rp.step = ReprotectState::connecting;
+      return;
+    }
+    case ReprotectState::connecting: {
+      if (const int o = job_outcome(*rp.job); o == 0) {
+        return;
+      } else if (o < 0) {
+        return back_off(c, now, "re-protection: " + rp.job->why);
+      }
       c.ctrl_out.hello = rp.gen;
-      if (post_control(c, p, WrKind::hello, offsetof(ControlBlock, hello), sizeof(std::uint64_t)) != 0)
+      if (post_control(c, *rp.job->path, WrKind::hello, offsetof(ControlBlock, hello), sizeof(std::uint64_t)) != 0)
         return back_off(c, now, "re-protection: the hello could not be posted");
       rp.step = ReprotectState::hello;
       rp.deadline_ns = now + c.failover_timeout_ns;
       return;
     }
     case ReprotectState::hello: {
-      Path& p = *rp.pending;
+      Path& p = *rp.job->path;
       ibv_wc err{};
       err.status = IBV_WC_SUCCESS;
       poll_path(c, p, 4, &err);
       if (err.status != IBV_WC_SUCCESS)
         return back_off(c, now, std::string("re-protection: hello failed: ") + ibv_wc_status_str(err.status));
-      if (p.sends_out == 0) return install(c, std::move(rp.pending), now);
+      if (p.sends_out == 0) return install(c, rp.job->path, now);
       if (now > rp.deadline_ns) back_off(c, now, "re-protection: hello unanswered");
       return;
     }
@@ -133,42 +201,45 @@ void drive(CommBase& c, std::uint64_t now) {
 // ---- receive side: answers requests, installs on the hello
 void answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
+  const int slot = c.standby_slot();
   const std::uint32_t gen = __atomic_load_n(&c.ctrl.reprotect.gen, __ATOMIC_ACQUIRE);
-  if (gen != rp.gen) {
+  if (gen != rp.gen) {  // a new request: whatever was under way for an older one is dropped
     ReprotectMsg req;
     if (!read_reprotect(c, gen, req)) return;
     rp.gen = gen;
     ++rp.attempts;
-    rp.pending.reset();
-    const int slot = c.standby_slot();
-    std::uint32_t ok = 0;
-    std::string why;
     auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
-    auto p = fresh_path(c, slot);
-    if (!remote) {
-      why = remote.error().message;
-    } else if (!p) {
-      why = p.error().message;
-    } else if (auto s = net::connect_rc_qp((*p)->qp.get(), (*p)->local, *remote, (*p)->dev->timeouts); !s) {
-      why = s.error().message;
-    } else {
-      (*p)->remote = *remote;
-      rp.pending = std::move(p).value();
-      ok = 1;
+    if (!remote || !c.devs[slot]->port_up.load(std::memory_order_relaxed)) {
+      rp.job.reset();
+      rp.step = ReprotectState::idle;
+      post_reprotect(c, nullptr, 0, gen);
+      set_standby(c, StandbyHealth::down, "re-protection on " + c.devs[slot]->port.id() + ": " +
+                                              (remote ? "the port is not active" : remote.error().message));
+      return;
     }
-    Path dummy;
-    write_reprotect(c, rp.pending ? *rp.pending : dummy, ok, gen);
-    post_control(c, c.path(), WrKind::reprotect, offsetof(ControlBlock, reprotect), sizeof(ReprotectMsg));
-    if (ok) {
-      rp.step = ReprotectState::hello;
-      set_standby(c, StandbyHealth::connecting, "re-protecting on " + c.devs[slot]->port.id());
-    } else {
-      set_standby(c, StandbyHealth::down, "re-protection on " + c.devs[slot]->port.id() + ": " + why);
-    }
+    rp.job = start_build(c, slot, &*remote);
+    rp.step = ReprotectState::building;
+    set_standby(c, StandbyHealth::connecting, "re-protecting on " + c.devs[slot]->port.id());
     return;
   }
-  if (rp.step == ReprotectState::hello && __atomic_load_n(&c.ctrl.hello, __ATOMIC_ACQUIRE) == rp.gen)
-    install(c, std::move(rp.pending), now);
+  if (rp.step == ReprotectState::building) {
+    const int o = job_outcome(*rp.job);
+    if (o == 0) return;
+    post_reprotect(c, o > 0 ? rp.job->path.get() : nullptr, o > 0 ? 1 : 0, gen);
+    if (o < 0) {
+      set_standby(c, StandbyHealth::down, "re-protection on " + c.devs[slot]->port.id() + ": " + rp.job->why);
+      rp.job.reset();
+      rp.step = ReprotectState::idle;
+      return;
+    }
+    rp.step = ReprotectState::hello;
+    return;
+  }
+  if (rp.step == ReprotectState::hello && __atomic_load_n(&c.ctrl.hello, __ATOMIC_ACQUIRE) == rp.gen) {
+    auto path = rp.job->path;
+    install(c, std::move(path), now);
+    rp.job.reset();
+  }
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ void tend_standby(CommBase& c, std::uint64_t now) {
   Path* sb = c.paths[c.standby_slot()].get();
   if (!sb) return;
   if (h.state == StandbyHealth::connecting) {
-    const int link = sb->link.load(std::memory_order_acquire);
+    if (c.rp.job) return;  // being re-protected (reprotect.cpp): no heartbeats on the path it replaces
+    const int link = sb->link.load(std::memory_order_acquire);  // the initial background connection
     if (link == Path::connecting) return;
     if (link == Path::failed) {
       set_standby(c, StandbyHealth::down, "setup failed: " + sb->why);
@@ -143,7 +144,7 @@ ncclResult_t progress(CommBase& c) {
     tend_standby(c, now);
     reprotect(c, now);
     if (c.failback && c.kind == CommKind::send && c.active != 0 && c.paths[0] &&
-        c.standby.state == StandbyHealth::up && now - c.standby.up_since_ns >= c.failback_hold_ns)
+        c.standby.state == StandbyHealth::up && now >= c.standby.up_since_ns + c.failback_hold_ns)
       start_failover(c, "failback: " + c.devs[0]->port.id() + " healthy for " +
                             std::to_string(c.failback_hold_ns / 1000000) + " ms", true);
   }

@@ -4,6 +4,8 @@
 #   fault.sh rail-down RAIL         ip link set ethRAIL down (local rxe port goes DOWN at once;
 #                                   the peer gets no event, only its retries run out)
 #   fault.sh rail-up RAIL           link up again; waits until the rxe port is ACTIVE
+#   fault.sh flap RAIL COUNT MS     COUNT times: link down, MS ms, link up, MS ms (no waiting for
+#                                   port states in between); at the end waits until ACTIVE
 #   fault.sh loss RAIL PERCENT      netem: drop PERCENT% of outgoing frames (port stays up)
 #   fault.sh delay RAIL MS          netem: delay outgoing frames by MS milliseconds
 #   fault.sh netem RAIL ARGS...     netem with any tc netem arguments, e.g. "loss 5% delay 10ms"
@@ -47,6 +49,16 @@ case $cmd in
     wait_port "$rail" DOWN ;;
   rail-up)
     ip link set "$dev" up
+    wait_port "$rail" ACTIVE ;;
+  flap)
+    [[ ${1:-} =~ ^[0-9]+$ && ${2:-} =~ ^[0-9]+$ ]] || die "flap needs COUNT and MS (whole numbers)"
+    gap=$(printf '%d.%03d' $(($2 / 1000)) $(($2 % 1000)))
+    for ((i = 0; i < $1; i++)); do
+      ip link set "$dev" down
+      sleep "$gap"
+      ip link set "$dev" up
+      sleep "$gap"
+    done
     wait_port "$rail" ACTIVE ;;
   loss)
     [[ ${1:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "loss needs PERCENT (number)"

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Guest side of bench/plugin-bench.sh: a = client / rank 0 side, b = server / rank 1, rail 0.
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-source "$REPO/test/vm/lib.sh"
-BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
-DRIVER=$BUILD/tools/ha-net-driver/ha-net-driver
-PLUGIN=$BUILD/src/plugin/libnccl-net-ha.so
+source "$(dirname "$0")/../test/integration/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver, test/vm/lib.sh
 export NCCL_SOCKET_IFNAME=eth2 HA_NCCL_IB_HCA==rxe0
 ROUNDS=${NCCL_HA_BENCH_ROUNDS:-2}
 BW_SIZES=(65536 262144 1048576 4194304 16777216)
@@ -30,17 +26,8 @@ perftest() { # NAME TOOL ARGS...: server on b, client on a
 driver() { # NAME ARGS...
   local name=$1
   shift
-  local common=(--plugin "$PLUGIN" --messages 0 --timeout 600 --json "$VM_OUT/$name.json" "$@")
-  if [[ $VM_ROLE == a ]]; then
-    "$DRIVER" "${common[@]}" --rank 0 --listen-port 18700 2>"$VM_OUT/$name.log" &
-    local pid=$!
-    vm_wait_listen 18700
-    vm_barrier "$name"
-    wait $pid || vm_log "$name: rank 0 exit $?"
-  else
-    vm_barrier "$name"
-    "$DRIVER" "${common[@]}" --rank 1 --peer "$VM_PEER_MGMT:18700" 2>"$VM_OUT/$name.log" || vm_log "$name: rank 1 exit $?"
-  fi
+  pl_driver "$name" 18700 --messages 0 --timeout 600 "$@"
+  ((PL_RC == 0)) || vm_log "$name: rank $([[ $VM_ROLE == a ]] && echo 0 || echo 1) exit $PL_RC"
 }
 
 sizes_csv() { local IFS=,; echo "$*"; }

@@ -122,6 +122,10 @@ ncclResult_t create_state() {
   net::DiscoveryOptions opts;
   opts.filter = net::DeviceFilter::from_env();
   std::vector<std::string> warned;
+  bool user_tuned = false;
+  for (const char* v : {"HA_NCCL_RTO_MS", "HA_NCCL_HEARTBEAT_MS", "HA_NCCL_QP_TIMEOUT", "HA_NCCL_QP_RETRY_CNT",
+                        "HA_NCCL_MAX_RETRIES", "HA_NCCL_FAILBACK_HOLD_MS", "HA_NCCL_ENABLE_FAILBACK"})
+    user_tuned = user_tuned || net::env_string({v}).has_value();
   for (auto& port : net::discover_ports(opts)) {
     auto ctx = net::open_device(port.device);
     if (!ctx) {
@@ -155,7 +159,12 @@ ncclResult_t create_state() {
     for (const auto& w : config_warnings(s->config, d->timeouts.timeout, d->timeouts.retry_cnt))
       if (std::find(warned.begin(), warned.end(), w) == warned.end()) {  // once per distinct text
         warned.push_back(w);
-        HA_WARN("NET/HA: %s: %s", port.id().c_str(), w.c_str());
+        // A WARN for the user's own settings; the defaults' trade-off (a 1 s soft RTO beats the
+        // hardware's retries to a black hole, on Soft-RoCE by far) is stated at INFO.
+        if (user_tuned)
+          HA_WARN("NET/HA: %s: %s", port.id().c_str(), w.c_str());
+        else
+          HA_INFO("NET/HA: %s: defaults: %s", port.id().c_str(), w.c_str());
       }
     if (s->config.enable_backup && apm_enabled("/sys", port.device, port.port))
       HA_WARN("NET/HA: %s: automatic path migration (APM) is on; it competes with nccl-ha's failover. "

@@ -159,7 +159,8 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != c.seq + 1) return progress(c);  // no clear-to-send yet
   const std::uint32_t nreqs = e.nreqs;
   if (nreqs == 0 || nreqs > kMaxRecvs) {
-    HA_WARN("NET/HA: %s: corrupt clear-to-send entry (nreqs %u)", c.id.c_str(), nreqs);
+    HA_WARN("NET/HA: %s on %s: corrupt clear-to-send entry (nreqs %u)", c.id.c_str(), c.device().port.id().c_str(),
+            nreqs);
     c.error = ncclInternalError;
     return c.error;
   }
@@ -168,8 +169,8 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
     if (!(c.matched & (1u << index)) && e.tag[index] == tag) break;
   if (index == nreqs) return progress(c);  // this slot has no receive for that tag (yet)
   if (size > e.size[index]) {
-    HA_WARN("NET/HA: %s: message of %zu bytes (tag %d) is larger than the receive buffer of %llu bytes", c.id.c_str(),
-            size, tag, static_cast<unsigned long long>(e.size[index]));
+    HA_WARN("NET/HA: %s on %s: message of %zu bytes (tag %d) is larger than the receive buffer of %llu bytes",
+            c.id.c_str(), c.device().port.id().c_str(), size, tag, static_cast<unsigned long long>(e.size[index]));
     return ncclInvalidUsage;
   }
   if (c.nfree == 0) return progress(c);

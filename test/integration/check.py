@@ -138,7 +138,8 @@ CHECKS = {
 
 def find_check(name):
     """The check for test NAME: in CHECKS above, or checks/NAME.py (dashes as underscores)
-    defining check(run); those modules import their helpers from this file."""
+    defining check(run); those modules import their helpers from this file (and from other
+    modules in checks/, e.g. failover_common)."""
     if name in CHECKS:
         return CHECKS[name]
     module_file = Path(__file__).parent / "checks" / (name.replace("-", "_") + ".py")
@@ -153,6 +154,7 @@ def find_check(name):
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parent / "checks"))  # shared check modules (failover_common)
     check = find_check(sys.argv[1]) if len(sys.argv) == 3 else None
     if check is None:
         print(f"usage: check.py NAME LOGDIR  (NAME: {', '.join(CHECKS)} or checks/NAME.py)")

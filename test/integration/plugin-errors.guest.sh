@@ -15,11 +15,7 @@
 # Each run records NAME.rc, NAME.ms (wall), NAME.json and NAME.log (stderr, plugin lines included)
 # in $VM_OUT; check.py (checks/plugin_errors.py) judges them. The script itself always exits 0.
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-source "$REPO/test/vm/lib.sh"
-BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
-DRIVER=$BUILD/tools/ha-net-driver/ha-net-driver
-PLUGIN=$BUILD/src/plugin/libnccl-net-ha.so
+source "$(dirname "$0")/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver, test/vm/lib.sh
 
 export NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=eth2
 export HA_NCCL_HANDSHAKE_TIMEOUT_MS=5000  # checks/plugin_errors.py uses the same value
@@ -27,23 +23,12 @@ unset HA_NCCL_QP_RETRY_CNT HA_NCCL_QP_TIMEOUT NCCL_DEBUG_SUBSYS
 
 # run NAME PORT [driver args...]: one driver pair, rank 0 here on a / rank 1 on b.
 run() {
-  local name=$1 port=$2 rc=0 t0 pid
+  local name=$1 port=$2
   shift 2
-  local args=(--plugin "$PLUGIN" --fault "$name" --timeout 60 --json "$VM_OUT/$name.json" "$@")
-  t0=$(date +%s%N)
-  if [[ $VM_ROLE == a ]]; then
-    "$DRIVER" "${args[@]}" --rank 0 --listen-port "$port" 2>"$VM_OUT/$name.log" &
-    pid=$!
-    vm_wait_listen "$port"
-    vm_barrier "$name"
-    wait "$pid" || rc=$?
-  else
-    vm_barrier "$name"
-    "$DRIVER" "${args[@]}" --rank 1 --peer "$VM_PEER_MGMT:$port" 2>"$VM_OUT/$name.log" || rc=$?
-  fi
-  echo "$rc" >"$VM_OUT/$name.rc"
-  echo $((($(date +%s%N) - t0) / 1000000)) >"$VM_OUT/$name.ms"
-  vm_log "$name: exit $rc after $(cat "$VM_OUT/$name.ms") ms"
+  pl_driver "$name" "$port" --fault "$name" --timeout 60 "$@"
+  echo "$PL_RC" >"$VM_OUT/$name.rc"
+  echo "$PL_MS" >"$VM_OUT/$name.ms"
+  vm_log "$name: exit $PL_RC after $PL_MS ms"
   vm_barrier "$name-done"
 }
 

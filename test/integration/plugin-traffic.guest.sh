@@ -7,30 +7,15 @@
 #  small      100000 8-byte messages
 #  comms      maxComms send/recv comm pairs open at once, then closed: fds and MRs back
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-source "$REPO/test/vm/lib.sh"
-BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
-DRIVER=$BUILD/tools/ha-net-driver/ha-net-driver
-PLUGIN=$BUILD/src/plugin/libnccl-net-ha.so
-HA_PING=$BUILD/tools/ha-ping/ha-ping
+source "$(dirname "$0")/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN HA_PING, pl_driver, test/vm/lib.sh
 export NCCL_SOCKET_IFNAME=eth2 NCCL_DEBUG=${NCCL_DEBUG:-WARN} HA_NCCL_IB_HCA==rxe0
 
 driver() { # NAME ARGS...: one driver run, rank 0 on a, rank 1 on b
-  local name=$1 rc=0 start=$SECONDS
+  local name=$1
   shift
-  local common=(--plugin "$PLUGIN" --json "$VM_OUT/$name.json" --timeout 300 "$@")
-  if [[ $VM_ROLE == a ]]; then
-    "$DRIVER" "${common[@]}" --rank 0 --listen-port 18700 2>"$VM_OUT/$name.log" &
-    local pid=$!
-    vm_wait_listen 18700
-    vm_barrier "$name"
-    wait $pid || rc=$?
-  else
-    vm_barrier "$name"
-    "$DRIVER" "${common[@]}" --rank 1 --peer "$VM_PEER_MGMT:18700" 2>"$VM_OUT/$name.log" || rc=$?
-  fi
-  echo "$rc" >"$VM_OUT/$name.rc"
-  vm_log "$name: exit $rc after $((SECONDS - start)) s"
+  pl_driver "$name" 18700 --timeout 300 "$@"
+  echo "$PL_RC" >"$VM_OUT/$name.rc"
+  vm_log "$name: exit $PL_RC after $((PL_MS / 1000)) s"
   tail -n 30 "$VM_OUT/$name.log" >&2
 }
 
@@ -47,7 +32,11 @@ else
 fi
 
 driver integrity --sizes 0,1,8,4K,64K,1M,4M --messages 1000 --group 4 --inflight 8 --optional-recv
+# One 64 MiB RDMA write takes ~2 s under TCG: longer than the default soft RTO (1 s), which
+# would take the healthy path for a black hole (the RTO must exceed the longest single transfer).
+PL_ENV=(HA_NCCL_RTO_MS=15000)
 driver large --sizes 16M,64M --messages 8 --inflight 2
+PL_ENV=()
 driver small --sizes 8 --messages 100000 --inflight 8
 max_comms=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["properties"]["maxComms"])' "$VM_OUT/integrity.json" 2>/dev/null || echo 256)
 echo "$max_comms" >"$VM_OUT/max-comms"

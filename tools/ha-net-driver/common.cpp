@@ -50,7 +50,13 @@ const char* result_name(ncclResult_t r) noexcept {
 }
 
 void check(ncclResult_t r, const char* call) {
-  if (r != ncclSuccess) fail(Fail::plugin, strf("%s returned %s (%d)", call, result_name(r), static_cast<int>(r)));
+  if (r == ncclSuccess) return;
+  const std::int64_t t = wall_ms();  // first: the time of the call's return
+  DriverError e(Fail::plugin, strf("%s returned %s (%d)", call, result_name(r), static_cast<int>(r)));
+  e.call = call;
+  e.code = static_cast<int>(r);
+  e.unix_ms = t;
+  throw e;
 }
 
 int Deadline::remaining_ms() const {

@@ -23,6 +23,11 @@ const char* fail_name(Fail f) noexcept;
 
 struct DriverError : std::runtime_error {
   Fail kind;
+  // Set by check() when a plugin call returned != ncclSuccess: the call ("test(irecv)"), its
+  // ncclResult_t and the wall-clock time (ms since the epoch) of its return. code < 0 otherwise.
+  std::string call;
+  int code = -1;
+  std::int64_t unix_ms = 0;
   DriverError(Fail k, const std::string& what) : std::runtime_error(what), kind(k) {}
 };
 
@@ -40,6 +45,13 @@ using Clock = std::chrono::steady_clock;
 inline std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
+
+// Wall clock (system_clock), for times other processes or hosts compare against.
+inline std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+inline std::int64_t wall_ms() { return wall_us() / 1000; }
 
 class Deadline {
  public:

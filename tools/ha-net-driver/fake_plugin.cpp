@@ -11,6 +11,7 @@
 //   FAKE_CORRUPT=1        flip one byte of the 3rd non-empty message received (once per process)
 //   FAKE_RETRY_EVERY=N    every Nth isend/irecv returns a NULL request ("try again")
 //   FAKE_HANG=ENTRY       that entry point (connect, test or closeSend) never returns
+//   FAKE_FAIL_AFTER=N     once N requests completed, every test() returns ncclSystemError (with a WARN)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -46,6 +47,8 @@ constexpr std::size_t kSendLimit = NCCL_NET_MAX_REQUESTS * kMaxRecvs, kRecvLimit
 
 in_addr_t g_ip = htonl(INADDR_LOOPBACK);
 bool g_corrupt = false, g_corrupted = false;
+long g_fail_after = -1;           // FAKE_FAIL_AFTER (-1: off)
+unsigned long g_completed = 0;   // requests test() reported done
 long g_retry_every = 0;
 unsigned long g_post_calls = 0, g_nonempty_received = 0;
 
@@ -246,6 +249,7 @@ ncclResult_t fake_init_common(ncclDebugLogger_t logger) {
   if (const char* c = std::getenv("FAKE_CORRUPT")) g_corrupt = std::strcmp(c, "1") == 0;
   if (const char* r = std::getenv("FAKE_RETRY_EVERY")) g_retry_every = std::strtol(r, nullptr, 10);
   g_hang = std::getenv("FAKE_HANG");
+  if (const char* f = std::getenv("FAKE_FAIL_AFTER")) g_fail_after = std::strtol(f, nullptr, 10);
   char ip[INET_ADDRSTRLEN];
   in_addr a{};
   a.s_addr = g_ip;
@@ -482,6 +486,10 @@ ncclResult_t fake_test(void* request, int* done, int* sizes) {
   auto* r = static_cast<Req*>(request);
   *done = 0;
   maybe_hang("test");
+  if (g_fail_after >= 0 && g_completed >= static_cast<unsigned long>(g_fail_after)) {
+    FAKE_WARN("FAKE_FAIL_AFTER: failing test() after %lu completed requests", g_completed);
+    return ncclSystemError;
+  }
   Comm* c = r->comm;
   if (!c->live.count(r)) {
     FAKE_WARN("test: unknown or already completed request %p", request);
@@ -493,6 +501,7 @@ ncclResult_t fake_test(void* request, int* done, int* sizes) {
   }
   if (!r->done) return ncclSuccess;
   *done = 1;
+  ++g_completed;
   if (sizes) {
     if (r->type == Req::recv)
       for (int i = 0; i < r->n; ++i) sizes[i] = static_cast<int>(std::min<std::size_t>(r->got[i], INT_MAX));

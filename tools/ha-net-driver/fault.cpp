@@ -435,7 +435,7 @@ void peer_death(Ctx& f) {
   check(f.net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
   check(f.net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
   f.mgmt.barrier("stream", f.o.timeout_s);
-  DataCtx dc{f.net, f.mgmt, link.send, link.recv, buf, smh, rmh, f.o.rank, f.o, true, nullptr, {}};
+  DataCtx dc{f.net, f.mgmt, link.send, link.recv, buf, smh, rmh, f.o.rank, f.o, true, nullptr, {}, nullptr, nullptr};
   if (f.o.rank == 1) {
     const std::uint64_t kill_at = f.o.messages / 2;
     dc.after_recv = [kill_at](std::uint64_t received) {
@@ -444,7 +444,8 @@ void peer_death(Ctx& f) {
                 static_cast<unsigned long long>(received));
       ::kill(::getpid(), SIGKILL);
     };
-    (void)run_integrity(dc);
+    Integrity st;
+    run_integrity(dc, st);
     fail(Fail::verify, "fault peer-death: the stream ended before rank 1 reached its kill point");
   }
   std::int64_t gone_ns = 0;
@@ -454,7 +455,7 @@ void peer_death(Ctx& f) {
   std::int64_t t0 = now_ns();
   FaultStep s;
   try {
-    f.rep.integrity = run_integrity(dc);
+    run_integrity(dc, f.rep.integrity);
     s = make_step("isend/test after the peer died mid-stream", Entry::test, true, ncclSuccess, t0, 0);
     s.detail = "the stream completed although the peer died";
   } catch (const DriverError& e) {

@@ -52,6 +52,49 @@ std::string field(const std::string& text, const std::string& key) {
   return text.substr(pos + k.size(), end == std::string::npos ? std::string::npos : end - pos - k.size());
 }
 
+// --phase-file: "<phase> <unix_ms>" whenever a phase starts (written atomically through F.tmp), so
+// scripts can time faults against the phases.
+void note_phase(const Options& o, Report& rep, const std::string& phase, std::int64_t unix_ms = 0) {
+  rep.phase = phase;
+  if (o.phase_file.empty()) return;
+  std::string tmp = o.phase_file + ".tmp";
+  if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%s %lld\n", phase.c_str(), static_cast<long long>(unix_ms ? unix_ms : wall_ms()));
+    if (std::fclose(f) == 0) std::rename(tmp.c_str(), o.phase_file.c_str());
+  }
+}
+
+// The peer's wall clock relative to ours, NTP-style over the management connection: rank 0 sends
+// probes, rank 1 answers each with its wall clock; the round trip with the least delay gives the
+// offset (peer - here, +- rtt/2). Rank 0 then tells rank 1 the result.
+ClockSync sync_clocks(Mgmt& mgmt, int rank, double timeout_s) {
+  constexpr int kProbes = 8;
+  ClockSync best{0, -1};
+  if (rank == 0) {
+    for (int i = 0; i < kProbes; ++i) {
+      std::int64_t t0 = wall_us();
+      mgmt.send(MsgType::clock, "probe");
+      std::string r = mgmt.recv(MsgType::clock, Deadline(timeout_s), "a clock probe reply");
+      std::int64_t t2 = wall_us();
+      std::int64_t t1 = std::strtoll(r.c_str(), nullptr, 10);
+      double rtt = static_cast<double>(t2 - t0) / 1e3;
+      if (best.rtt_ms < 0 || rtt < best.rtt_ms) best = {static_cast<double>(t1 - (t0 + t2) / 2) / 1e3, rtt};
+    }
+    mgmt.send(MsgType::clock, strf("result %.3f %.3f", -best.offset_ms, best.rtt_ms));
+    return best;
+  }
+  for (;;) {
+    std::string m = mgmt.recv(MsgType::clock, Deadline(timeout_s), "a clock probe");
+    if (m == "probe") {
+      mgmt.send(MsgType::clock, std::to_string(wall_us()));
+      continue;
+    }
+    if (std::sscanf(m.c_str(), "result %lf %lf", &best.offset_ms, &best.rtt_ms) != 2)
+      fail(Fail::peer, "management protocol: bad clock message '" + m + "'");
+    return best;
+  }
+}
+
 // NCCL-relevant sanity of one device's properties: (check name, ok, detail) triples.
 std::vector<Check> property_checks(const Properties& p, int version) {
   std::vector<Check> c;
@@ -82,7 +125,7 @@ std::vector<Check> property_checks(const Properties& p, int version) {
 // Like NCCL at the end: finalize (v11+), then check that the plugin released what it held, then
 // dlclose and give a leftover plugin thread the chance to crash here rather than inside NCCL.
 void finish(const Options& o, Report& rep, Plugin& net) {
-  rep.phase = "finalize";
+  note_phase(o, rep, "finalize");
   if (net.has_finalize()) check(net.finalize(), "finalize");
   wait_fds_at_most(rep.before_init->fds, 1000);
   rep.after_close = snapshot(true);
@@ -93,7 +136,7 @@ void finish(const Options& o, Report& rep, Plugin& net) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     rep.after_dlclose = snapshot(false);
   }
-  rep.phase = "done";
+  note_phase(o, rep, "done");
 }
 
 void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_ptr<Plugin>& net) {
@@ -131,6 +174,7 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
     log::warn("peer uses api v%s net \"%s\", we use v%d \"%s\"", field(hello, "api").c_str(), field(hello, "name").c_str(),
               rep.api, rep.table_name.c_str());
   if (o.rank == 1) comm_id = std::strtoull(field(hello, "commid").c_str(), nullptr, 10);
+  rep.clock = sync_clocks(*mgmt, o.rank, o.timeout_s);
 
   // 3. init, devices, getProperties.
   Plugin::start_watchdog(o.timeout_s, &watchdog_fired);
@@ -198,7 +242,7 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   }
 
   // 4. The ring: one send comm to the peer, one recv comm from it.
-  rep.phase = "connect";
+  note_phase(o, rep, "connect");
   mgmt->barrier("connect", o.timeout_s);
   std::vector<Link> ring = open_links(*net, *mgmt, o.dev, 1, o.timeout_s, &rep.connect);
   Link& link = ring[0];
@@ -214,30 +258,34 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   check(net->regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
   check(net->regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
 
-  DataCtx dc{*net, *mgmt, link.send, link.recv, buf, smh, rmh, o.rank, o, true, nullptr, {}};
+  DataCtx dc{*net, *mgmt, link.send, link.recv, buf, smh, rmh, o.rank, o, true, nullptr, {}, &rep.timeline,
+             &rep.peer_abort};
   if (o.messages > 0) {
     rep.phase = "integrity";
     mgmt->barrier("integrity", o.timeout_s);
-    rep.integrity = run_integrity(dc);
+    rep.timeline.start(o.timeout_s);
+    rep.phase_start_unix_ms = rep.timeline.start_unix_ms;
+    note_phase(o, rep, "integrity", *rep.phase_start_unix_ms);
+    run_integrity(dc, rep.integrity);
   }
   if (o.pingpong) {
-    rep.phase = "pingpong";
+    note_phase(o, rep, "pingpong");
     rep.latency = run_pingpong(dc);
   }
   if (o.bw) {
-    rep.phase = "bandwidth";
+    note_phase(o, rep, "bandwidth");
     rep.bandwidth = run_bw(dc);
   }
 
   // 6. Clean close, like NCCL's free path: deregMr, then closeSend/closeRecv.
-  rep.phase = "close";
+  note_phase(o, rep, "close");
   mgmt->barrier("close", o.timeout_s);
   check(net->deregMr(link.send, smh), "deregMr(send comm)");
   check(net->deregMr(link.recv, rmh), "deregMr(recv comm)");
   close_link(*net, link);
 
   if (o.comms > 0) {
-    rep.phase = "comms test";
+    note_phase(o, rep, "comms test");
     rep.comms = run_comms_test(*net, *mgmt, o, o.rank);
   }
 
@@ -312,6 +360,8 @@ int main(int argc, char** argv) {
   try {
     run(o, rep, mgmt, net);
   } catch (const DriverError& e) {
+    rep.timeline.finish(now_ns());
+    if (e.code >= 0) rep.plugin_error = PluginCallError{e.call, e.code, e.unix_ms, rep.phase};
     rep.add_failure(e.kind, strf("%s: %s", rep.phase.c_str(), e.what()));
     log::warn("%s: %s", fail_name(e.kind), e.what());
     if (mgmt && !rep.peer_gone) mgmt->send_abort(strf("rank %d: %s", o.rank, e.what()));
@@ -340,6 +390,7 @@ int main(int argc, char** argv) {
   }
   print_summary(rep);
   if (!o.json.empty()) write_json(rep, o.json);
+  if (!o.phase_file.empty()) note_phase(o, rep, strf("exit-%d", static_cast<int>(rep.result)));
   std::fflush(stdout);
   std::fflush(stderr);
   int code = static_cast<int>(rep.result);

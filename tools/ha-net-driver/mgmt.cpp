@@ -191,6 +191,14 @@ void Mgmt::check_abort() {
   (void)recv(MsgType::abort, d, "abort reason");  // throws with the reason
 }
 
+std::optional<std::string> Mgmt::try_recv(MsgType t) {
+  Header h{};
+  ssize_t n = ::recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof h) || ntohl(h.type) != static_cast<std::uint32_t>(t)) return std::nullopt;
+  Deadline d(timeout_s_);
+  return recv(t, d, "the rest of a message");
+}
+
 bool Mgmt::has_message() const noexcept {
   Header h{};
   ssize_t n = ::recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);

@@ -4,13 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common.hpp"
 
 namespace hnd {
 
-enum class MsgType : std::uint32_t { hello = 1, handles = 2, barrier = 3, result = 4, abort = 5 };
+// extend: the sender's new message count of a --min-seconds stream; clock: the clock-offset probe.
+enum class MsgType : std::uint32_t { hello = 1, handles = 2, barrier = 3, result = 4, abort = 5, extend = 6, clock = 7 };
 
 class Mgmt {
  public:
@@ -33,6 +35,10 @@ class Mgmt {
   // Non-blocking: throws DriverError(peer) if the peer sent an abort or closed the connection.
   // Other pending messages are left alone.
   void check_abort();
+  // Non-blocking: if the next message is complete or at least its header has arrived and it is of
+  // type t, reads it (waiting up to the timeout for the rest) and returns its payload; otherwise
+  // (nothing pending, another type, EOF) returns nullopt and leaves the connection alone.
+  std::optional<std::string> try_recv(MsgType t);
   // Non-blocking, never throws: true when a complete message header is waiting to be read.
   bool has_message() const noexcept;
   // Non-blocking, never throws: true when the peer closed the connection (EOF or reset) and no

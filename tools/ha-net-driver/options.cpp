@@ -20,6 +20,15 @@ std::int64_t parse_num(const std::string& opt, const std::string& s, std::int64_
   return v;
 }
 
+// Seconds in (0, 86400], or [0, 86400] when zero_ok.
+double parse_seconds(const std::string& opt, const std::string& v, bool zero_ok) {
+  char* end = nullptr;
+  double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(zero_ok ? s >= 0 : s > 0) || s > 86400)
+    fail(Fail::usage, strf("%s: expected seconds in %s0, 86400], got '%s'", opt.c_str(), zero_ok ? "[" : "(", v.c_str()));
+  return s;
+}
+
 }  // namespace
 
 const char* usage() {
@@ -37,6 +46,11 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --dev N              plugin device index (default 0)
   --sizes LIST         message sizes, e.g. 0,1,8,4K,64K,1M,4M (default); message k has size sizes[k % n]
   --messages N         integrity phase: messages per direction (default 1000, 0: skip)
+  --one-way            integrity phase: only rank 1 sends and only rank 0 receives
+  --verify full|sampled  integrity phase: check every byte (default), or only three 64-byte windows
+                       per message (start, middle, end; for throughput measurements)
+  --min-seconds S      integrity phase: keep streaming (sizes cycling) until --messages were sent
+                       AND S seconds passed; the sender tells the receiver the final count
   --inflight W         isend requests in flight per direction (default 8); the receiver keeps W/G
                        grouped irecvs in flight
   --group G            buffers per grouped irecv (default 1, at most the plugin's maxRecvs and W)
@@ -46,10 +60,14 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --iters N            round trips per size (default 100; capped at 256 MiB per size, at least 5)
   --bw                 bandwidth per size, both directions at once, W requests in flight, MiB/s received
   --bw-messages N      messages per size and direction (default 64; capped at 1 GiB, at least W)
+  --bw-bytes B         instead: B / size messages per size and direction (e.g. 64M; same caps)
   --comms N            open N send/recv comm pairs at once, measure RSS and fds, close them
   --traffic-class N    ncclNetCommConfig.trafficClass (v10+; default -1 = undefined)
   --timeout S          bound for every phase, every wait for the peer and every plugin call (default 60)
   --json FILE          write the JSON report to FILE
+  --phase-file F       write "<phase> <unix_ms>" to F (atomically) whenever a phase starts
+  --outlive-peer S     if the peer aborts during a data phase, keep driving this rank's plugin for up
+                       to S s, so that its own error is reported (exit 3) rather than the abort (5)
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
   --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
                        bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev (see README)
@@ -119,16 +137,26 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--iters") o.iters = static_cast<int>(parse_num(a, val(), 1, 100000000));
     else if (a == "--bw") o.bw = true;
     else if (a == "--bw-messages") o.bw_messages = static_cast<std::uint64_t>(parse_num(a, val(), 1, std::int64_t{1} << 40));
+    else if (a == "--bw-bytes") {
+      std::vector<std::size_t> v = parse_sizes(val());
+      if (v.size() != 1 || v[0] == 0) fail(Fail::usage, "--bw-bytes: expected one size > 0, e.g. 64M");
+      o.bw_bytes = v[0];
+    }
     else if (a == "--comms") o.comms = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
     else if (a == "--traffic-class") o.traffic_class = static_cast<int>(parse_num(a, val(), -1, 255));
-    else if (a == "--timeout") {
-      std::string v = val();
-      char* end = nullptr;
-      o.timeout_s = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(o.timeout_s > 0) || o.timeout_s > 86400)
-        fail(Fail::usage, "--timeout: expected seconds in (0, 86400], got '" + v + "'");
-    } else if (a == "--json") o.json = val();
+    else if (a == "--timeout") o.timeout_s = parse_seconds(a, val(), false);
+    else if (a == "--json") o.json = val();
     else if (a == "--no-dlclose") o.dlclose = false;
+    else if (a == "--one-way") o.one_way = true;
+    else if (a == "--verify") {
+      std::string v = val();
+      if (v == "full") o.sampled_verify = false;
+      else if (v == "sampled") o.sampled_verify = true;
+      else fail(Fail::usage, "--verify: expected full or sampled, got '" + v + "'");
+    }
+    else if (a == "--min-seconds") o.min_seconds = parse_seconds(a, val(), true);
+    else if (a == "--phase-file") o.phase_file = val();
+    else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
     else if (a == "--fault") {
       o.fault = val();
       if (!is_fault_name(o.fault))
@@ -144,6 +172,12 @@ Options parse_options(int argc, char** argv) {
   if (o.sizes.empty()) fail(Fail::usage, "--sizes: empty list");
   if (o.fault == "peer-death" && o.messages < 2)
     fail(Fail::usage, "--fault peer-death needs --messages >= 2 (rank 1 dies after half of them)");
+  if (o.min_seconds > 0 && o.messages == 0) fail(Fail::usage, "--min-seconds needs an integrity phase (--messages >= 1)");
+  if (o.min_seconds >= o.timeout_s)
+    fail(Fail::usage, strf("--min-seconds %g must be below --timeout %g (the bound of the whole phase)", o.min_seconds,
+                           o.timeout_s));
+  if ((o.one_way || o.min_seconds > 0) && !o.fault.empty())
+    fail(Fail::usage, "--one-way and --min-seconds are for the integrity phase, not for --fault scenarios");
   if (o.group > o.inflight)
     fail(Fail::usage, strf("--group %d exceeds --inflight %d (a grouped receive completes only when all %d "
                            "sends of the group were posted)", o.group, o.inflight, o.group));
@@ -160,6 +194,10 @@ std::string shared_params(const Options& o) {
             static_cast<unsigned long long>(o.messages), o.inflight, o.group, o.pingpong ? 1 : 0, o.iters,
             o.bw ? 1 : 0, static_cast<unsigned long long>(o.bw_messages), o.comms);
   if (!o.fault.empty()) s += " fault=" + o.fault;
+  if (o.bw_bytes) s += strf(" bw_bytes=%llu", static_cast<unsigned long long>(o.bw_bytes));
+  if (o.one_way) s += " one_way=1";
+  if (o.sampled_verify) s += " verify=sampled";
+  if (o.min_seconds > 0) s += strf(" min_seconds=%g", o.min_seconds);
   return s;
 }
 

@@ -28,12 +28,19 @@ struct Options {
   int iters = 100;                    // --iters N round trips per size
   bool bw = false;                    // --bw
   std::uint64_t bw_messages = 64;     // --bw-messages N per size
+  std::uint64_t bw_bytes = 0;         // --bw-bytes B: per size, B / size messages instead (0: off)
   int comms = 0;                      // --comms N (0: skip)
   int traffic_class = -1;             // --traffic-class N (v10+ config)
   double timeout_s = 60;              // --timeout S: per phase, per peer wait, per plugin call
   std::string json;                   // --json FILE
   bool dlclose = true;                // --no-dlclose
   std::string fault;                  // --fault NAME: an error-path scenario instead of the ring (fault.hpp)
+  bool sampled_verify = false;        // --verify sampled: integrity phase checks 3 windows per message
+  bool one_way = false;               // --one-way: integrity phase only rank 1 -> rank 0
+  double min_seconds = 0;             // --min-seconds S: integrity phase streams at least S seconds
+  std::string phase_file;             // --phase-file F: "<phase> <unix_ms>" at each phase change
+  double outlive_peer_s = 0;          // --outlive-peer S: on a peer abort in a data phase, keep
+                                      // driving our plugin up to S seconds for its own error
   bool help = false;
 };
 

@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "logger.hpp"
@@ -21,6 +22,41 @@ void Integrity::add(const Integrity& o) {
   isend_retries += o.isend_retries;
   irecv_retries += o.irecv_retries;
   seconds += o.seconds;
+}
+
+void Timeline::start(double bound_s) {
+  const auto n = std::min<std::size_t>(kMaxBins, static_cast<std::size_t>(bound_s * 1000.0 / kBinMs) + 2);
+  for (Dir* d : {&recv, &send}) {
+    *d = Dir{};
+    d->bytes.assign(n, 0);
+    d->msgs.assign(n, 0);
+  }
+  truncated = false;
+  end_ns = 0;
+  start_ns = now_ns();
+  start_unix_ms = wall_ms();
+  ran = true;
+}
+
+void Timeline::add(Dir& d, std::int64_t t_ns, std::uint64_t msgs, std::uint64_t bytes) {
+  if (d.last_ns != 0) {
+    if (t_ns - d.last_ns > d.max_gap_ns) {
+      d.max_gap_ns = t_ns - d.last_ns;
+      d.max_gap_at_ns = d.last_ns - start_ns;
+    }
+  } else {
+    d.first_ns = t_ns;
+  }
+  d.last_ns = t_ns;
+  d.total_msgs += msgs;
+  d.total_bytes += bytes;
+  const auto bin = static_cast<std::size_t>(std::max<std::int64_t>(0, t_ns - start_ns) / (kBinMs * 1000000LL));
+  if (bin < d.bytes.size()) {
+    d.bytes[bin] += bytes;
+    d.msgs[bin] += static_cast<std::uint32_t>(msgs);
+  } else {
+    truncated = true;
+  }
 }
 
 void Report::add_failure(Fail kind, const std::string& msg) {
@@ -136,6 +172,48 @@ void json_integrity(Json& j, const Integrity& s) {
   j.kv("flush", s.flush);
   j.kv("seconds", s.seconds);
   j.kv("ok", !s.failed());
+  j.close('}');
+}
+
+double ms_of(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+void json_timeline_dir(Json& j, const Timeline& t, const Timeline::Dir& d, const char* prefix, std::size_t bins) {
+  std::string p = prefix;
+  j.key((p + "bytes").c_str());
+  j.open('[');
+  for (std::size_t i = 0; i < bins && i < d.bytes.size(); ++i) j.num(d.bytes[i]);
+  j.close(']');
+  j.key((p + "msgs").c_str());
+  j.open('[');
+  for (std::size_t i = 0; i < bins && i < d.msgs.size(); ++i) j.num(static_cast<std::uint64_t>(d.msgs[i]));
+  j.close(']');
+  const std::string gap = p == "recv_" ? "" : p;  // the receive side's keys carry no prefix
+  j.kv((gap + "max_gap_ms").c_str(), ms_of(d.max_gap_ns));
+  j.kv((gap + "max_gap_at_ms").c_str(), ms_of(d.max_gap_at_ns));
+  j.key(("first_" + p + "ms").c_str());
+  if (d.first_ns) j.num(ms_of(d.first_ns - t.start_ns));
+  else j.null();
+  j.key(("last_" + p + "ms").c_str());
+  if (d.last_ns) j.num(ms_of(d.last_ns - t.start_ns));
+  else j.null();
+  j.kv((p + "messages").c_str(), d.total_msgs);
+  j.kv((p + "total_bytes").c_str(), d.total_bytes);
+}
+
+void json_timeline(Json& j, const Timeline& t) {
+  if (!t.ran) {
+    j.null();
+    return;
+  }
+  const std::int64_t end = t.end_ns ? t.end_ns : now_ns();
+  const auto bins = static_cast<std::size_t>((end - t.start_ns) / (Timeline::kBinMs * 1000000LL)) + 1;
+  j.open('{');
+  j.kv("bin_ms", Timeline::kBinMs);
+  j.kv("start_unix_ms", t.start_unix_ms);
+  j.kv("duration_ms", ms_of(end - t.start_ns));
+  j.kv("truncated", t.truncated);
+  json_timeline_dir(j, t, t.recv, "recv_", bins);
+  json_timeline_dir(j, t, t.send, "send_", bins);
   j.close('}');
 }
 
@@ -263,6 +341,42 @@ bool write_json(const Report& r, const std::string& path) {
   j.close('}');
   j.key("integrity");
   json_integrity(j, r.integrity);
+  j.kv("phase_start_unix_ms", r.phase_start_unix_ms);
+  j.key("timeline");
+  json_timeline(j, r.timeline);
+  j.key("clock");
+  if (r.clock) {
+    j.open('{');
+    j.kv("peer_offset_ms", r.clock->offset_ms);
+    j.kv("rtt_ms", r.clock->rtt_ms);
+    j.close('}');
+  } else {
+    j.null();
+  }
+  j.key("error_unix_ms");
+  if (r.plugin_error) j.num(r.plugin_error->unix_ms);
+  else j.null();
+  j.key("plugin_error");
+  if (r.plugin_error) {
+    j.open('{');
+    j.kv("call", r.plugin_error->call);
+    j.kv("code", r.plugin_error->code);
+    j.kv("result", result_name(static_cast<ncclResult_t>(r.plugin_error->code)));
+    j.kv("unix_ms", r.plugin_error->unix_ms);
+    j.kv("phase", r.plugin_error->phase);
+    j.close('}');
+  } else {
+    j.null();
+  }
+  j.key("peer_abort");
+  if (r.peer_abort.ns) {
+    j.open('{');
+    j.kv("unix_ms", r.peer_abort.unix_ms);
+    j.kv("reason", r.peer_abort.reason);
+    j.close('}');
+  } else {
+    j.null();
+  }
   j.key("latency");
   j.open('[');
   for (const auto& l : r.latency) {
@@ -345,6 +459,7 @@ bool write_json(const Report& r, const std::string& path) {
   for (const auto& l : r.plugin_warning_lines) j.str(l);
   j.close(']');
   j.kv("profiler_events", r.profiler_events);
+  j.kv("exit_unix_ms", wall_ms());
   j.kv("peer_ok", r.peer_ok);
   j.kv("peer_detail", r.peer_detail);
   j.key("errors");
@@ -397,6 +512,19 @@ void print_summary(const Report& r) {
                  static_cast<unsigned long long>(s.mismatched_bytes), static_cast<unsigned long long>(s.size_errors),
                  static_cast<unsigned long long>(s.overruns), static_cast<unsigned long long>(s.isend_retries),
                  static_cast<unsigned long long>(s.irecv_retries), s.flush.c_str());
+  if (r.timeline.ran) {
+    const Timeline& t = r.timeline;
+    const std::int64_t end = t.end_ns ? t.end_ns : now_ns();
+    std::fprintf(o, "  timeline: %.0f ms; receives %llu, longest gap %.1f ms at %.0f ms; sends %llu, longest gap %.1f ms "
+                 "at %.0f ms\n", ms_of(end - t.start_ns), static_cast<unsigned long long>(t.recv.total_msgs),
+                 ms_of(t.recv.max_gap_ns), ms_of(t.recv.max_gap_at_ns), static_cast<unsigned long long>(t.send.total_msgs),
+                 ms_of(t.send.max_gap_ns), ms_of(t.send.max_gap_at_ns));
+  }
+  if (r.clock) std::fprintf(o, "  clock: peer = here %+.1f ms (rtt %.1f ms)\n", r.clock->offset_ms, r.clock->rtt_ms);
+  if (r.plugin_error)
+    std::fprintf(o, "  plugin error: %s returned %s (%d) at unix %lld ms in phase %s\n", r.plugin_error->call.c_str(),
+                 result_name(static_cast<ncclResult_t>(r.plugin_error->code)), r.plugin_error->code,
+                 static_cast<long long>(r.plugin_error->unix_ms), r.plugin_error->phase.c_str());
   for (const auto& l : r.latency)
     std::fprintf(o, "  latency %9zu B: min/median/p99 %.1f/%.1f/%.1f us (RTT/2, %d round trips)\n", l.size, l.min_us,
                  l.median_us, l.p99_us, l.iters);

@@ -37,6 +37,54 @@ struct Integrity {
   void add(const Integrity& o);
 };
 
+// Completions of the integrity phase over time, in bins of kBinMs (preallocated at the start of
+// the phase for the whole --timeout bound: no allocation per message). Each completion's
+// steady-clock time also feeds the longest gap between consecutive completions.
+struct Timeline {
+  static constexpr int kBinMs = 10;
+  static constexpr std::size_t kMaxBins = 360000;  // 1 hour; later completions only count in totals
+  struct Dir {
+    std::vector<std::uint64_t> bytes;
+    std::vector<std::uint32_t> msgs;
+    std::uint64_t total_msgs = 0, total_bytes = 0;
+    std::int64_t first_ns = 0, last_ns = 0;          // steady clock; 0: none yet
+    std::int64_t max_gap_ns = 0, max_gap_at_ns = 0;  // the gap's start, from the phase start
+  };
+  bool ran = false;
+  bool truncated = false;  // the phase outlasted kMaxBins
+  std::int64_t start_ns = 0, end_ns = 0;  // steady clock
+  std::int64_t start_unix_ms = 0;         // wall clock of start_ns
+  Dir recv, send;
+
+  void start(double bound_s);  // allocates the bins for a phase of at most bound_s
+  void add(Dir& d, std::int64_t t_ns, std::uint64_t msgs, std::uint64_t bytes);
+  void finish(std::int64_t t_ns) {
+    if (ran && end_ns == 0) end_ns = t_ns;
+  }
+};
+
+// A peer abort (or lost management connection) seen during a data phase with --outlive-peer.
+struct PeerAbort {
+  std::int64_t ns = 0;       // steady clock; 0: none
+  std::int64_t unix_ms = 0;  // wall clock
+  std::string reason;
+};
+
+// The plugin call whose error ended the run (from check()).
+struct PluginCallError {
+  std::string call;  // e.g. "test(irecv)"
+  int code = 0;      // ncclResult_t
+  std::int64_t unix_ms = 0;
+  std::string phase;
+};
+
+// Clock offset to the peer, measured over the management connection at start-up (the best of
+// several round trips): peer wall clock = ours + offset_ms, within +- rtt_ms / 2.
+struct ClockSync {
+  double offset_ms = 0;
+  double rtt_ms = 0;
+};
+
 struct BwResult {
   std::size_t size = 0;
   std::uint64_t messages = 0, bytes = 0;
@@ -103,6 +151,11 @@ struct Report {
   ConnectStats connect;
   std::array<CallStat, kEntries> calls{};
   Integrity integrity;
+  Timeline timeline;                          // of the integrity phase
+  std::optional<std::int64_t> phase_start_unix_ms;  // wall clock at the integrity phase's start
+  std::optional<PluginCallError> plugin_error;
+  PeerAbort peer_abort;
+  std::optional<ClockSync> clock;
   std::vector<LatResult> latency;
   std::vector<BwResult> bandwidth;
   CommsResult comms;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest unit.driver_fake: ha-net-driver against the loopback fake plugins (v10 and v8), both
-# ranks on 127.0.0.1. Checks exit codes and the JSON reports of every scenario.
+# ranks on 127.0.0.1. Checks exit codes and the JSON reports of every scenario (also --one-way,
+# --min-seconds, the timeline, plugin-error timing and --outlive-peer).
 # usage: test_driver_fake.sh DRIVER LIBFAKE_V10 LIBFAKE_V8 WORKDIR
 set -u
 DRIVER=$1 FAKE10=$2 FAKE8=$3 WORK=$4
@@ -9,14 +10,15 @@ failures=0
 have_python=0
 command -v python3 >/dev/null 2>&1 && have_python=1
 
-# run_pair NAME EXPECT0 EXPECT1 PLUGIN [driver args...]; RANK0_ENV / RANK1_ENV: extra env.
+# run_pair NAME EXPECT0 EXPECT1 PLUGIN [driver args...]; RANK0_ENV / RANK1_ENV: extra env,
+# RANK0_ARGS / RANK1_ARGS: extra per-rank driver arguments (word-split).
 run_pair() {
   local name=$1 want0=$2 want1=$3 plugin=$4
   shift 4
   local dir=$WORK/$name
   mkdir -p "$dir"
   env ${RANK0_ENV:-} "$DRIVER" --plugin "$plugin" --rank 0 --listen-port 0 --port-file "$dir/port" \
-    --json "$dir/rank0.json" "$@" 2>"$dir/rank0.log" &
+    --json "$dir/rank0.json" ${RANK0_ARGS:-} "$@" 2>"$dir/rank0.log" &
   local pid0=$! i
   for i in $(seq 200); do [ -s "$dir/port" ] && break; sleep 0.05; done
   if [ ! -s "$dir/port" ]; then
@@ -24,11 +26,12 @@ run_pair() {
     failures=$((failures + 1)); return
   fi
   env ${RANK1_ENV:-} "$DRIVER" --plugin "$plugin" --rank 1 --peer "127.0.0.1:$(cat "$dir/port")" \
-    --json "$dir/rank1.json" "$@" 2>"$dir/rank1.log"
+    --json "$dir/rank1.json" ${RANK1_ARGS:-} "$@" 2>"$dir/rank1.log"
   local rc1=$?
   wait "$pid0"
   local rc0=$?
-  if [ "$rc0" != "$want0" ] || [ "$rc1" != "$want1" ]; then
+  # An expected code may be a list: "3|5".
+  if [[ "|$want0|" != *"|$rc0|"* || "|$want1|" != *"|$rc1|"* ]]; then
     echo "FAIL $name: exit codes rank0=$rc0 rank1=$rc1, expected $want0/$want1 (logs in $dir)"
     tail -n 15 "$dir/rank0.log" "$dir/rank1.log"
     failures=$((failures + 1)); return
@@ -52,6 +55,21 @@ for e in bad:
 sys.exit(1 if bad else 0)
 PY
   done
+}
+
+# check_pair NAME PYTHON-EXPR...: each expression is evaluated with a, b = the reports of rank 0, 1.
+check_pair() {
+  local name=$1
+  shift
+  [ "$have_python" = 1 ] || return 0
+  python3 - "$WORK/$name/rank0.json" "$WORK/$name/rank1.json" "$@" <<'PY' || { echo "FAIL $name: cross-rank checks"; failures=$((failures + 1)); }
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+bad = [e for e in sys.argv[3:] if not eval(e, {}, {"a": a, "b": b})]
+for e in bad:
+    print("  cross-rank check failed:", e)
+sys.exit(1 if bad else 0)
+PY
 }
 
 SIZES=0,1,8,4K,64K,1M,4M
@@ -81,9 +99,77 @@ RANK1_ENV=FAKE_CORRUPT=1 run_pair corrupt 1 1 "$FAKE10" --sizes $SIZES --group 4
 check_json corrupt 'not r["ok"] and r["exit_code"] == 1' \
   '(r["rank"] == 1) == (r["integrity"]["mismatches"] == 1 and r["integrity"]["mismatched_bytes"] == 1)' \
   'r["rank"] == 1 or r["peer_ok"] is False'
+# --verify sampled still catches a corrupted byte in a window (the middle one: FAKE_CORRUPT flips
+# byte size/2 of the 3rd non-empty message), with the message's own pattern.
+RANK1_ENV=FAKE_CORRUPT=1 run_pair corrupt-sampled 1 1 "$FAKE10" --sizes 64K --messages 10 --verify sampled --timeout 30
+check_json corrupt-sampled '(r["rank"] == 1) == (r["integrity"]["mismatches"] == 1 and r["integrity"]["mismatched_bytes"] == 1)'
 
 run_pair api-missing 3 3 "$FAKE10" --api 9 --messages 10 --timeout 30
 check_json api-missing 'r["exit_code"] == 3 and "ncclNetPlugin_v9" in r["errors"][0]'
+
+# --one-way + --min-seconds: rank 1 streams to rank 0 for at least 1.5 s, counts agreed over mgmt.
+RANK1_ENV=FAKE_RETRY_EVERY=3 RANK0_ARGS="--phase-file $WORK/one-way-timed/phase0" \
+  run_pair one-way-timed 0 0 "$FAKE10" --one-way --min-seconds 1.5 --messages 20 --sizes 0,1,4K,64K,1M \
+  --group 2 --inflight 4 --timeout 30
+check_json one-way-timed 'r["ok"] and "one_way=1 min_seconds=1.5" in r["params"]' \
+  'r["timeline"]["bin_ms"] == 10 and r["timeline"]["duration_ms"] >= 1500' \
+  'r["phase_start_unix_ms"] == r["timeline"]["start_unix_ms"] <= r["exit_unix_ms"]' \
+  'r["error_unix_ms"] is None and r["plugin_error"] is None and r["peer_abort"] is None' \
+  'abs(r["clock"]["peer_offset_ms"]) < 100 and r["clock"]["rtt_ms"] >= 0' \
+  'len(r["timeline"]["recv_msgs"]) == len(r["timeline"]["send_bytes"]) >= 150' \
+  'sum(r["timeline"]["recv_msgs"]) == r["timeline"]["recv_messages"] == r["integrity"]["messages_received"]' \
+  'sum(r["timeline"]["send_msgs"]) == r["timeline"]["send_messages"] == r["integrity"]["messages_sent"]' \
+  'sum(r["timeline"]["recv_bytes"]) == r["integrity"]["bytes_received"]' \
+  'r["integrity"]["mismatches"] == 0 and r["integrity"]["size_errors"] == 0'
+check_pair one-way-timed 'a["integrity"]["messages_sent"] == 0 and b["integrity"]["messages_received"] == 0' \
+  'a["integrity"]["messages_received"] == b["integrity"]["messages_sent"] >= 20' \
+  'a["integrity"]["bytes_received"] == b["integrity"]["bytes_sent"]' \
+  'a["timeline"]["max_gap_ms"] > 0 and b["timeline"]["send_max_gap_ms"] > 0 and b["timeline"]["first_recv_ms"] is None' \
+  'a["integrity"]["flush"] == "completed" and b["integrity"]["flush"] == "not run"' \
+  'abs(a["clock"]["peer_offset_ms"] + b["clock"]["peer_offset_ms"]) < 0.01'
+grep -q '^exit-0 ' "$WORK/one-way-timed/phase0" 2>/dev/null || { echo "FAIL one-way-timed: phase file"; failures=$((failures + 1)); }
+
+# --min-seconds in both directions with grouped receives, sampled verification.
+run_pair timed-both 0 0 "$FAKE10" --min-seconds 1 --messages 10 --sizes 8,64K,1M --group 4 --inflight 8 --timeout 30 \
+  --verify sampled
+check_pair timed-both 'a["ok"] and b["ok"] and a["timeline"]["duration_ms"] >= 1000 and "verify=sampled" in a["params"]' \
+  'a["integrity"]["messages_received"] == b["integrity"]["messages_sent"] >= 10' \
+  'b["integrity"]["messages_received"] == a["integrity"]["messages_sent"] >= 10'
+
+# --bw-bytes: the same volume for every size (at least --inflight messages).
+run_pair bw-bytes 0 0 "$FAKE10" --messages 0 --bw --bw-bytes 2M --sizes 64K,1M,4M --inflight 4 --timeout 30
+check_json bw-bytes '[b["messages"] for b in r["bandwidth"]] == [32, 4, 4] and "bw_bytes=2097152" in r["params"]'
+
+# The ranks must agree on --min-seconds (and --one-way).
+RANK0_ARGS="--min-seconds 1" RANK1_ARGS="--min-seconds 2" run_pair params-differ 2 2 "$FAKE10" --messages 10 --timeout 30
+RANK0_ARGS="--one-way" run_pair one-way-differs 2 2 "$FAKE10" --messages 10 --timeout 30
+
+# A plugin error mid-stream: rank 0's test() fails after 40 receives -> exit 3 with the call, the
+# ncclResult_t and its time. Rank 1 either sees the abort first (exit 5) or its own send error
+# when rank 0's process is gone (exit 3): a race.
+RANK0_ENV=FAKE_FAIL_AFTER=40 run_pair fail-timing 3 "3|5" "$FAKE10" --one-way --min-seconds 5 --messages 10 \
+  --sizes 64K --timeout 30
+check_pair fail-timing 'not a["ok"] and a["timeline"]["duration_ms"] < 5000' \
+  'a["plugin_error"]["code"] == 2 and a["plugin_error"]["result"] == "ncclSystemError"' \
+  'a["plugin_error"]["call"] == "test(irecv)" and a["plugin_error"]["phase"] == "integrity"' \
+  'a["phase_start_unix_ms"] <= a["error_unix_ms"] <= a["exit_unix_ms"]' \
+  'a["integrity"]["messages_received"] == a["timeline"]["recv_messages"] == 40' \
+  'b["peer_abort"] is None' \
+  '((b["exit_code"] == 5 and b["plugin_error"] is None and "peer aborted" in b["errors"][0]) or
+    (b["exit_code"] == 3 and b["plugin_error"]["code"] == 2))'
+# --outlive-peer: rank 1 keeps driving its plugin after the abort, until its own error (exit 3) ...
+RANK0_ENV=FAKE_FAIL_AFTER=40 RANK1_ARGS="--outlive-peer 10" run_pair outlive 3 3 "$FAKE10" --one-way \
+  --min-seconds 5 --messages 10 --sizes 64K --timeout 30
+check_pair outlive 'b["plugin_error"]["code"] == 2 and b["plugin_error"]["call"] == "test(isend)"' \
+  'b["peer_abort"] is None or b["peer_abort"]["unix_ms"] <= b["error_unix_ms"] <= b["exit_unix_ms"]' \
+  'a["plugin_error"]["code"] == 2'
+# ... or, when its plugin never reports one (every isend says "try again"), for the grace period.
+RANK0_ENV=FAKE_FAIL_AFTER=0 RANK1_ENV=FAKE_RETRY_EVERY=1 RANK1_ARGS="--outlive-peer 1" run_pair outlive-expires \
+  3 5 "$FAKE10" --one-way --min-seconds 5 --messages 10 --sizes 64K --timeout 30
+check_pair outlive-expires 'a["plugin_error"]["code"] == 2 and a["integrity"]["messages_received"] == 0' \
+  'b["plugin_error"] is None and "peer aborted" in b["peer_abort"]["reason"]' \
+  '"no plugin error here within --outlive-peer 1 s" in b["errors"][0]' \
+  'b["exit_unix_ms"] - b["peer_abort"]["unix_ms"] >= 1000'
 
 if [ "$failures" -ne 0 ]; then
   echo "unit.driver_fake: $failures failure(s); logs in $WORK"

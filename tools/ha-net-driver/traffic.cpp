@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
+#include <optional>
+#include <string>
 
 #include "logger.hpp"
 #include "pattern.hpp"
@@ -21,6 +24,27 @@ constexpr std::uint32_t kEpochIntegrity = 1, kEpochPingpong = 100, kEpochBw = 20
 
 void* const kOptionalHint = reinterpret_cast<void*>(static_cast<std::uintptr_t>(NCCL_NET_OPTIONAL_RECV_COMPLETION));
 
+// --outlive-peer: true once the peer aborted (or its management connection broke) during a data
+// phase and this rank keeps driving its plugin for its own verdict.
+bool outliving(const DataCtx& c) { return c.peer_abort && c.peer_abort->ns != 0; }
+
+// A peer abort or a lost management connection (kind peer) seen in a data phase: rethrown unless
+// --outlive-peer asks to keep going, in which case it is recorded and the grace period starts.
+void peer_lost(DataCtx& c, const DriverError& e) {
+  if (e.kind != Fail::peer || !c.peer_abort || c.opt.outlive_peer_s <= 0 || outliving(c)) throw e;
+  c.peer_abort->ns = now_ns();
+  c.peer_abort->unix_ms = wall_ms();
+  c.peer_abort->reason = e.what();
+  log::warn("%s; --outlive-peer: driving the plugin for up to %g s more", e.what(), c.opt.outlive_peer_s);
+}
+
+// Ends the phase with the peer's abort once the grace period of --outlive-peer is over.
+void outlive_check(const DataCtx& c) {
+  if (static_cast<double>(now_ns() - c.peer_abort->ns) / 1e9 > c.opt.outlive_peer_s)
+    fail(Fail::peer, strf("%s (and no plugin error here within --outlive-peer %g s)", c.peer_abort->reason.c_str(),
+                          c.opt.outlive_peer_s));
+}
+
 // Called once per polling turn: checks the peer for an abort and the deadline every 256 turns,
 // and yields the CPU on turns without progress (like NCCL's proxy thread when idle), which keeps
 // the two ranks responsive when they share cores.
@@ -32,8 +56,17 @@ struct Pacer {
   void tick(bool progress = false) {
     if (!progress) ::sched_yield();
     if ((++n & 255) != 0) return;
-    if (c.watch_peer || c.mgmt.has_message()) c.mgmt.check_abort();  // an abort always ends the phase
-    else if (c.peer_gone_ns && *c.peer_gone_ns == 0 && c.mgmt.peer_closed()) *c.peer_gone_ns = now_ns();
+    if (outliving(c)) {
+      outlive_check(c);
+    } else if (c.watch_peer || c.mgmt.has_message()) {  // an abort always ends the phase
+      try {
+        c.mgmt.check_abort();
+      } catch (const DriverError& e) {
+        peer_lost(c, e);
+      }
+    } else if (c.peer_gone_ns && *c.peer_gone_ns == 0 && c.mgmt.peer_closed()) {
+      *c.peer_gone_ns = now_ns();
+    }
     d.check(c.opt.timeout_s, what);
   }
 };
@@ -95,13 +128,17 @@ void prepare_recv(const DataCtx& c, std::uint8_t* p, std::size_t expected, std::
 struct StreamSpec {
   const char* phase;
   std::vector<std::size_t> sizes;  // message k has size sizes[k % n]
-  std::uint64_t messages;
+  std::uint64_t send_messages;     // this rank sends (at least, with min_seconds) ...
+  std::uint64_t recv_messages;     // ... and receives that many
   int window, group;
   bool per_message_pattern;  // false: every message uses key 0 and send slots are filled once
   bool full_verify;
   std::uint32_t epoch;
   std::size_t recv_size;  // size of every posted receive buffer (the largest --sizes entry, as NCCL
                           // posts its whole slot whatever the sender sends)
+  double min_seconds = 0;  // > 0: each sender keeps going until this long and tells its receiver
+                           // the final count over the management connection (see run_stream)
+  Timeline* timeline = nullptr;
 };
 
 struct LastGroup {
@@ -112,16 +149,23 @@ struct LastGroup {
 };
 
 struct StreamOut {
-  Integrity st;
   std::int64_t recv_first_post_ns = 0, recv_last_done_ns = 0;
   LastGroup last;
 };
 
-StreamOut run_stream(DataCtx& c, const StreamSpec& s) {
+// One stream per direction: this rank sends s.send_messages and receives s.recv_messages, W in
+// flight each way. Counters go to st as they happen (so they survive an error).
+//
+// With s.min_seconds > 0 the length is open-ended, and each sender decides it for its direction:
+// its count starts at the given number ("limit"); whenever it has posted all but half an
+// extension (E messages) below its limit, it either raises the limit by E, if min_seconds have not
+// passed yet, or declares the limit final. Each new limit goes to the receiver over the management
+// connection (MsgType::extend, "N" or "N final") before the sender may use it, and the receiver
+// never posts a receive at or beyond the limit it knows, so no receive is ever left posted without
+// its message (and no send without its receive). The receiver's lead is E/2 messages (>= 2 W).
+StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
   StreamOut out;
-  Integrity& st = out.st;
   st.ran = true;
-  const std::uint64_t M = s.messages;
   const int W = s.window, G = s.group, RW = std::max(1, W / G);
   const int peer = 1 - c.rank;
   const bool optional_ok = c.opt.optional_recv && c.net.version() >= 9;
@@ -130,6 +174,12 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s) {
   auto size_of = [&](std::uint64_t k) { return s.sizes[k % s.sizes.size()]; };
   auto tag_of = [&](std::uint64_t k) { return static_cast<int>(k % static_cast<std::uint64_t>(G)); };
   auto key_of = [&](std::uint64_t k) { return s.per_message_pattern ? k : 0; };
+  auto round_up = [&](std::uint64_t v) { return (v + static_cast<std::uint64_t>(G) - 1) / static_cast<std::uint64_t>(G) * static_cast<std::uint64_t>(G); };
+
+  const bool open_ended = s.min_seconds > 0;
+  const std::uint64_t extension = round_up(std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(W), 32));
+  std::uint64_t send_limit = s.send_messages, recv_limit = s.recv_messages;
+  bool send_final = !open_ended || send_limit == 0, recv_final = !open_ended || recv_limit == 0;
 
   struct SendOp {
     void* req;
@@ -161,18 +211,62 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s) {
   std::string what = std::string("in the ") + s.phase + " phase";
   Pacer pace{c, d, what.c_str()};
   std::int64_t t0 = now_ns();
+  Timeline* tl = s.timeline;
+
+  // The sender's side of the open-ended length.
+  auto announce = [&](std::uint64_t limit, bool final) {
+    if (outliving(c)) return;
+    try {
+      c.mgmt.send(MsgType::extend, strf("%llu%s", static_cast<unsigned long long>(limit), final ? " final" : ""));
+    } catch (const DriverError& e) {
+      peer_lost(c, e);
+    }
+  };
+  // The receiver's side: read the limits the peer announced (they precede anything else it sends).
+  auto read_limits = [&] {
+    while (!recv_final && !outliving(c)) {
+      std::optional<std::string> m;
+      try {
+        m = c.mgmt.try_recv(MsgType::extend);
+      } catch (const DriverError& e) {
+        peer_lost(c, e);
+      }
+      if (!m) return;
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(m->c_str(), &end, 10);
+      if (end == m->c_str() || v < recv_limit)
+        fail(Fail::peer, "management protocol: bad stream limit '" + *m + "' from the peer");
+      recv_limit = v;
+      recv_final = std::string(end) == " final";
+    }
+  };
 
   bool progress = true;
-  while (sends_done < M || recvs_done < M) {
+  unsigned turn = 0;
+  while (sends_done < send_limit || !send_final || recvs_done < recv_limit || !recv_final) {
     pace.tick(progress);
     progress = false;
+    ++turn;
+    if (!send_final && next_send + extension / 2 >= send_limit) {
+      if (static_cast<double>(now_ns() - t0) / 1e9 >= s.min_seconds) {
+        send_final = true;
+      } else {
+        send_limit = round_up(send_limit + extension);
+      }
+      announce(send_limit, send_final);
+    }
+    if (!recv_final && (next_recv >= recv_limit || (turn & 15) == 0)) read_limits();
     // Post sends, in message order; a NULL request means "try again next turn".
-    while (next_send < M && sends.size() < static_cast<std::size_t>(W)) {
+    while (next_send < send_limit && sends.size() < static_cast<std::size_t>(W)) {
       if (!pend_send) {
         SendOp op{nullptr, next_send, free_send.back(), size_of(next_send)};
         free_send.pop_back();
-        if (s.per_message_pattern)
-          fill_message(c.buf.send_slot(op.slot), op.size, pattern::seed(c.rank, s.epoch, key_of(op.k)));
+        if (s.per_message_pattern) {
+          std::uint8_t* p = c.buf.send_slot(op.slot);
+          const std::uint64_t seed = pattern::seed(c.rank, s.epoch, key_of(op.k));
+          if (s.full_verify) fill_message(p, op.size, seed);
+          else pattern::for_each_window(op.size, [&](std::size_t a, std::size_t b) { pattern::fill(p, a, b, seed); });
+        }
         pend_send = op;
       }
       void* req = nullptr;
@@ -189,11 +283,11 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s) {
       ++next_send;
     }
     // Post grouped receives of recv_size buffers (larger than most messages, as in NCCL).
-    while (next_recv < M && recvs.size() < static_cast<std::size_t>(RW)) {
+    while (next_recv < recv_limit && recvs.size() < static_cast<std::size_t>(RW)) {
       if (!pend_recv) {
         RecvOp op{};
         op.k0 = next_recv;
-        op.n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(G), M - next_recv));
+        op.n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(G), recv_limit - next_recv));
         op.optional = optional_ok && op.n == 1;
         for (int i = 0; i < op.n; ++i) {
           op.slot[i] = free_recv.back();
@@ -238,6 +332,7 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s) {
         ++it;
         continue;
       }
+      if (tl) tl->add(tl->send, now_ns(), 1, it->size);
       progress = true;
       if (size != -1 && static_cast<std::size_t>(size) != it->size) ++st.send_size_mismatches;
       ++st.messages_sent;
@@ -259,13 +354,16 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s) {
       out.recv_last_done_ns = now_ns();
       progress = true;
       bool any_bytes = false;
+      std::uint64_t group_bytes = 0;
       for (int i = 0; i < it->n; ++i) {
         std::uint64_t k = it->k0 + static_cast<std::uint64_t>(i);
         check_received(c, st, c.buf.recv_slot(it->slot[i]), size_of(k), sizes[i],
                        pattern::seed(peer, s.epoch, key_of(k)), s.full_verify, it->optional, k, d);
+        group_bytes += size_of(k);
         any_bytes = any_bytes || sizes[i] > 0;
         free_recv.push_back(it->slot[i]);
       }
+      if (tl) tl->add(tl->recv, out.recv_last_done_ns, static_cast<std::uint64_t>(it->n), group_bytes);
       if (any_bytes) {  // remember the last receive that carried data, for the iflush
         out.last.n = it->n;
         for (int i = 0; i < it->n; ++i) {
@@ -367,24 +465,30 @@ void wait_request(Plugin& net, void* req, int* sizes, const Deadline& d, double 
   }
 }
 
-Integrity run_integrity(DataCtx& c) {
-  StreamSpec s{"integrity", c.opt.sizes, c.opt.messages, c.opt.inflight, c.opt.group, true, true, kEpochIntegrity,
-               largest(c.opt.sizes)};
-  StreamOut out = run_stream(c, s);
+void run_integrity(DataCtx& c, Integrity& st) {
+  const bool one_way = c.opt.one_way;
+  StreamSpec s{"integrity", c.opt.sizes,
+               one_way && c.rank == 0 ? 0 : c.opt.messages,  // --one-way: rank 1 -> rank 0 only
+               one_way && c.rank == 1 ? 0 : c.opt.messages,
+               c.opt.inflight, c.opt.group, true, !c.opt.sampled_verify, kEpochIntegrity, largest(c.opt.sizes), c.opt.min_seconds,
+               c.timeline};
+  StreamOut out = run_stream(c, s, st);
+  if (c.timeline) c.timeline->finish(now_ns());
+  if (outliving(c))  // the stream ended here without a plugin error, but the peer is gone
+    fail(Fail::peer, c.peer_abort->reason + " (the stream completed here nevertheless)");
   // iflush of the last received group that carried data, with the sizes test() returned (what
   // NCCL passes; NCCL flushes only receives of more than 0 bytes).
   if (out.last.n > 0) {
     void* req = nullptr;
     check(c.net.iflush(c.recv_comm, out.last.n, out.last.data, out.last.sizes, out.last.mh, &req), "iflush");
     if (!req) {
-      out.st.flush = "null request";
+      st.flush = "null request";
     } else {
       Deadline d(c.opt.timeout_s);
       wait_request(c.net, req, nullptr, d, c.opt.timeout_s, "test(iflush)");
-      out.st.flush = "completed";
+      st.flush = "completed";
     }
   }
-  return out.st;
 }
 
 std::vector<LatResult> run_pingpong(DataCtx& c) {
@@ -491,20 +595,20 @@ std::vector<BwResult> run_bw(DataCtx& c) {
   for (std::size_t size : unique_sizes(c.opt.sizes)) {
     c.mgmt.barrier(strf("bw %zu", size), c.opt.timeout_s);
     std::uint64_t cap = std::max<std::uint64_t>(1, (1024 * kMiB) / std::max<std::size_t>(size, 1));
-    std::uint64_t msgs = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.opt.inflight), std::min(c.opt.bw_messages, cap));
-    StreamSpec s{"bandwidth", {size}, msgs, c.opt.inflight, c.opt.group, false, false,
-                 kEpochBw + static_cast<std::uint32_t>(results.size()), largest(c.opt.sizes)};
-    StreamOut out = run_stream(c, s);
+    std::uint64_t want = c.opt.bw_bytes ? c.opt.bw_bytes / std::max<std::size_t>(size, 1) : c.opt.bw_messages;
+    std::uint64_t msgs = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.opt.inflight), std::min(want, cap));
+    StreamSpec s{"bandwidth", {size}, msgs, msgs, c.opt.inflight, c.opt.group, false, false,
+                 kEpochBw + static_cast<std::uint32_t>(results.size()), largest(c.opt.sizes), 0, nullptr};
     BwResult r;
+    StreamOut out = run_stream(c, s, r.counters);
     r.size = size;
-    r.messages = out.st.messages_received;
-    r.bytes = out.st.bytes_received;
+    r.messages = r.counters.messages_received;
+    r.bytes = r.counters.bytes_received;
     r.seconds = static_cast<double>(out.recv_last_done_ns - out.recv_first_post_ns) / 1e9;
     if (r.seconds > 0) {
       r.mib_s = static_cast<double>(r.bytes) / static_cast<double>(kMiB) / r.seconds;
       r.msgs_per_s = static_cast<double>(r.messages) / r.seconds;
     }
-    r.counters = out.st;
     results.push_back(r);
   }
   return results;

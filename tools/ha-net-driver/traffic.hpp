@@ -54,11 +54,16 @@ struct DataCtx {
   std::int64_t* peer_gone_ns = nullptr;
   // Called after each completed receive with the number of messages received so far.
   std::function<void(std::uint64_t)> after_recv;
+  // Integrity phase: completions over time (may be null; the caller starts it).
+  Timeline* timeline = nullptr;
+  // --outlive-peer: where a peer abort seen in a data phase is recorded (null: abort at once).
+  PeerAbort* peer_abort = nullptr;
 };
 
-// Mixed sizes (message k has size sizes[k % n]), --messages per direction, every byte checked,
-// then one iflush of the last received group.
-Integrity run_integrity(DataCtx& c);
+// Mixed sizes (message k has size sizes[k % n]), --messages per direction (--one-way: rank 1 to
+// rank 0 only; --min-seconds: at least that long), every byte checked, then one iflush of the last
+// received group. The counters go to st as they happen (they survive an error).
+void run_integrity(DataCtx& c, Integrity& st);
 std::vector<LatResult> run_pingpong(DataCtx& c);
 std::vector<BwResult> run_bw(DataCtx& c);
 

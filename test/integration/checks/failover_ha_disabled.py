@@ -1,0 +1,30 @@
+"""failover-ha-disabled: HA_NCCL_ENABLE_BACKUP=0 in VM b only. The comms must agree on a single
+path: the stream works (exit 0, verified), every comm on both sides shows standby 'none' and no
+backup in its stats, and each side logs the INFO line 'single path on rxe0:1 (...)'."""
+from check import expect
+from failover_common import PRIMARY, SINGLE_PATH_INFO, expect_counters, expect_no_crash, expect_stream_ok, log_text, \
+    data_comm, stats
+
+MIN_SECONDS = 10  # failover-ha-disabled.guest.sh
+
+
+def check(run):
+    a, b = expect_stream_ok(run, "single", MIN_SECONDS)
+    for role, rep in (("a", a), ("b", b)):
+        events = stats(run, role, "single")
+        comms = {(e["pid"], e["comm"]) for e in events}
+        closed = [e for e in events if e["event"] == "close"]
+        expect(len(comms) == 2 and len(closed) == 2, f"{role}: stats of 2 comms (send + recv), both closed: {len(comms)} / {len(closed)}")
+        expect(all(e["standby"] == "none" and e["backup"] == "" for e in events),
+               f"{role}: every stats event shows standby 'none' and no backup: "
+               f"{sorted({(e['standby'], e['backup']) for e in events})}")
+        expect(not [e for e in events if e["event"] in ("failover", "fatal")], f"{role}: no failover or fatal event")
+        _, last = data_comm(run, role, "single", events)
+        expect(last["active"] == PRIMARY, f"{role}: the data comm ran on {last['active']}")
+        expect_counters(role, "single", last, rep, 0)
+        lines = [m for m in SINGLE_PATH_INFO.finditer(log_text(run, role, "single"))
+                 if PRIMARY in (m.group("dev1"), m.group("dev2"))]
+        kinds = sorted({m.group("kind") for m in lines})
+        expect(kinds == ["recv", "send"], f"{role}: INFO 'single path on {PRIMARY} (...)' for the send and the recv comm: "
+                                          f"{[m.group(0) for m in lines][:2]}")
+    expect_no_crash(run, "single")

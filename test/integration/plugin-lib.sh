@@ -1,0 +1,140 @@
+# Shared by the guest scripts that drive libnccl-net-ha.so with ha-net-driver between the two
+# test-bed VMs (test/integration/plugin-*.guest.sh, failover-*.guest.sh, bench/*.guest.sh).
+#   source "$(dirname "$0")/plugin-lib.sh"      (from test/integration)
+#   source "$REPO/test/integration/plugin-lib.sh"
+# It sources test/vm/lib.sh (vm_barrier, vm_fault, ...) and sets:
+#   REPO BUILD DRIVER PLUGIN HA_PING     paths (BUILD = $NCCL_HA_BUILD_DIR, default REPO/build)
+#
+# Driver pairs (rank 0 in VM a = listener, rank 1 in VM b = connector; handshake over eth2):
+#   pl_driver NAME PORT ARGS...          one pair, to completion: the driver gets --plugin, --json
+#                                        $VM_OUT/NAME.json, ARGS, then --rank/--listen-port or --peer;
+#                                        its stderr goes to $VM_OUT/NAME.log. Sets PL_RC (this rank's
+#                                        exit status) and PL_MS (wall ms). Never fails itself.
+#   pl_driver_start NAME PORT ARGS...    the same, in the background (PL_PID); then
+#   pl_driver_wait                       waits for it, sets PL_RC and PL_MS
+#   PL_ENV=(VAR=VALUE ...)               extra environment for the next driver started here
+#
+# Failover streams (test/integration/failover-*.guest.sh, bench/failover-bench.guest.sh):
+#   pl_failover_env                      NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=NET, NCCL_SOCKET_IFNAME=eth2,
+#                                        no device restriction (the plugin sees rxe0 and rxe1)
+#   PL_STREAM_ARGS                       the failover tests' stream: --one-way b -> a on --dev 0 (rxe0,
+#                                        backup rxe1), sizes 0 B .. 4 MiB, groups of 4, 8 in flight
+#   pl_stream NAME PORT ARGS...          a driver pair with --phase-file and, per side,
+#                                        HA_NCCL_STATS_FILE=$VM_OUT/NAME.stats.jsonl; runs the faults
+#                                        of PL_FAULTS against the integrity phase; records
+#                                        NAME.rc, NAME.ms, NAME.fault_ms; vm_barrier NAME-done at
+#                                        the end. Sets PL_RC.
+#   PL_FAULTS=("ROLE MS FAULT.SH-ARGS" ...)
+#                                        faults for the next pl_stream, in order: ROLE (a|b) runs
+#                                        `fault.sh FAULT.SH-ARGS` MS milliseconds after the integrity phase
+#                                        started (its own clock, from the phase file). Each one
+#                                        appends "<start_ms> <end_ms> <args>" (wall clock, ms) to
+#                                        $VM_OUT/NAME.fault_ms. Cleared by pl_stream.
+#   pl_now_ms                            wall clock in ms, without a process ($EPOCHREALTIME)
+[[ -n ${PLUGIN_LIB_LOADED:-} ]] && return 0
+PLUGIN_LIB_LOADED=1
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$REPO/test/vm/lib.sh"
+BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
+DRIVER=$BUILD/tools/ha-net-driver/ha-net-driver
+PLUGIN=$BUILD/src/plugin/libnccl-net-ha.so
+HA_PING=$BUILD/tools/ha-ping/ha-ping
+PL_ENV=()
+PL_FAULTS=()
+PL_STREAM_ARGS=(--one-way --dev 0 --sizes 0,8,4K,64K,1M,4M --group 4 --inflight 8 --messages 200 --timeout 120)
+
+pl_now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
+
+pl_driver_start() { # NAME PORT ARGS...
+  local name=$1 port=$2
+  shift 2
+  local args=(--plugin "$PLUGIN" --json "$VM_OUT/$name.json" "$@")
+  PL_T0=${EPOCHREALTIME/[.,]/}
+  if [[ $VM_ROLE == a ]]; then
+    (
+      ((${#PL_ENV[@]} == 0)) || export "${PL_ENV[@]}"
+      exec "$DRIVER" "${args[@]}" --rank 0 --listen-port "$port" 2>"$VM_OUT/$name.log"
+    ) &
+    PL_PID=$!
+    vm_wait_listen "$port"
+    vm_barrier "$name"
+  else
+    vm_barrier "$name"
+    (
+      ((${#PL_ENV[@]} == 0)) || export "${PL_ENV[@]}"
+      exec "$DRIVER" "${args[@]}" --rank 1 --peer "$VM_PEER_MGMT:$port" 2>"$VM_OUT/$name.log"
+    ) &
+    PL_PID=$!
+  fi
+}
+
+pl_driver_wait() {
+  PL_RC=0
+  wait "$PL_PID" || PL_RC=$?
+  local t1=${EPOCHREALTIME/[.,]/}
+  PL_MS=$(((t1 - PL_T0) / 1000))
+}
+
+pl_driver() { # NAME PORT ARGS...
+  pl_driver_start "$@"
+  pl_driver_wait
+}
+
+pl_failover_env() {
+  export NCCL_SOCKET_IFNAME=eth2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
+  unset HA_NCCL_IB_HCA NCCL_IB_HCA HA_NCCL_STATS_FILE
+}
+
+# Waits until the phase file F names PHASE (or the driver PID ended); prints its "<unix_ms>".
+pl_wait_phase() { # FILE PHASE PID [SEC]
+  local f=$1 phase=$2 pid=$3 deadline=$((SECONDS + ${4:-300})) line
+  while ((SECONDS < deadline)); do
+    if [[ -s $f ]]; then
+      line=$(<"$f")
+      if [[ $line == "$phase "* ]]; then
+        echo "${line#* }"
+        return 0
+      fi
+      [[ $line == exit-* ]] && return 1
+    fi
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+
+pl_stream() { # NAME PORT ARGS...
+  local name=$1 port=$2 start_ms f role at args wait_ms t0 t1
+  shift 2
+  local faults=(${PL_FAULTS[@]+"${PL_FAULTS[@]}"})
+  PL_FAULTS=()
+  rm -f "$VM_OUT/$name.phase" "$VM_OUT/$name.stats.jsonl" "$VM_OUT/$name.fault_ms"
+  PL_ENV+=("HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
+  pl_driver_start "$name" "$port" --phase-file "$VM_OUT/$name.phase" "$@"
+  PL_ENV=()
+  local mine=()
+  for f in ${faults[@]+"${faults[@]}"}; do [[ ${f%% *} == "$VM_ROLE" ]] && mine+=("$f"); done
+  if ((${#mine[@]})); then
+    if start_ms=$(pl_wait_phase "$VM_OUT/$name.phase" integrity "$PL_PID"); then
+      vm_log "$name: integrity phase started at $start_ms"
+      for f in "${mine[@]}"; do
+        read -r role at args <<<"$f"
+        wait_ms=$((start_ms + at - $(pl_now_ms)))
+        ((wait_ms <= 0)) || sleep "$((wait_ms / 1000)).$(printf '%03d' $((wait_ms % 1000)))"
+        t0=$(pl_now_ms)
+        vm_fault $args || vm_log "$name: fault.sh $args failed"
+        t1=$(pl_now_ms)
+        echo "$t0 $t1 $args" >>"$VM_OUT/$name.fault_ms"
+        vm_log "$name: fault '$args' at +$((t0 - start_ms)) ms (fault.sh took $((t1 - t0)) ms)"
+      done
+    else
+      vm_log "$name: the integrity phase never started here; faults not injected"
+    fi
+  fi
+  pl_driver_wait
+  echo "$PL_RC" >"$VM_OUT/$name.rc"
+  echo "$PL_MS" >"$VM_OUT/$name.ms"
+  vm_log "$name: exit $PL_RC after $PL_MS ms"
+  tail -n 25 "$VM_OUT/$name.log" >&2
+  vm_barrier "$name-done"
+}

@@ -161,6 +161,19 @@ def main(logdir, prefix):
         ratio = mem["ha"]["rss_per_comm_kib"] / mem["single"]["rss_per_comm_kib"]
     result["memory"] = dict(mem, ratio=ratio)
 
+    # (v) registration: regMr registers every buffer on the primary and the backup device, so that a
+    # failover never registers anything; its cost shows in regMr itself (median us per call, rank 0)
+    reg = {}
+    for mode in ("ha", "single"):
+        per_call = {"bw": [], "comms": []}
+        for path in sorted(a.glob(f"r*-bw-{mode}.json")) + [a / f"comms-{mode}.json"]:
+            r = load(path)
+            c = ((r or {}).get("calls") or {}).get("regMr") or {}
+            if c.get("count"):
+                per_call["comms" if path.name.startswith("comms") else "bw"].append(c["total_us"] / c["count"])
+        reg[mode] = {k: statistics.median(v) if v else None for k, v in per_call.items()}
+    result["registration_us"] = reg
+
     # (ii) stalls
     stalls, plots = [], []
     for case, role, what in CASES:
@@ -310,6 +323,13 @@ def main(logdir, prefix):
            "", "## Host memory per comm (--comms, RSS delta / comms, rank 0)", "",
            f"- backup on: {f(mem['ha']['rss_per_comm_kib'], '{:.0f}')} KiB ({mem['ha']['comms']} comms), "
            f"single path: {f(mem['single']['rss_per_comm_kib'], '{:.0f}')} KiB, ratio {f(ratio, '{:.2f}')}",
+           "", "## Registration on the backup device (regMr, median us per call, rank 0)", "",
+           "Every buffer is registered on both devices when NCCL calls regMr, so a failover never waits for a "
+           "registration (the stalls above contain none); the price is paid in regMr:", "",
+           f"- the --bw runs' buffer regions: {f(reg['ha']['bw'], '{:.0f}')} us with the backup, "
+           f"{f(reg['single']['bw'], '{:.0f}')} us single path",
+           f"- one page per comm (--comms): {f(reg['ha']['comms'], '{:.0f}')} us with the backup, "
+           f"{f(reg['single']['comms'], '{:.0f}')} us single path",
            "", f"Plot: `{Path(prefix).name}.svg` (MiB/s received in 100 ms bins around each fault; grey: the unfaulted run).", ""]
     Path(prefix + ".md").write_text("\n".join(md))
     Path(prefix + ".svg").write_text(svg(plots))

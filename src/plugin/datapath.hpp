@@ -45,6 +45,8 @@ void fail_comm(CommBase& c, const std::string& why);
 // ---- re-protection (reprotect.cpp): builds a new standby when there is none (send side
 // drives, receive side answers). Called from progress() in the normal phase.
 void reprotect(CommBase& c, std::uint64_t now);
+// Closing: the path of a finished re-protection job goes to the reaper (a running job keeps its own).
+void retire_job(CommBase& c);
 
 // Standby state change (INFO line + stats line).
 void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why);

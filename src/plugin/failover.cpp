@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "datapath.hpp"
+#include "reaper.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -72,7 +73,7 @@ void finish(CommBase& c, std::uint32_t replayed, std::uint64_t now) {
   ++(c.fo.planned ? c.stats.failbacks : c.stats.failovers);
   c.stats.replayed += replayed;
   c.stats.last_stall_ms = stall;
-  c.paths[from].reset();  // the QP pair left is in ERROR; re-protection builds a new one
+  retire(std::move(c.paths[from]));  // in ERROR; re-protection builds a new one
   c.standby.outstanding = false;
   c.standby.misses = 0;
   set_standby(c, StandbyHealth::down, std::string(c.fo.planned ? "left by the failback" : "failed") + ", " +
@@ -170,7 +171,7 @@ void advance_failover(CommBase& c) {
     if (s && post_control(c, p, WrKind::sync, offsetof(ControlBlock, sync), sizeof(SyncMsg)) != 0)
       s = make_error(Errc::verbs, "writing the failover notice failed");
     if (!s) {
-      fail_comm(c, c.devs[fo.from]->port.id() + " failed (" + fo.cause + "); the standby " + p.dev->port.id() +
+      fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the standby " + p.dev->port.id() +
                        " failed during the failover: " + s.error().message);
       return;
     }
@@ -184,14 +185,14 @@ void advance_failover(CommBase& c) {
   poll_path(c, p, c.max_poll, &err);
   if (c.error != ncclSuccess) return;
   if (err.status != IBV_WC_SUCCESS) {
-    fail_comm(c, c.devs[fo.from]->port.id() + " failed (" + fo.cause + "); the standby " + p.dev->port.id() +
+    fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the standby " + p.dev->port.id() +
                      " failed during the failover: " + ibv_wc_status_str(err.status));
     return;
   }
   const std::uint32_t e1 = __atomic_load_n(&c.ctrl.sync.epoch, __ATOMIC_ACQUIRE);
   if (e1 < fo.epoch) {
     if (now > fo.deadline_ns)
-      fail_comm(c, c.devs[fo.from]->port.id() + " failed (" + fo.cause + "); the peer did not confirm the failover on " +
+      fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
                        p.dev->port.id() + " within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms");
     return;
   }
@@ -203,7 +204,7 @@ void advance_failover(CommBase& c) {
     if (__atomic_load_n(&c.ctrl.sync.epoch, __ATOMIC_ACQUIRE) != e1) return;  // rewritten meanwhile: look again
     auto r = apply_report(static_cast<SendComm&>(c), m, p);
     if (!r) {
-      fail_comm(c, c.devs[fo.from]->port.id() + " failed (" + fo.cause + "); " + r.error().message);
+      fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; " + r.error().message);
       return;
     }
     replayed = *r;

@@ -9,6 +9,7 @@
 
 #include "core.hpp"
 #include "datapath.hpp"
+#include "reaper.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -60,6 +61,14 @@ void heartbeat_done(CommBase& c, Path& p) {
   c.standby.misses = 0;
   if (c.standby.state == StandbyHealth::down && p.link.load(std::memory_order_relaxed) == Path::up)
     set_standby(c, StandbyHealth::up, "heartbeats answered again");
+}
+
+// The QPs go to the reaper (destroying one on a dead port can block); the comm's registrations
+// and memory go at once.
+void close_comm(CommBase& c) {
+  write_stats(c, "close", "");
+  for (auto& p : c.paths) retire(std::move(p));
+  retire_job(c);
 }
 
 }  // namespace
@@ -279,13 +288,13 @@ ncclResult_t test(void* request, int* done, int* sizes) {
 
 ncclResult_t close_send(void* send_comm) {
   std::unique_ptr<SendComm> c(static_cast<SendComm*>(send_comm));
-  write_stats(*c, "close", "");
+  close_comm(*c);
   return ncclSuccess;
 }
 
 ncclResult_t close_recv(void* recv_comm) {
   std::unique_ptr<RecvComm> c(static_cast<RecvComm*>(recv_comm));
-  write_stats(*c, "close", "");
+  close_comm(*c);
   return ncclSuccess;
 }
 

@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "datapath.hpp"
+#include "reaper.hpp"
 #include "nccl_ha/net/discovery.hpp"
 #include "state.hpp"
 
@@ -91,6 +92,7 @@ void install(CommBase& c, std::shared_ptr<Path> p, std::uint64_t now) {
   c.rp.job.reset();
   p->link.store(Path::up, std::memory_order_relaxed);
   const std::string dev = p->dev->port.id();
+  retire(std::move(c.paths[p->slot]));  // the standby it replaces
   c.paths[p->slot] = std::move(p);
   c.standby.outstanding = false;
   c.standby.misses = 0;
@@ -102,7 +104,7 @@ void install(CommBase& c, std::shared_ptr<Path> p, std::uint64_t now) {
 }
 
 void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
-  c.rp.job.reset();
+  retire_job(c);
   c.rp.step = ReprotectState::idle;
   c.rp.backoff_ns = c.rp.backoff_ns ? std::min(c.rp.backoff_ns * 2, kMaxBackoffNs) : kFirstBackoffNs;
   c.rp.next_try_ns = now + c.rp.backoff_ns;
@@ -243,6 +245,11 @@ void answer(CommBase& c, std::uint64_t now) {
 }
 
 }  // namespace
+
+void retire_job(CommBase& c) {
+  if (c.rp.job && job_outcome(*c.rp.job) != 0) retire(std::move(c.rp.job->path));
+  c.rp.job.reset();
+}
 
 void reprotect(CommBase& c, std::uint64_t now) {
   if (!c.devs[c.standby_slot()]) return;  // single path

@@ -8,6 +8,7 @@
 
 #include "config.hpp"
 #include "device.hpp"
+#include "reaper.hpp"
 #include "nccl_ha/reactor/reactor.hpp"
 
 namespace nccl_ha::plugin {
@@ -16,6 +17,7 @@ struct State {
   Config config;
   reactor::Reactor reactor;
   std::vector<std::unique_ptr<Device>> devices;
+  Reaper reaper;  // after `devices`: destroyed (joined) before them
   std::string handshake_ip;  // the address listen() advertises in handles
 };
 

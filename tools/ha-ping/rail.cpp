@@ -82,6 +82,13 @@ void Rail::on_event(const reactor::DeviceEvent& ev) {
   }
 }
 
+std::optional<std::string> Rail::port_down_now() const {
+  ibv_port_attr attr{};
+  if (ibv_query_port(ctx_.get(), static_cast<std::uint8_t>(port_.port), &attr) != 0 || attr.state == IBV_PORT_ACTIVE)
+    return std::nullopt;
+  return "port error on " + port_.id() + " (port " + net::port_state_name(attr.state) + ")";
+}
+
 Status Rail::connect(const net::Endpoint& remote) {
   return net::connect_rc_qp(qp_.get(), local_, remote, net::QpTimeouts::from_env());
 }

@@ -57,6 +57,9 @@ class Rail {
   std::deque<ibv_wc>& completions() noexcept { return completions_; }
   // Set when a port error / device fatal event hit this port, or the completion loop died.
   const std::optional<std::string>& failure() const noexcept { return failure_; }
+  // "port error on DEV:PORT (port DOWN)" when the port is not ACTIVE right now (queried): an
+  // error completion can overtake the port-error event of the same fault.
+  std::optional<std::string> port_down_now() const;
 
  private:
   struct Key {

@@ -106,10 +106,18 @@ asio::awaitable<Session::Outcome> Session::drive(Rail& rail, Done done, OnWc on_
     while (!q.empty()) {
       ibv_wc wc = q.front();
       q.pop_front();
-      if (wc.status != IBV_WC_SUCCESS)
+      if (wc.status != IBV_WC_SUCCESS) {
+        // A pulled link fails the send at once, a moment before the port goes DOWN and its event
+        // arrives: give the event a short grace before calling it a completion error.
+        const auto grace = Clock::now() + milliseconds(500);
+        const auto event_seen = [&rail] { return rail.failure().has_value() || rail.port_down_now().has_value(); };
+        co_await wait_until(event_seen, grace);
+        if (rail.failure()) co_return Outcome{false, true, *rail.failure()};
+        if (auto down = rail.port_down_now()) co_return Outcome{false, true, *down};
         co_return Outcome{false, false,
                           std::string("completion error on ") + rail.port().id() + ": " + ibv_wc_status_str(wc.status) +
                               " (vendor error " + std::to_string(wc.vendor_err) + ")"};
+      }
       if (auto o = on_wc(wc); !o.ok) co_return o;
     }
     if (done()) co_return Outcome{};

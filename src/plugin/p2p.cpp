@@ -4,7 +4,6 @@
 // active path never fails a call here: the request is kept and replayed (failover.cpp).
 #include <arpa/inet.h>
 
-#include <bit>
 #include <cstring>
 
 #include "core.hpp"

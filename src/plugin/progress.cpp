@@ -35,6 +35,13 @@ std::string describe_fault(const Device& d) {
   return std::string(reactor::to_string(kind)) + " on " + d.port.id();
 }
 
+// One heartbeat write (the standby's health probe, or the idle active path's liveness probe):
+// the peer's NIC acknowledging it is the answer.
+int post_heartbeat(CommBase& c, Path& p) {
+  c.ctrl_out.heartbeat = ++c.standby.heartbeats;
+  return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t));
+}
+
 // Heartbeats and health of the standby path.
 void tend_standby(CommBase& c, std::uint64_t now) {
   StandbyHealth& h = c.standby;
@@ -79,8 +86,7 @@ void tend_standby(CommBase& c, std::uint64_t now) {
       set_standby(c, StandbyHealth::down, std::to_string(h.misses) + " heartbeats unanswered");
     return;
   }
-  c.ctrl_out.heartbeat = ++h.heartbeats;
-  if (post_control(c, *sb, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t)) == 0)
+  if (post_heartbeat(c, *sb) == 0)
     h.outstanding = true;
 }
 
@@ -136,8 +142,7 @@ ncclResult_t progress(CommBase& c) {
                           std::to_string(p.sends_out) + " work request(s) outstanding");
   } else {
     if (p.sends_out == 0 && now - p.last_completion_ns > c.heartbeat_ns) {  // idle: probe the peer
-      c.ctrl_out.heartbeat = ++c.standby.heartbeats;
-      if (post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t)) != 0)
+      if (post_heartbeat(c, p) != 0)
         start_failover(c, "probing the idle path failed on " + p.dev->port.id());
       p.last_completion_ns = now;
     }

@@ -42,5 +42,6 @@ for round in $(seq "$ROUNDS"); do
     perftest "r$round-write_lat-$s" ib_write_lat -s "$s" -n 300
   done
   driver "r$round-plugin-lat" --pingpong --sizes "$(sizes_csv "${LAT_SIZES[@]}")" --iters 300
+  driver "r$round-plugin-lat-jit" --pingpong --sizes "$(sizes_csv "${LAT_SIZES[@]}")" --iters 300 --lat-ahead 1
 done
 driver plugin-comms --comms 256

@@ -249,7 +249,7 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
 
   // 5. Buffers: --inflight slots of the largest size, registered on their comm.
   rep.phase = "regMr";
-  Buffers buf(max_size, std::max(o.inflight, 2));
+  Buffers buf(max_size, std::max(o.inflight, o.lat_ahead + 1));
   if (rep.api <= 7 && buf.region_bytes() > static_cast<std::size_t>(INT32_MAX))
     fail(Fail::usage, strf("v%d regMr takes an int size; %zu bytes of buffers do not fit (lower --inflight or --sizes)",
                            rep.api, buf.region_bytes()));

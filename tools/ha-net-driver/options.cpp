@@ -49,6 +49,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --one-way            integrity phase: only rank 1 sends and only rank 0 receives
   --verify full|sampled  integrity phase: check every byte (default), or only three 64-byte windows
                        per message (start, middle, end; for throughput measurements)
+  --flush-each         integrity phase: iflush every received group that carried data and wait
+                       for it before checking the data (NCCL's order for GPU buffers)
   --min-seconds S      integrity phase: keep streaming (sizes cycling) until --messages were sent
                        AND S seconds passed; the sender tells the receiver the final count
   --inflight W         isend requests in flight per direction (default 8); the receiver keeps W/G
@@ -58,6 +60,9 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --test-order O       oldest (default, like NCCL: test only the oldest request per direction) | all
   --pingpong           latency per size (RTT/2 min/median/p99), 1 request in flight
   --iters N            round trips per size (default 100; capped at 256 MiB per size, at least 5)
+  --lat-ahead N        ping-pong: receives each rank keeps posted (default 2; the next one is posted
+                       right after the rank's own send, like NCCL's proxy posting steps ahead);
+                       1 = each posted just in time (rank 0 before its ping, rank 1 before its reply)
   --bw                 bandwidth per size, both directions at once, W requests in flight, MiB/s received
   --bw-messages N      messages per size and direction (default 64; capped at 1 GiB, at least W)
   --bw-bytes B         instead: B / size messages per size and direction (e.g. 64M; same caps)
@@ -134,7 +139,9 @@ Options parse_options(int argc, char** argv) {
       else if (v == "oldest") o.test_all = false;
       else fail(Fail::usage, "--test-order: expected oldest or all, got '" + v + "'");
     } else if (a == "--pingpong") o.pingpong = true;
+    else if (a == "--flush-each") o.flush_each = true;
     else if (a == "--iters") o.iters = static_cast<int>(parse_num(a, val(), 1, 100000000));
+    else if (a == "--lat-ahead") o.lat_ahead = static_cast<int>(parse_num(a, val(), 1, 16));
     else if (a == "--bw") o.bw = true;
     else if (a == "--bw-messages") o.bw_messages = static_cast<std::uint64_t>(parse_num(a, val(), 1, std::int64_t{1} << 40));
     else if (a == "--bw-bytes") {
@@ -198,6 +205,7 @@ std::string shared_params(const Options& o) {
   if (o.one_way) s += " one_way=1";
   if (o.sampled_verify) s += " verify=sampled";
   if (o.min_seconds > 0) s += strf(" min_seconds=%g", o.min_seconds);
+  if (o.pingpong) s += strf(" lat_ahead=%d", o.lat_ahead);
   return s;
 }
 

@@ -26,6 +26,7 @@ struct Options {
   bool test_all = false;              // --test-order all (default oldest: NCCL tests in order)
   bool pingpong = false;              // --pingpong
   int iters = 100;                    // --iters N round trips per size
+  int lat_ahead = 2;                  // --lat-ahead N receives kept posted in the ping-pong
   bool bw = false;                    // --bw
   std::uint64_t bw_messages = 64;     // --bw-messages N per size
   std::uint64_t bw_bytes = 0;         // --bw-bytes B: per size, B / size messages instead (0: off)
@@ -37,6 +38,7 @@ struct Options {
   std::string fault;                  // --fault NAME: an error-path scenario instead of the ring (fault.hpp)
   bool sampled_verify = false;        // --verify sampled: integrity phase checks 3 windows per message
   bool one_way = false;               // --one-way: integrity phase only rank 1 -> rank 0
+  bool flush_each = false;            // --flush-each: iflush every received group with data
   double min_seconds = 0;             // --min-seconds S: integrity phase streams at least S seconds
   std::string phase_file;             // --phase-file F: "<phase> <unix_ms>" at each phase change
   double outlive_peer_s = 0;          // --outlive-peer S: on a peer abort in a data phase, keep

@@ -170,6 +170,7 @@ void json_integrity(Json& j, const Integrity& s) {
   j.kv("isend_retries", s.isend_retries);
   j.kv("irecv_retries", s.irecv_retries);
   j.kv("flush", s.flush);
+  j.kv("flushes", s.flushes);
   j.kv("seconds", s.seconds);
   j.kv("ok", !s.failed());
   j.close('}');

@@ -32,6 +32,7 @@ struct Integrity {
   std::uint64_t optional_size_mismatches = 0;  // size differs on an optional-completion receive (warning)
   std::uint64_t isend_retries = 0, irecv_retries = 0;  // NULL requests ("try again")
   std::string flush = "not run";       // iflush result: "null request" | "completed" | "not run"
+  std::uint64_t flushes = 0;           // --flush-each: iflush requests completed (NULL ones not counted)
   double seconds = 0;
   bool failed() const { return mismatches || size_errors || overruns; }
   void add(const Integrity& o);

@@ -81,7 +81,7 @@ check_json v10-full 'r["ok"] and r["api_version"] == 10' \
   'r["integrity"]["messages_received"] == 140 and r["integrity"]["mismatches"] == 0' \
   'r["integrity"]["size_errors"] == 0 and r["integrity"]["overruns"] == 0' \
   'r["integrity"]["isend_retries"] > 0 and r["integrity"]["flush"] == "completed"' \
-  'len(r["latency"]) == 7 and all(l["median_us"] > 0 for l in r["latency"])' \
+  'len(r["latency"]) == 7 and all(l["median_us"] > 0 and l["mismatches"] == 0 for l in r["latency"])' \
   'len(r["bandwidth"]) == 7 and all(b["mib_s"] > 0 for b in r["bandwidth"] if b["size"] > 0)' \
   'r["comms_test"]["n"] == 16 and r["comms_test"]["fds_returned"] and r["comms_test"]["messages_ok"] == 16' \
   'r["resources"]["after_close"]["fds"] == r["resources"]["before_init"]["fds"]' \
@@ -89,8 +89,9 @@ check_json v10-full 'r["ok"] and r["api_version"] == 10' \
   'r["properties"]["maxRecvs"] == 8 and r["peer_ok"]'
 
 run_pair v8-full 0 0 "$FAKE8" --sizes $SIZES --group 4 --inflight 8 --messages 70 --test-order all \
-  --pingpong --iters 10 --bw --bw-messages 16 --comms 4 --timeout 30
+  --pingpong --iters 10 --lat-ahead 1 --bw --bw-messages 16 --comms 4 --timeout 30
 check_json v8-full 'r["ok"] and r["api_version"] == 8 and r["exported_symbols"] == ["ncclNetPlugin_v8"]' \
+  'len(r["latency"]) == 7 and all(l["median_us"] > 0 and l["mismatches"] == 0 for l in r["latency"])' \
   'r["integrity"]["messages_received"] == 70 and r["integrity"]["mismatches"] == 0' \
   'r["properties"]["regIsGlobal"] == 0 and r["properties"]["maxP2pBytes"] is None' \
   'r["comms_test"]["fds_returned"] and "irecvConsumed" not in r["calls"]'

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -147,6 +148,24 @@ struct LastGroup {
   int sizes[kMaxGroup];
   void* mh[kMaxGroup];
 };
+
+// --flush-each: what NCCL does for a GPU receive before the data is used: iflush the group (the
+// sizes test() returned) and wait for the flush. A NULL request means "nothing to flush".
+void flush_group(DataCtx& c, int n, const int* slots, const int* sizes, Integrity& st, const Deadline& d) {
+  void* data[kMaxGroup];
+  int flushed_sizes[kMaxGroup];
+  void* mh[kMaxGroup];
+  for (int i = 0; i < n; ++i) {
+    data[i] = c.buf.recv_slot(slots[i]);
+    flushed_sizes[i] = sizes[i] < 0 ? 0 : sizes[i];
+    mh[i] = c.recv_mh;
+  }
+  void* req = nullptr;
+  check(c.net.iflush(c.recv_comm, n, data, flushed_sizes, mh, &req), "iflush");
+  if (!req) return;
+  wait_request(c.net, req, nullptr, d, c.opt.timeout_s, "test(iflush)");
+  ++st.flushes;
+}
 
 struct StreamOut {
   std::int64_t recv_first_post_ns = 0, recv_last_done_ns = 0;
@@ -353,6 +372,7 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
       }
       out.recv_last_done_ns = now_ns();
       progress = true;
+      if (c.opt.flush_each) flush_group(c, it->n, it->slot, sizes, st, d);
       bool any_bytes = false;
       std::uint64_t group_bytes = 0;
       for (int i = 0; i < it->n; ++i) {
@@ -518,62 +538,69 @@ std::vector<LatResult> run_pingpong(DataCtx& c) {
                      static_cast<std::uint64_t>(i), d);
       if (c.net.has_irecvConsumed()) check(c.net.irecvConsumed(c.recv_comm, 1, r.req), "irecvConsumed");
     };
-    if (c.rank == 0) {
-      for (int i = 0; i < total; ++i) {
-        int slot = i % 2;
-        prepare_recv(c, c.buf.recv_slot(slot), size, peer_seed, prep_for(i));
-        Op r, s;
+    // Receives: with --lat-ahead N >= 2 each rank keeps N posted and posts the next one right after
+    // its own send, as NCCL's proxy keeps its receive steps posted ahead; every clear-to-send then
+    // leaves a round early. With 1, each is posted just in time: rank 0 right before its ping,
+    // rank 1 right before its reply, so its clear-to-send goes out in front of that message.
+    // Round k receives into slot k % (N + 1).
+    const int ahead = c.opt.lat_ahead, nslots = ahead + 1;
+    const bool just_in_time = ahead == 1;
+    std::deque<Op> recvs;  // the posted receives, oldest (the current round's) first
+    int posted = 0;        // rounds whose receive is posted
+    auto post_until = [&](int rounds) {  // posts the receives of rounds [posted, rounds)
+      for (; posted < std::min(rounds, total); ++posted) {
+        prepare_recv(c, c.buf.recv_slot(posted % nslots), size, peer_seed, prep_for(posted));
+        Op& r = recvs.emplace_back();
         while (!r.posted) {
-          try_irecv(c, r, slot, cap, st, optional);
-          pace.tick();
+          try_irecv(c, r, posted % nslots, cap, st, optional);
+          if (!r.posted) pace.tick();
         }
-        std::int64_t t0 = now_ns();
-        while (!(r.done && s.done)) {
-          if (!s.posted) try_isend(c, s, size, st);
-          else poll(c, s, "test(isend)");
-          poll(c, r, "test(irecv)");
-          pace.tick();
-        }
-        std::int64_t t1 = now_ns();
-        if (i >= warmup) rtt_us.push_back(static_cast<double>(t1 - t0) / 1e3);
-        ++st.messages_sent;
-        st.bytes_sent += size;
-        finish_recv(r, slot, i);
       }
-    } else {
-      Op r;
-      std::int64_t last_done = 0;
-      prepare_recv(c, c.buf.recv_slot(0), size, peer_seed, prep_for(0));
-      try_irecv(c, r, 0, cap, st, optional);
-      for (int i = 0; i < total; ++i) {
-        int slot = i % 2;
-        while (!r.done) {
-          if (!r.posted) try_irecv(c, r, slot, cap, st, optional);
-          else poll(c, r, "test(irecv)");
-          pace.tick();
+    };
+    auto wait_for = [&](std::initializer_list<Op*> ops) {
+      for (;;) {
+        bool all = true;
+        for (Op* op : ops) {
+          poll(c, *op, "test");
+          all = all && op->done;
         }
+        if (all) return;
+        pace.tick();
+      }
+    };
+    auto send = [&](int i) {  // posts this rank's message of round i
+      Op s;
+      while (!s.posted) {
+        try_isend(c, s, size, st);
+        if (!s.posted) pace.tick();
+      }
+      if (!just_in_time) post_until(i + 1 + ahead);
+      ++st.messages_sent;
+      st.bytes_sent += size;
+      return s;
+    };
+    if (!just_in_time || c.rank == 1) post_until(ahead);
+    std::int64_t last_done = 0;
+    for (int i = 0; i < total; ++i) {
+      Op& r = recvs.front();
+      if (c.rank == 0) {
+        if (just_in_time) post_until(i + 1);
+        std::int64_t t0 = now_ns();
+        Op s = send(i);
+        wait_for({&s, &r});
+        if (i >= warmup) rtt_us.push_back(static_cast<double>(now_ns() - t0) / 1e3);
+      } else {
+        wait_for({&r});
         // Rank 1's round trip: from one receive completion to the next.
         std::int64_t t = now_ns();
         if (i > warmup) rtt_us.push_back(static_cast<double>(t - last_done) / 1e3);
         last_done = t;
-        finish_recv(r, slot, i);
-        // Pre-post the next receive before answering, so the reply path is the only wait.
-        Op next, s;
-        bool more = i + 1 < total;
-        if (more) {
-          prepare_recv(c, c.buf.recv_slot((i + 1) % 2), size, peer_seed, prep_for(i + 1));
-          try_irecv(c, next, (i + 1) % 2, cap, st, optional);
-        }
-        while (!s.done) {
-          if (!s.posted) try_isend(c, s, size, st);
-          else poll(c, s, "test(isend)");
-          if (more && !next.posted) try_irecv(c, next, (i + 1) % 2, cap, st, optional);
-          pace.tick();
-        }
-        ++st.messages_sent;
-        st.bytes_sent += size;
-        r = next;
+        if (just_in_time) post_until(i + 2);
+        Op s = send(i);
+        wait_for({&s});
       }
+      finish_recv(r, i % nslots, i);
+      recvs.pop_front();
     }
     if (!rtt_us.empty()) {
       std::sort(rtt_us.begin(), rtt_us.end());

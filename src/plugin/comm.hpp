@@ -77,7 +77,7 @@ static_assert((1 << kImmIndexBits) == kMaxRecvs);
 
 // wr_id = kind in the top byte, a value below: every completion, even a flushed one (whose
 // opcode is undefined), says what it was.
-enum class WrKind : std::uint8_t { data = 1, recv = 2, cts = 3, sync = 4, heartbeat = 5, reprotect = 6, hello = 7 };
+enum class WrKind : std::uint8_t { data = 1, recv = 2, cts = 3, sync = 4, heartbeat = 5, reprotect = 6, hello = 7, flush = 8 };
 constexpr std::uint64_t make_wr_id(WrKind k, std::uint64_t value) {
   return (static_cast<std::uint64_t>(k) << 56) | value;
 }
@@ -88,6 +88,7 @@ constexpr std::uint64_t wr_value(std::uint64_t wr_id) { return wr_id & ((1ull <<
 struct RegHandle {
   MrHandle* mr[kSlots] = {};
   Device* dev[kSlots] = {};
+  bool gpu = false;  // registered as NCCL_PTR_CUDA: iflush reads it back (flush.cpp)
   std::uint32_t lkey(int slot) const { return mr[slot] ? mr[slot]->mr->lkey : 0; }
   std::uint32_t rkey(int slot) const { return mr[slot] ? mr[slot]->mr->rkey : 0; }
 };
@@ -133,8 +134,18 @@ struct Path {
   std::uint32_t recvs_out = 0;          // receive WRs posted and not yet reaped
   std::uint64_t last_progress_ns = 0;   // soft RTO base: last completion or empty send queue (0: unset)
   std::uint64_t last_completion_ns = 0; // idle probe base
+  // The soft RTO's allowance for large writes: the largest data write outstanding, at a tenth of
+  // the port's rate (reset when the send queue empties). A healthy path finishes its oldest
+  // write well within that; a 64 MiB write is no black hole because it takes a while.
+  std::uint64_t rto_allowance_ns = 0;
   std::uint32_t fault_gen = 0;          // dev->fault_gen when the path came up
 };
+
+// Path::rto_allowance_ns of one write of `bytes` on a port of `speed_mbps` (unknown: 2500, SDR 1x):
+// bytes / (speed / 8 / 10) = bytes * 80000 / speed_mbps nanoseconds.
+constexpr std::uint64_t write_allowance_ns(std::uint64_t bytes, int speed_mbps) {
+  return bytes * 80000u / static_cast<std::uint64_t>(speed_mbps > 0 ? speed_mbps : 2500);
+}
 
 // Standby health (heartbeats on the standby path).
 struct StandbyHealth {
@@ -180,6 +191,7 @@ struct CommStats {
   std::uint64_t replayed = 0;
   std::uint64_t duplicates_dropped = 0;
   std::uint64_t messages = 0;
+  std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
   double last_stall_ms = 0;
 };
 
@@ -238,7 +250,14 @@ struct RecvComm : CommBase {
   std::uint32_t remote_fifo_rkey[kSlots] = {};
   std::uint64_t seq = 0;  // next irecv
   std::array<Request, kMaxRequests> reqs{};
-  Request flushed{ReqType::flush};  // returned by iflush for host memory: complete at once
+  Request flushed{ReqType::flush};  // returned by iflush when nothing is to be read back: complete
+  // RDMA READ flushes (flush.cpp), only with HA_NCCL_FORCE_FLUSH: a loopback QP per device slot,
+  // the 8 bytes each READ lands in, and a ring of flush requests (nreqs 1, index = the slot read on).
+  std::shared_ptr<Path> flush_paths[kSlots];
+  alignas(8) std::uint64_t flush_sink[kSlots] = {};
+  net::MrPtr flush_sink_mr[kSlots];
+  std::array<Request, kMaxRequests> flushes{};
+  std::uint64_t flush_seq = 0;
 };
 
 constexpr int kControlWrs = 8;                                        // sync + heartbeats in flight

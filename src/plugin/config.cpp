@@ -75,6 +75,7 @@ Config Config::from_env() {
   c.backup_map = net::env_string({"HA_NCCL_BACKUP_MAP"}).value_or("");
   c.stats_file = net::env_string({"HA_NCCL_STATS_FILE"}).value_or("");
   c.force_ib_timeout = env_bool("HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
+  c.force_flush = env_bool("HA_NCCL_FORCE_FLUSH", c.force_flush);
   return c;
 }
 
@@ -138,6 +139,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_BACKUP_MAP", quoted_if_needed(c.backup_map));
   add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));
   add("HA_NCCL_FORCE_IB_TIMEOUT", b(c.force_ib_timeout));
+  add("HA_NCCL_FORCE_FLUSH", b(c.force_flush));
   return s;
 }
 

@@ -31,6 +31,11 @@ struct Config {
   int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
   std::string backup_map;            // HA_NCCL_BACKUP_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see backup.hpp)
   std::string stats_file;            // HA_NCCL_STATS_FILE
+  // HA_NCCL_FORCE_FLUSH 0/1: every iflush of received data reads the last buffer back with an RDMA
+  // READ through the NIC that wrote it (what GPU buffers written by GPUDirect RDMA need before
+  // the GPU reads them), also for host memory; reported as forceFlush. Costs a loopback QP per
+  // device of every receive comm.
+  bool force_flush = false;
   // HA_NCCL_FORCE_IB_TIMEOUT 0/1 (ARCHITECTURE.md 16.1: the plugin's short IB timeout must not be
   // overridden behind the user's back). 1: the QP timeout is exactly HA_NCCL_QP_TIMEOUT (or its
   // default 14): no per-device adjustment, in particular not the Soft-RoCE timeout 17. NCCL's own

@@ -30,6 +30,7 @@
 
 #include "comm.hpp"
 #include "core.hpp"
+#include "datapath.hpp"
 #include "handle.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "state.hpp"
@@ -234,6 +235,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     co_return make_error(Errc::bad_length, "malformed connection request");
   c.paths[0]->remote = *remote;
   if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, ls->dev->timeouts); !s) co_return s;
+  if (auto s = setup_flush(c); !s) co_return s;
   std::vector<std::uint8_t> reply = net::encode_endpoint(c.paths[0]->local);
   net::ByteWriter w(reply);
   w.u32(c.paths[1] ? kOfferStandby : 0);

@@ -11,6 +11,7 @@
 
 #include "backup.hpp"
 #include "core.hpp"
+#include "gdr.hpp"
 #include "log.hpp"
 #include "nccl_ha/net/env.hpp"
 #include "state.hpp"
@@ -25,9 +26,11 @@ int g_contexts = 0;                 // v11+ contexts alive (g_init_mutex)
 
 // Budget (DEVELOPER_GUIDE 3.1/15.2): every comm will own 2 QPs (primary + shadow backup), NCCL
 // runs ~16 channels per peer, each connection keeps up to 64 work requests in flight and the
-// send side must absorb maxRecvs completions per request.
-int compute_max_comms(const net::PortInfo& p, bool log) {
-  constexpr long kQpsPerComm = 2, kChannels = 16, kWrPerConn = 64;
+// send side must absorb maxRecvs completions per request. Flush QPs (HA_NCCL_FORCE_FLUSH, GPU
+// memory) add a loopback QP per device to every receive comm: 3 QPs per comm on average.
+int compute_max_comms(const net::PortInfo& p, bool flush_qps, bool log) {
+  const long kQpsPerComm = flush_qps ? 3 : 2;
+  constexpr long kChannels = 16, kWrPerConn = 64;
   const long qp_limit = static_cast<long>(p.max_qp) / (kQpsPerComm * kChannels);
   const long cqe_per_comm = kWrPerConn * kMaxRecvs + kWrPerConn;
   const long cqe_budget = static_cast<long>(p.max_cqe) * std::max<long>(1, std::min<long>(p.max_cq, 1024));
@@ -36,9 +39,9 @@ int compute_max_comms(const net::PortInfo& p, bool log) {
   const long result = std::max<long>(1, std::min({qp_limit, cqe_limit, mr_limit, 256L}));
   if (log)
     HA_INFO("NET/HA: %s maxComms budget: max_qp %u -> %ld, max_cqe %u x max_cq %u -> %ld, max_mr %u -> %ld; "
-            "maxComms = min(..., 256) = %ld (2 QPs/comm, %ld channels, %ld WRs, maxRecvs %d)",
+            "maxComms = min(..., 256) = %ld (%ld QPs/comm, %ld channels, %ld WRs, maxRecvs %d)",
             p.id().c_str(), p.max_qp, qp_limit, p.max_cqe, p.max_cq, cqe_limit, p.max_mr, mr_limit, result,
-            kChannels, kWrPerConn, kMaxRecvs);
+            kQpsPerComm, kChannels, kWrPerConn, kMaxRecvs);
   return static_cast<int>(result);
 }
 
@@ -119,6 +122,12 @@ ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
   HA_INFO("NET/HA: settings: %s", describe(s->config).c_str());
+  const std::string peer_mem = gpu_peer_memory("/sys");
+  s->gpu_memory = !peer_mem.empty();
+  if (s->gpu_memory)
+    HA_INFO("NET/HA: GPU peer memory (%s): ptrSupport HOST|CUDA, GPU receives flushed by RDMA READ", peer_mem.c_str());
+  else
+    HA_INFO("NET/HA: no GPU peer-memory client loaded (nvidia-peermem / nv_peer_mem): ptrSupport HOST");
   net::DiscoveryOptions opts;
   opts.filter = net::DeviceFilter::from_env();
   std::vector<std::string> warned;
@@ -143,7 +152,7 @@ ncclResult_t create_state() {
     d->mrs = std::make_unique<MrCache>(d->pd.get());
     d->name = port.device;
     d->pci_path = port.pci_path;
-    d->max_comms = compute_max_comms(port, s->config.debug || log_enabled(LogLevel::info));
+    d->max_comms = compute_max_comms(port, s->flush_qps(), s->config.debug || log_enabled(LogLevel::info));
     d->timeouts = net::QpTimeouts::from_env();
     // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
     // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so
@@ -262,9 +271,9 @@ ncclResult_t get_properties(int dev, Props* props) {
   props->name = d->name.data();
   props->pci_path = d->pci_path.empty() ? nullptr : d->pci_path.data();
   props->guid = d->port.guid;
-  props->ptr_support = NCCL_PTR_HOST;  // no GPU peer memory / dma-buf detected on this build
+  props->ptr_support = NCCL_PTR_HOST | (state()->gpu_memory ? NCCL_PTR_CUDA : 0);  // detected (gdr.hpp)
   props->reg_is_global = 1;            // registrations are cached per device and shared by all comms
-  props->force_flush = 0;
+  props->force_flush = state()->config.force_flush ? 1 : 0;
   props->speed = d->port.speed_mbps;
   props->port = static_cast<int>(d->port.port);
   props->latency = 0;

@@ -1,9 +1,10 @@
-// The data path: isend / irecv / test / iflush and closing (see comm.hpp).
+// The data path: isend / irecv / test and closing (see comm.hpp; iflush is flush.cpp).
 // No locks, allocations or thread hops between isend/irecv and test: every comm is used by one
 // NCCL proxy thread at a time, requests live in fixed arrays inside the comm. A failure of the
 // active path never fails a call here: the request is kept and replayed (failover.cpp).
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core.hpp"
@@ -14,8 +15,9 @@
 namespace nccl_ha::plugin {
 namespace {
 
-void note_send_posted(Path& p) {
+void note_send_posted(Path& p, std::uint64_t bytes = 0) {
   if (p.sends_out++ == 0) p.last_progress_ns = 0;  // the soft RTO starts at the next look
+  p.rto_allowance_ns = std::max(p.rto_allowance_ns, write_allowance_ns(bytes, p.dev->port.speed_mbps));
 }
 
 std::uint32_t imm_of(std::uint64_t seq, std::uint32_t index) {
@@ -86,7 +88,7 @@ int post_data(SendComm& c, Request& r, Path& p) {
   wr.wr.rdma.rkey = r.rkey[s];
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
-  if (rc == 0) note_send_posted(p);
+  if (rc == 0) note_send_posted(p, sge.length);
   return rc;
 }
 
@@ -153,6 +155,7 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
     case WrKind::sync:
     case WrKind::reprotect:
     case WrKind::hello:
+    case WrKind::flush:  // flush reads complete on their own loopback QPs (flush.cpp)
       break;
   }
 }
@@ -250,22 +253,10 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   return ncclSuccess;
 }
 
-ncclResult_t iflush(void* recv_comm, int /*n*/, void** /*data*/, const int* /*sizes*/, void** /*mhandles*/,
-                    void** request) {
-  // Host memory is coherent once the receive completed: nothing to flush. (GPU buffers would
-  // need an RDMA READ to push PCIe writes out; ptrSupport does not offer them.)
-  auto& c = *static_cast<RecvComm*>(recv_comm);
-  *request = &c.flushed;
-  return ncclSuccess;
-}
-
 ncclResult_t test(void* request, int* done, int* sizes) {
   auto& r = *static_cast<Request*>(request);
   *done = 0;
-  if (r.type == ReqType::flush) {
-    *done = 1;
-    return ncclSuccess;
-  }
+  if (r.type == ReqType::flush) return test_flush(r, done);
   CommBase& c = *r.comm;
   if (r.completed < r.nreqs) {
     if (auto rc = progress(c); rc != ncclSuccess) return rc;
@@ -293,6 +284,7 @@ ncclResult_t close_send(void* send_comm) {
 
 ncclResult_t close_recv(void* recv_comm) {
   std::unique_ptr<RecvComm> c(static_cast<RecvComm*>(recv_comm));
+  close_flush(*c);
   close_comm(*c);
   return ncclSuccess;
 }

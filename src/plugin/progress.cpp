@@ -6,8 +6,9 @@
 //     thread's async-event pump bumps Device::fault_gen; no waiting for the retries);
 //   * the peer's failover notice (it RDMA-writes a SyncMsg into our ControlBlock over the
 //     standby, so the side without a local event does not wait for its retries);
-//   * the soft RTO (HA_NCCL_RTO_MS): send work outstanding and no completion for that long
-//     (a silent black hole). An idle path is probed with a heartbeat write every
+//   * the soft RTO (HA_NCCL_RTO_MS): send work outstanding and no completion for that long, plus
+//     the time the largest outstanding write takes at a tenth of the port's rate (a silent black
+//     hole, not a large write). An idle path is probed with a heartbeat write every
 //     HA_NCCL_HEARTBEAT_MS so that a dead peer is found even with nothing in flight.
 // The standby gets a heartbeat write every HA_NCCL_HEARTBEAT_MS; three intervals without a
 // completed one, an error completion or a port event on its device mark it down (reported
@@ -99,8 +100,8 @@ int poll_path(CommBase& c, Path& p, int max, ibv_wc* error) {
     const ibv_wc& wc = wcs[i];
     if (wr_kind(wc.wr_id) == WrKind::recv)
       --p.recvs_out;
-    else
-      --p.sends_out;
+    else if (--p.sends_out == 0)
+      p.rto_allowance_ns = 0;
     if (wc.status == IBV_WC_SUCCESS)
       on_success(c, p, wc);
     else if (error->status == IBV_WC_SUCCESS)
@@ -136,7 +137,7 @@ ncclResult_t progress(CommBase& c) {
     start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned);
   } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
     start_failover(c, describe_fault(*p.dev));
-  } else if (p.sends_out > 0 && now - p.last_progress_ns > c.rto_ns) {
+  } else if (p.sends_out > 0 && now - p.last_progress_ns > c.rto_ns + p.rto_allowance_ns) {
     start_failover(c, "soft RTO: no completion on " + p.dev->port.id() + " for " +
                           std::to_string((now - p.last_progress_ns) / 1000000) + " ms with " +
                           std::to_string(p.sends_out) + " work request(s) outstanding");

@@ -57,12 +57,16 @@ namespace nccl_ha::plugin {
 ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
   *mhandle = nullptr;
-  if (type != NCCL_PTR_HOST) {
-    HA_WARN("NET/HA: regMr of memory type %d: only host memory is supported", type);
+  const State* st = state();
+  const bool gpu = type == NCCL_PTR_CUDA && st && st->gpu_memory;
+  if (type != NCCL_PTR_HOST && !gpu) {
+    HA_WARN("NET/HA: regMr of memory type %d: not offered in ptrSupport (%s)", type,
+            type == NCCL_PTR_CUDA ? "no GPU peer-memory client is loaded" : "host and, with peer memory, CUDA only");
     return ncclInvalidArgument;
   }
   const auto& c = *static_cast<CommBase*>(comm);
   auto h = std::make_unique<RegHandle>();
+  h->gpu = gpu;
   for (int s = 0; s < kSlots; ++s) {
     Device* dev = c.devs[s];
     if (!dev) continue;

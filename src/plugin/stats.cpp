@@ -60,7 +60,8 @@ void write_stats(const CommBase& c, const char* event, const std::string& extra)
                 "{\"event\":\"%s\",\"time_unix_ms\":%lld,\"pid\":%d,\"comm\":\"%p\",\"kind\":\"%s\",\"primary\":\"%s\","
                 "\"backup\":\"%s\",\"active\":\"%s\",\"standby\":\"%s\",\"failovers\":%llu,\"replayed\":%llu,"
                 "\"duplicates_dropped\":%llu,\"heartbeats_sent\":%llu,\"heartbeat_failures\":%llu,\"messages\":%llu,"
-                "\"last_stall_ms\":%.3f,\"failbacks\":%llu,\"reprotections\":%llu,\"reprotect_attempts\":%llu",
+                "\"last_stall_ms\":%.3f,\"failbacks\":%llu,\"reprotections\":%llu,\"reprotect_attempts\":%llu,"
+                "\"flush_reads\":[%llu,%llu]",
                 event, static_cast<long long>(unix_ms), static_cast<int>(getpid()), static_cast<const void*>(&c),
                 c.kind == CommKind::send ? "send" : "recv", c.devs[0]->port.id().c_str(),
                 c.devs[1] ? c.devs[1]->port.id().c_str() : "", c.devs[c.active]->port.id().c_str(),
@@ -70,7 +71,9 @@ void write_stats(const CommBase& c, const char* event, const std::string& extra)
                 static_cast<unsigned long long>(c.standby.heartbeats),
                 static_cast<unsigned long long>(c.standby.failures), static_cast<unsigned long long>(c.stats.messages),
                 c.stats.last_stall_ms, static_cast<unsigned long long>(c.stats.failbacks),
-                static_cast<unsigned long long>(c.rp.done), static_cast<unsigned long long>(c.rp.attempts));
+                static_cast<unsigned long long>(c.rp.done), static_cast<unsigned long long>(c.rp.attempts),
+                static_cast<unsigned long long>(c.stats.flush_reads[0]),
+                static_cast<unsigned long long>(c.stats.flush_reads[1]));
   std::string line = head;
   if (!extra.empty()) line += "," + extra;
   line += "}\n";

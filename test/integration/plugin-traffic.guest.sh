@@ -5,6 +5,7 @@
 #  integrity  sizes 0 B .. 4 MiB mixed, grouped receives (4), 8 in flight, every byte checked
 #  large      16 MiB and 64 MiB messages
 #  small      100000 8-byte messages
+#  flush      HA_NCCL_FORCE_FLUSH=1: every received group flushed by an RDMA READ (--flush-each)
 #  comms      maxComms send/recv comm pairs open at once, then closed: fds and MRs back
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN HA_PING, pl_driver, test/vm/lib.sh
@@ -32,12 +33,15 @@ else
 fi
 
 driver integrity --sizes 0,1,8,4K,64K,1M,4M --messages 1000 --group 4 --inflight 8 --optional-recv
-# One 64 MiB RDMA write takes ~2 s under TCG: longer than the default soft RTO (1 s), which
-# would take the healthy path for a black hole (the RTO must exceed the longest single transfer).
+# One 64 MiB RDMA write takes ~2 s under TCG; the soft RTO allows 1 s plus the write at a tenth
+# of the port's reported rate (2.15 s at rxe's 2500 Mb/s), a thin margin on a loaded host.
 PL_ENV=(HA_NCCL_RTO_MS=15000)
 driver large --sizes 16M,64M --messages 8 --inflight 2
 PL_ENV=()
 driver small --sizes 8 --messages 100000 --inflight 8
+PL_ENV=(HA_NCCL_FORCE_FLUSH=1 "HA_NCCL_STATS_FILE=$VM_OUT/flush.stats.jsonl")
+driver flush --sizes 0,1,8,4K,64K --messages 400 --group 4 --inflight 8 --flush-each
+PL_ENV=()
 max_comms=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["properties"]["maxComms"])' "$VM_OUT/integrity.json" 2>/dev/null || echo 256)
 echo "$max_comms" >"$VM_OUT/max-comms"
 driver comms --messages 0 --comms "$max_comms"

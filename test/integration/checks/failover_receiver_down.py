@@ -1,10 +1,30 @@
 """failover-receiver-down: rail 0 pulled on VM a, the receiver of a --one-way stream, ~5 s into a
 20 s stream. a gets the port event; b, the sender, only learns from the protocol (or its RTO).
-Expected as for failover-sender-down: exit 0, every byte verified, one failover per data comm."""
-from failover_common import PORT_DOWN_STALL_BOUND_MS, check_failover
+Expected as for failover-sender-down: exit 0, every byte verified, one failover per data comm.
+With forced flushes (HA_NCCL_FORCE_FLUSH=1, --flush-each) a flushes every received group by an
+RDMA READ: through rxe0 before the failover, through rxe1 after it."""
+from check import expect
+from failover_common import PORT_DOWN_STALL_BOUND_MS, check_failover, stats
 
 MIN_SECONDS = 20  # failover-receiver-down.guest.sh
+GROUP = 4  # PL_STREAM_ARGS --group 4
 
 
 def check(run):
     check_failover(run, "a", MIN_SECONDS, PORT_DOWN_STALL_BOUND_MS)
+    for name in ("baseline", "fault"):
+        rep = run.report("a", name)
+        got = rep["integrity"]
+        msgs = got["messages_received"]
+        expect(rep["properties"]["forceFlush"] == 1, f"{name}: forceFlush reported with HA_NCCL_FORCE_FLUSH=1")
+        expect(msgs // GROUP <= got["flushes"] <= msgs and got["flushes"] > 0,
+               f"{name}: {got['flushes']} flushes waited for, one per received group ({msgs} messages, groups of <= {GROUP})")
+        closes = [e for e in stats(run, "a", name) if e["event"] == "close" and e["kind"] == "recv"]
+        reads = [sum(e["flush_reads"][i] for e in closes) for i in (0, 1)]
+        # + 1: the driver's iflush of the last group at the end of the phase ("flush": "completed")
+        expect(sum(reads) == got["flushes"] + 1 and got["flush"] == "completed",
+               f"{name}: the plugin completed {reads[0]} flush reads on rxe0 and {reads[1]} on rxe1, one per flush")
+        if name == "fault":
+            expect(reads[0] > 0 and reads[1] > 0, "fault: flushes read through rxe0 before the failover, rxe1 after")
+        else:
+            expect(reads[1] == 0, "baseline: every flush read through rxe0 (the active path)")

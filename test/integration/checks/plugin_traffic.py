@@ -1,4 +1,6 @@
 """Checks for plugin-traffic: libnccl-net-ha.so through ha-net-driver between the two VMs."""
+import json
+
 from check import expect
 
 ENTRY_POINTS = ("listen", "connect", "accept", "regMr", "isend", "irecv", "test", "iflush",
@@ -11,7 +13,7 @@ def check(run):
                             f"max {ps['max']:.0f} us over {ps['calls']} calls")
     yardstick = max(20 * ps["max"], 250_000)
 
-    for name in ("integrity", "large", "small", "comms"):
+    for name in ("integrity", "large", "small", "flush", "comms"):
         for role in ("a", "b"):
             expect(run.rc(role, name) == 0, f"{name}: rank {'0' if role == 'a' else '1'} exit 0")
         rep = run.report("a", name)
@@ -50,6 +52,23 @@ def check(run):
                f"verified byte for byte on rank 0, {j['messages_received']} on rank 1")
         expect(i["messages_sent"] == i["messages_received"] == j["messages_sent"], f"{name}: every message counted once")
     expect(run.report("a", "small")["integrity"]["messages_received"] == 100000, "small: 10^5 messages")
+
+    # Forced flushes: 400 messages each way in groups of 4, every group carries data (one size
+    # in five is 0 B), so 100 RDMA READ flushes per rank, each waited for before the check.
+    expect(run.report("a", "integrity")["integrity"]["flush"] == "completed"
+           and run.report("a", "integrity")["properties"]["forceFlush"] == 0,
+           "integrity: forceFlush 0 by default, iflush of host memory completes")
+    for role in ("a", "b"):
+        rep = run.report(role, "flush")
+        i = rep["integrity"]
+        expect(rep["properties"]["forceFlush"] == 1 and i["flushes"] == 100 and i["mismatches"] == 0
+               and i["messages_received"] == 400,
+               f"flush: rank {'0' if role == 'a' else '1'} reports forceFlush 1 and waited for {i['flushes']} "
+               f"flush reads of 100 groups, 400 messages verified")
+        lines = [json.loads(x) for x in run.out(role, "flush.stats.jsonl").read_text().splitlines() if x.strip()]
+        reads = [e["flush_reads"] for e in lines if e["event"] == "close" and e["kind"] == "recv"]
+        # 101: the 100 groups and the driver's iflush of the last group at the end of the phase
+        expect(reads == [[101, 0]], f"flush: the plugin's receive comm completed {reads} RDMA READs (rxe0, -)")
 
     c = run.report("a", "comms")["comms_test"]
     max_comms = int(run.text("a", "max-comms"))

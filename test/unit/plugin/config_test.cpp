@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "gdr.hpp"
 #include "test_support.hpp"
 
 using namespace nccl_ha;
@@ -44,6 +45,7 @@ const BoolVar kBools[] = {
     {"HA_NCCL_ENABLE_FAILBACK", &Config::enable_failback},
     {"HA_NCCL_USE_PROGRESS_THREAD", &Config::use_progress_thread},
     {"HA_NCCL_FORCE_IB_TIMEOUT", &Config::force_ib_timeout},
+    {"HA_NCCL_FORCE_FLUSH", &Config::force_flush},
 };
 
 // Starts every test from an environment without any of the variables, and captures the log.
@@ -298,7 +300,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
-             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0");
+             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0");
 }
 
 BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {
@@ -375,6 +377,30 @@ BOOST_FIXTURE_TEST_CASE(apm_capability_bit, ApmSysfs) {
   BOOST_TEST(!apm_supported(r(), "absent", 1));
   // Supported is not enabled.
   BOOST_TEST(!apm_enabled(r(), "mlx5_0", 1));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// GPU peer-memory detection (gdr.hpp) against a fixture sysfs tree.
+BOOST_AUTO_TEST_SUITE(gdr)
+
+BOOST_FIXTURE_TEST_CASE(peer_memory_marks, ApmSysfs) {
+  auto mark = [&](const std::string& rel) {
+    const fs::path p = root / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << "1.0\n";
+  };
+  BOOST_TEST(gpu_peer_memory(r()) == "");  // a host without a GPU peer-memory client
+  fs::create_directories(root / "module/nvidia");  // the GPU driver alone is not enough
+  fs::create_directories(root / "module/nvidia_peermem");  // nor a module directory without its version
+  BOOST_TEST(gpu_peer_memory(r()) == "");
+  mark("kernel/mm/memory_peers/nv_mem_nc/version");
+  BOOST_TEST(gpu_peer_memory(r()) == r() + "/kernel/mm/memory_peers/nv_mem_nc/version");
+  mark("kernel/mm/memory_peers/nv_mem/version");
+  BOOST_TEST(gpu_peer_memory(r()) == r() + "/kernel/mm/memory_peers/nv_mem/version");
+  mark("module/nvidia_peermem/version");
+  BOOST_TEST(gpu_peer_memory(r()) == r() + "/module/nvidia_peermem/version");
+  BOOST_TEST(gpu_peer_memory(r() + "/nowhere") == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -90,3 +90,16 @@ BOOST_AUTO_TEST_CASE(a_full_window_reports_every_slot) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The soft RTO's allowance for a large write: its bytes at a tenth of the port's rate.
+BOOST_AUTO_TEST_CASE(rto_allowance_is_a_tenth_of_the_port_rate) {
+  constexpr std::uint64_t MiB = 1ull << 20;
+  BOOST_TEST(write_allowance_ns(0, 100000) == 0u);
+  // 100 Gb/s: a tenth is 1.25 GB/s, so 16 MiB take 13.4 ms.
+  BOOST_TEST(write_allowance_ns(16 * MiB, 100000) == 16 * MiB * 80000 / 100000);
+  BOOST_TEST(write_allowance_ns(16 * MiB, 100000) / 1000000 == 13u);
+  // Soft-RoCE without a known netdev speed reports SDR 1x (2500 Mb/s): 64 MiB take 2.15 s.
+  BOOST_TEST(write_allowance_ns(64 * MiB, 2500) / 10000000 == 214u);
+  BOOST_TEST(write_allowance_ns(64 * MiB, 0) == write_allowance_ns(64 * MiB, 2500));  // speed unknown
+  BOOST_TEST(write_allowance_ns(64 * MiB, -1) == write_allowance_ns(64 * MiB, 2500));
+}

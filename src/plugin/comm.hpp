@@ -251,8 +251,9 @@ struct RecvComm : CommBase {
   std::uint64_t seq = 0;  // next irecv
   std::array<Request, kMaxRequests> reqs{};
   Request flushed{ReqType::flush};  // returned by iflush when nothing is to be read back: complete
-  // RDMA READ flushes (flush.cpp), only with HA_NCCL_FORCE_FLUSH: a loopback QP per device slot,
-  // the 8 bytes each READ lands in, and a ring of flush requests (nreqs 1, index = the slot read on).
+  // RDMA READ flushes (flush.cpp), with HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP per
+  // device slot, the 8 bytes each READ lands in, and a ring of flush requests.
+  bool force_flush = false;  // HA_NCCL_FORCE_FLUSH: host buffers are read back too
   std::shared_ptr<Path> flush_paths[kSlots];
   alignas(8) std::uint64_t flush_sink[kSlots] = {};
   net::MrPtr flush_sink_mr[kSlots];

@@ -16,8 +16,9 @@ int post_cts(RecvComm& c, Path& p, std::uint64_t slot);               // outbox[
 int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len);
 
 // ---- RDMA READ flushes (flush.cpp)
-// With HA_NCCL_FORCE_FLUSH: a loopback QP and a sink on every device of the comm (the primary's
-// is required, a backup's failure is WARNed about). Nothing otherwise. Runs on the reactor.
+// With HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP and a sink on every device of the
+// comm (the primary's is required, a backup's failure is WARNed about). Nothing otherwise. Runs
+// on the reactor.
 Status setup_flush(RecvComm& c);
 void close_flush(RecvComm& c);                   // the loopback QPs go to the reaper
 ncclResult_t test_flush(Request& r, int* done);  // test() of an iflush request

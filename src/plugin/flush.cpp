@@ -8,8 +8,8 @@
 //
 // Host memory needs none of this, so iflush returns an already complete request, unless
 // HA_NCCL_FORCE_FLUSH=1 (reported as forceFlush), which reads back every flushed receive. The
-// loopback QPs exist when a GPU peer-memory client is loaded (gdr.hpp) or the flush is forced. After a
-// failover the reads go to the new active device: a READ still outstanding on the old one, or
+// loopback QPs exist when a GPU peer-memory client is loaded (gdr.hpp) or the flush is forced.
+// After a failover the reads go to the new active device: a READ still outstanding on the old one, or
 // one that fails, is posted once more on the other device's loopback QP (a late completion of the
 // first attempt is recognised by its wr_id and ignored) before the comm fails.
 #include <cstring>
@@ -79,7 +79,10 @@ ncclResult_t poll_flush(RecvComm& c, int slot) {
   Path& p = *c.flush_paths[slot];
   ibv_wc wcs[8];
   const int n = ibv_poll_cq(p.cq.get(), 8, wcs);
-  if (n < 0) return c.error = ncclSystemError;
+  if (n < 0) {
+    HA_WARN("NET/HA: %s: ibv_poll_cq failed on the flush QP of %s", c.id.c_str(), p.dev->port.id().c_str());
+    return c.error = ncclSystemError;
+  }
   for (int i = 0; i < n; ++i) {
     --p.sends_out;
     const std::uint64_t value = wr_value(wcs[i].wr_id);
@@ -101,6 +104,7 @@ ncclResult_t poll_flush(RecvComm& c, int slot) {
 Status setup_flush(RecvComm& c) {
   const State* st = state();
   if (!st || !st->flush_qps()) return {};
+  c.force_flush = st->config.force_flush;
   for (int s = 0; s < kSlots; ++s) {
     Device* dev = c.devs[s];
     if (!dev) continue;
@@ -135,14 +139,12 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
   for (int i = 0; i < n; ++i)
     if (sizes[i] > 0) last = i;
   const auto* mh = last < 0 ? nullptr : static_cast<const RegHandle*>(mhandles[last]);
-  const State* st = state();
-  const bool read_back = mh && (mh->gpu || (st && st->config.force_flush));
-  const int slot = flush_slot(c);
-  if (!read_back) {  // nothing to read back: host memory (without HA_NCCL_FORCE_FLUSH)
+  if (!mh || !(mh->gpu || c.force_flush)) {  // nothing to read back: host memory (without HA_NCCL_FORCE_FLUSH)
     *request = &c.flushed;
     return ncclSuccess;
   }
   if (c.error != ncclSuccess) return c.error;
+  const int slot = flush_slot(c);
   if (slot < 0) {
     HA_WARN("NET/HA: %s: iflush needs an RDMA READ but the comm has no flush QP", c.id.c_str());
     return ncclInternalError;

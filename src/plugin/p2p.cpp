@@ -17,7 +17,7 @@ namespace {
 
 void note_send_posted(Path& p, std::uint64_t bytes = 0) {
   if (p.sends_out++ == 0) p.last_progress_ns = 0;  // the soft RTO starts at the next look
-  p.rto_allowance_ns = std::max(p.rto_allowance_ns, write_allowance_ns(bytes, p.dev->port.speed_mbps));
+  if (bytes) p.rto_allowance_ns = std::max(p.rto_allowance_ns, write_allowance_ns(bytes, p.dev->port.speed_mbps));
 }
 
 std::uint32_t imm_of(std::uint64_t seq, std::uint32_t index) {

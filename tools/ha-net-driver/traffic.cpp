@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
-#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -149,19 +148,23 @@ struct LastGroup {
   void* mh[kMaxGroup];
 };
 
-// --flush-each: what NCCL does for a GPU receive before the data is used: iflush the group (the
-// sizes test() returned) and wait for the flush. A NULL request means "nothing to flush".
-void flush_group(DataCtx& c, int n, const int* slots, const int* sizes, Integrity& st, const Deadline& d) {
-  void* data[kMaxGroup];
-  int flushed_sizes[kMaxGroup];
-  void* mh[kMaxGroup];
+// A completed receive group as iflush takes it: buffers, the sizes test() returned, handles.
+LastGroup group_of(const DataCtx& c, int n, const int* slots, const int* sizes) {
+  LastGroup g;
+  g.n = n;
   for (int i = 0; i < n; ++i) {
-    data[i] = c.buf.recv_slot(slots[i]);
-    flushed_sizes[i] = sizes[i] < 0 ? 0 : sizes[i];
-    mh[i] = c.recv_mh;
+    g.data[i] = c.buf.recv_slot(slots[i]);
+    g.sizes[i] = sizes[i] < 0 ? 0 : sizes[i];
+    g.mh[i] = c.recv_mh;
   }
+  return g;
+}
+
+// --flush-each: what NCCL does for a GPU receive before the data is used: iflush the group and
+// wait for the flush. A NULL request means "nothing to flush".
+void flush_group(DataCtx& c, LastGroup& g, Integrity& st, const Deadline& d) {
   void* req = nullptr;
-  check(c.net.iflush(c.recv_comm, n, data, flushed_sizes, mh, &req), "iflush");
+  check(c.net.iflush(c.recv_comm, g.n, g.data, g.sizes, g.mh, &req), "iflush");
   if (!req) return;
   wait_request(c.net, req, nullptr, d, c.opt.timeout_s, "test(iflush)");
   ++st.flushes;
@@ -372,7 +375,8 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
       }
       out.recv_last_done_ns = now_ns();
       progress = true;
-      if (c.opt.flush_each) flush_group(c, it->n, it->slot, sizes, st, d);
+      LastGroup group = group_of(c, it->n, it->slot, sizes);
+      if (c.opt.flush_each) flush_group(c, group, st, d);
       bool any_bytes = false;
       std::uint64_t group_bytes = 0;
       for (int i = 0; i < it->n; ++i) {
@@ -384,14 +388,7 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
         free_recv.push_back(it->slot[i]);
       }
       if (tl) tl->add(tl->recv, out.recv_last_done_ns, static_cast<std::uint64_t>(it->n), group_bytes);
-      if (any_bytes) {  // remember the last receive that carried data, for the iflush
-        out.last.n = it->n;
-        for (int i = 0; i < it->n; ++i) {
-          out.last.data[i] = c.buf.recv_slot(it->slot[i]);
-          out.last.sizes[i] = sizes[i] < 0 ? 0 : sizes[i];
-          out.last.mh[i] = c.recv_mh;
-        }
-      }
+      if (any_bytes) out.last = group;  // the last receive that carried data, for the iflush
       // NCCL 2.30 tells the plugin the buffers were consumed, after test() reported done.
       if (c.net.has_irecvConsumed()) check(c.net.irecvConsumed(c.recv_comm, it->n, it->req), "irecvConsumed");
       recvs_done += static_cast<std::uint64_t>(it->n);
@@ -557,14 +554,11 @@ std::vector<LatResult> run_pingpong(DataCtx& c) {
         }
       }
     };
-    auto wait_for = [&](std::initializer_list<Op*> ops) {
+    auto wait_for = [&](Op* s, Op* r) {  // either may be null
       for (;;) {
-        bool all = true;
-        for (Op* op : ops) {
-          poll(c, *op, "test");
-          all = all && op->done;
-        }
-        if (all) return;
+        if (s) poll(c, *s, "test(isend)");
+        if (r) poll(c, *r, "test(irecv)");
+        if ((!s || s->done) && (!r || r->done)) return;
         pace.tick();
       }
     };
@@ -587,17 +581,17 @@ std::vector<LatResult> run_pingpong(DataCtx& c) {
         if (just_in_time) post_until(i + 1);
         std::int64_t t0 = now_ns();
         Op s = send(i);
-        wait_for({&s, &r});
+        wait_for(&s, &r);
         if (i >= warmup) rtt_us.push_back(static_cast<double>(now_ns() - t0) / 1e3);
       } else {
-        wait_for({&r});
+        wait_for(nullptr, &r);
         // Rank 1's round trip: from one receive completion to the next.
         std::int64_t t = now_ns();
         if (i > warmup) rtt_us.push_back(static_cast<double>(t - last_done) / 1e3);
         last_done = t;
         if (just_in_time) post_until(i + 2);
         Op s = send(i);
-        wait_for({&s});
+        wait_for(&s, nullptr);
       }
       finish_recv(r, i % nslots, i);
       recvs.pop_front();

@@ -435,7 +435,7 @@ void peer_death(Ctx& f) {
   check(f.net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
   check(f.net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
   f.mgmt.barrier("stream", f.o.timeout_s);
-  DataCtx dc{f.net, f.mgmt, link.send, link.recv, buf, smh, rmh, f.o.rank, f.o, true, nullptr, {}, nullptr, nullptr};
+  DataCtx dc{f.net, f.mgmt, link.send, link.recv, buf, smh, rmh, f.o.rank, f.o, true, nullptr, {}, nullptr, nullptr, nullptr};
   if (f.o.rank == 1) {
     const std::uint64_t kill_at = f.o.messages / 2;
     dc.after_recv = [kill_at](std::uint64_t received) {

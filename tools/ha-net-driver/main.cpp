@@ -259,7 +259,7 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   check(net->regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
 
   DataCtx dc{*net, *mgmt, link.send, link.recv, buf, smh, rmh, o.rank, o, true, nullptr, {}, &rep.timeline,
-             &rep.peer_abort};
+             &rep.peer_abort, &rep.idle_windows};
   if (o.messages > 0) {
     rep.phase = "integrity";
     mgmt->barrier("integrity", o.timeout_s);

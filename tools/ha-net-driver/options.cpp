@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -73,6 +74,9 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --phase-file F       write "<phase> <unix_ms>" to F (atomically) whenever a phase starts
   --outlive-peer S     if the peer aborts during a data phase, keep driving this rank's plugin for up
                        to S s, so that its own error is reported (exit 3) rather than the abort (5)
+  --idle AT:DUR        integrity phase, this rank only: AT ms after the phase start, make no plugin
+                       call at all for DUR ms (an NCCL proxy busy elsewhere), then resume; a comma
+                       list or repeated for several windows (bounded by --timeout)
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
   --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
                        bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev (see README)
@@ -102,6 +106,23 @@ std::vector<std::size_t> parse_sizes(const std::string& list) {
     pos = comma + 1;
   }
   return out;
+}
+
+void parse_idle(const std::string& list, std::vector<IdleWindow>& out) {
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    std::size_t comma = list.find(',', pos);
+    std::string tok = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::size_t colon = tok.find(':');
+    if (colon == std::string::npos)
+      fail(Fail::usage, "--idle: expected AT_MS:DURATION_MS[,...], got '" + list + "'");
+    IdleWindow w;
+    w.at_ms = parse_num("--idle AT_MS", tok.substr(0, colon), 0, 86400000);
+    w.duration_ms = parse_num("--idle DURATION_MS", tok.substr(colon + 1), 1, 86400000);
+    out.push_back(w);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
 }
 
 Options parse_options(int argc, char** argv) {
@@ -164,6 +185,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--min-seconds") o.min_seconds = parse_seconds(a, val(), true);
     else if (a == "--phase-file") o.phase_file = val();
     else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
+    else if (a == "--idle") parse_idle(val(), o.idle);
     else if (a == "--fault") {
       o.fault = val();
       if (!is_fault_name(o.fault))
@@ -185,6 +207,21 @@ Options parse_options(int argc, char** argv) {
                            o.timeout_s));
   if ((o.one_way || o.min_seconds > 0) && !o.fault.empty())
     fail(Fail::usage, "--one-way and --min-seconds are for the integrity phase, not for --fault scenarios");
+  if (!o.idle.empty()) {
+    if (o.messages == 0 || !o.fault.empty())
+      fail(Fail::usage, "--idle is for the integrity phase (--messages >= 1, no --fault)");
+    std::sort(o.idle.begin(), o.idle.end(), [](const IdleWindow& x, const IdleWindow& y) { return x.at_ms < y.at_ms; });
+    for (std::size_t i = 0; i < o.idle.size(); ++i) {
+      const IdleWindow& w = o.idle[i];
+      if (i > 0 && w.at_ms < o.idle[i - 1].at_ms + o.idle[i - 1].duration_ms)
+        fail(Fail::usage, strf("--idle: windows %lld:%lld and %lld:%lld overlap",
+                               static_cast<long long>(o.idle[i - 1].at_ms), static_cast<long long>(o.idle[i - 1].duration_ms),
+                               static_cast<long long>(w.at_ms), static_cast<long long>(w.duration_ms)));
+      if (static_cast<double>(w.at_ms + w.duration_ms) >= o.timeout_s * 1000)
+        fail(Fail::usage, strf("--idle %lld:%lld ends after --timeout %g s (the bound of the whole phase)",
+                               static_cast<long long>(w.at_ms), static_cast<long long>(w.duration_ms), o.timeout_s));
+    }
+  }
   if (o.group > o.inflight)
     fail(Fail::usage, strf("--group %d exceeds --inflight %d (a grouped receive completes only when all %d "
                            "sends of the group were posted)", o.group, o.inflight, o.group));

@@ -8,6 +8,12 @@
 
 namespace hnd {
 
+// --idle AT_MS:DURATION_MS: an idle window of the integrity phase (per rank).
+struct IdleWindow {
+  std::int64_t at_ms = 0;        // from the phase start
+  std::int64_t duration_ms = 0;
+};
+
 struct Options {
   std::string plugin;                 // --plugin PATH (required)
   int api = 0;                        // --api N: force ncclNetPlugin_vN (0 = newest exported)
@@ -43,6 +49,8 @@ struct Options {
   std::string phase_file;             // --phase-file F: "<phase> <unix_ms>" at each phase change
   double outlive_peer_s = 0;          // --outlive-peer S: on a peer abort in a data phase, keep
                                       // driving our plugin up to S seconds for its own error
+  std::vector<IdleWindow> idle;       // --idle AT_MS:DURATION_MS[,...] (repeatable): integrity phase
+                                      // windows without any plugin call, sorted, not overlapping
   bool help = false;
 };
 
@@ -51,6 +59,8 @@ Options parse_options(int argc, char** argv);
 const char* usage();
 // "0,1,8,4K,1M" -> {0, 1, 8, 4096, 1048576}; K/M/G are powers of 1024. Throws DriverError(usage).
 std::vector<std::size_t> parse_sizes(const std::string& list);
+// "3000:6000,12000:500" -> {{3000, 6000}, {12000, 500}}, appended to out. Throws DriverError(usage).
+void parse_idle(const std::string& list, std::vector<IdleWindow>& out);
 // Canonical text of the parameters both ranks must agree on (exchanged in the hello).
 std::string shared_params(const Options& o);
 

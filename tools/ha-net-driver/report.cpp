@@ -345,6 +345,18 @@ bool write_json(const Report& r, const std::string& path) {
   j.kv("phase_start_unix_ms", r.phase_start_unix_ms);
   j.key("timeline");
   json_timeline(j, r.timeline);
+  j.key("idle_windows");
+  j.open('[');
+  for (const IdleTaken& w : r.idle_windows) {
+    j.open('{');
+    j.kv("at_ms", w.at_ms);
+    j.kv("duration_ms", w.duration_ms);
+    j.kv("start_ms", w.start_ms);
+    j.kv("start_unix_ms", w.start_unix_ms);
+    j.kv("end_unix_ms", w.end_unix_ms);
+    j.close('}');
+  }
+  j.close(']');
   j.key("clock");
   if (r.clock) {
     j.open('{');
@@ -521,6 +533,11 @@ void print_summary(const Report& r) {
                  ms_of(t.recv.max_gap_ns), ms_of(t.recv.max_gap_at_ns), static_cast<unsigned long long>(t.send.total_msgs),
                  ms_of(t.send.max_gap_ns), ms_of(t.send.max_gap_at_ns));
   }
+  for (const IdleTaken& w : r.idle_windows)
+    std::fprintf(o, "  idle window %lld:%lld: no plugin call from %lld ms for %lld ms (unix %lld..%lld)\n",
+                 static_cast<long long>(w.at_ms), static_cast<long long>(w.duration_ms),
+                 static_cast<long long>(w.start_ms), static_cast<long long>(w.end_unix_ms - w.start_unix_ms),
+                 static_cast<long long>(w.start_unix_ms), static_cast<long long>(w.end_unix_ms));
   if (r.clock) std::fprintf(o, "  clock: peer = here %+.1f ms (rtt %.1f ms)\n", r.clock->offset_ms, r.clock->rtt_ms);
   if (r.plugin_error)
     std::fprintf(o, "  plugin error: %s returned %s (%d) at unix %lld ms in phase %s\n", r.plugin_error->call.c_str(),

@@ -71,6 +71,14 @@ struct PeerAbort {
   std::string reason;
 };
 
+// An --idle window the integrity phase actually took (wall clock; end_unix_ms is updated while it
+// lasts, so a window cut short by an error ends where the error was seen).
+struct IdleTaken {
+  std::int64_t at_ms = 0, duration_ms = 0;  // as asked (AT_MS:DURATION_MS)
+  std::int64_t start_unix_ms = 0, end_unix_ms = 0;
+  std::int64_t start_ms = 0;                // from the phase start, as taken
+};
+
 // The plugin call whose error ended the run (from check()).
 struct PluginCallError {
   std::string call;  // e.g. "test(irecv)"
@@ -156,6 +164,7 @@ struct Report {
   std::optional<std::int64_t> phase_start_unix_ms;  // wall clock at the integrity phase's start
   std::optional<PluginCallError> plugin_error;
   PeerAbort peer_abort;
+  std::vector<IdleTaken> idle_windows;        // --idle windows taken in the integrity phase
   std::optional<ClockSync> clock;
   std::vector<LatResult> latency;
   std::vector<BwResult> bandwidth;

@@ -49,7 +49,7 @@ check_json() {
     python3 - "$WORK/$name/rank$rank.json" "$@" <<'PY' || { echo "FAIL $name: rank $rank report"; failures=$((failures + 1)); }
 import json, sys
 r = json.load(open(sys.argv[1]))
-bad = [e for e in sys.argv[2:] if not eval(e, {}, {"r": r})]
+bad = [e for e in sys.argv[2:] if not eval(e, {"r": r})]
 for e in bad:
     print("  report check failed:", e)
 sys.exit(1 if bad else 0)
@@ -65,7 +65,7 @@ check_pair() {
   python3 - "$WORK/$name/rank0.json" "$WORK/$name/rank1.json" "$@" <<'PY' || { echo "FAIL $name: cross-rank checks"; failures=$((failures + 1)); }
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
-bad = [e for e in sys.argv[3:] if not eval(e, {}, {"a": a, "b": b})]
+bad = [e for e in sys.argv[3:] if not eval(e, {"a": a, "b": b})]
 for e in bad:
     print("  cross-rank check failed:", e)
 sys.exit(1 if bad else 0)
@@ -129,6 +129,32 @@ check_pair one-way-timed 'a["integrity"]["messages_sent"] == 0 and b["integrity"
   'a["integrity"]["flush"] == "completed" and b["integrity"]["flush"] == "not run"' \
   'abs(a["clock"]["peer_offset_ms"] + b["clock"]["peer_offset_ms"]) < 0.01'
 grep -q '^exit-0 ' "$WORK/one-way-timed/phase0" 2>/dev/null || { echo "FAIL one-way-timed: phase file"; failures=$((failures + 1)); }
+
+# --idle (per rank): rank 1, the sender, makes no plugin call for 1 s from 0.5 s; rank 0, the
+# receiver, twice for 0.3 s. The windows are in the reports; no completion inside them (the fake
+# plugin moves data only inside test()), and the stream still completes, every message once.
+RANK0_ARGS="--idle 1800:300,2300:300" RANK1_ARGS="--idle 500:1000" run_pair idle 0 0 "$FAKE10" --one-way \
+  --min-seconds 3 --messages 20 --sizes 0,4K,64K --group 2 --inflight 4 --timeout 30
+check_json idle 'r["ok"] and "idle" not in r["params"]' \
+  'len(r["idle_windows"]) == (2 if r["rank"] == 0 else 1)' \
+  'all(w["end_unix_ms"] - w["start_unix_ms"] >= w["duration_ms"] and w["start_ms"] >= w["at_ms"] for w in r["idle_windows"])' \
+  'all(r["phase_start_unix_ms"] + w["at_ms"] <= w["start_unix_ms"] <= r["phase_start_unix_ms"] + w["at_ms"] + 200
+       for w in r["idle_windows"])' \
+  '[(w["at_ms"], w["duration_ms"]) for w in r["idle_windows"]] == ([(1800, 300), (2300, 300)] if r["rank"] == 0 else [(500, 1000)])' \
+  'all(not sum(r["timeline"]["recv_msgs" if r["rank"] == 0 else "send_msgs"][(w["start_unix_ms"] - r["timeline"]["start_unix_ms"]) // 10 + 1:
+                                                                               (w["end_unix_ms"] - r["timeline"]["start_unix_ms"]) // 10])
+       for w in r["idle_windows"])'
+check_pair idle 'a["integrity"]["messages_received"] == b["integrity"]["messages_sent"] >= 20' \
+  'a["integrity"]["bytes_received"] == b["integrity"]["bytes_sent"] and a["integrity"]["mismatches"] == 0' \
+  'a["timeline"]["max_gap_ms"] >= 900 and b["timeline"]["send_max_gap_ms"] >= 900'
+# --idle windows must not overlap and must end within --timeout (usage errors, exit 2).
+for bad in "--idle 100:200,250:10" "--idle 100:200 --idle 0:150" "--idle 1000:2000 --timeout 3" "--idle 5" \
+  "--idle 100:0" "--idle 100:200 --messages 0"; do
+  "$DRIVER" --plugin "$FAKE10" --rank 0 $bad >/dev/null 2>"$WORK/idle-usage.log"
+  rc=$?
+  if [ "$rc" -ne 2 ]; then echo "FAIL idle-usage: '$bad' exit $rc (expected 2)"; failures=$((failures + 1)); fi
+done
+echo "ok   idle-usage"
 
 # --min-seconds in both directions with grouped receives, sampled verification.
 run_pair timed-both 0 0 "$FAKE10" --min-seconds 1 --messages 10 --sizes 8,64K,1M --group 4 --inflight 8 --timeout 30 \

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +57,10 @@ struct Pacer {
   void tick(bool progress = false) {
     if (!progress) ::sched_yield();
     if ((++n & 255) != 0) return;
+    check_now();
+  }
+  // The peer's abort and the phase deadline, without any plugin call.
+  void check_now() {
     if (outliving(c)) {
       outlive_check(c);
     } else if (c.watch_peer || c.mgmt.has_message()) {  // an abort always ends the phase
@@ -139,6 +144,7 @@ struct StreamSpec {
   double min_seconds = 0;  // > 0: each sender keeps going until this long and tells its receiver
                            // the final count over the management connection (see run_stream)
   Timeline* timeline = nullptr;
+  const std::vector<IdleWindow>* idle = nullptr;  // --idle windows (sorted), from the phase start
 };
 
 struct LastGroup {
@@ -263,12 +269,43 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
     }
   };
 
+  // --idle: at the start of a turn past a window's AT, this rank makes no plugin call for its
+  // duration (an NCCL proxy busy elsewhere). The management connection (the peer's stream limits
+  // and abort) and the phase deadline are still checked every 20 ms; the watchdog is not involved
+  // (no plugin call is running). A window whose AT comes after the stream ended is not taken.
+  const std::int64_t phase_t0 = tl ? tl->start_ns : t0;
+  std::size_t next_idle = 0;
+  std::vector<IdleTaken> idle_local;
+  auto take_idle = [&](const IdleWindow& w) {
+    std::vector<IdleTaken>& taken = c.idle_taken ? *c.idle_taken : idle_local;
+    IdleTaken& t = taken.emplace_back();
+    const std::int64_t start = now_ns(), end = start + w.duration_ms * 1000000;
+    t.at_ms = w.at_ms;
+    t.duration_ms = w.duration_ms;
+    t.start_ms = (start - phase_t0) / 1000000;
+    t.start_unix_ms = t.end_unix_ms = wall_ms();
+    log::info("idle: no plugin call for %lld ms from %lld ms into the %s phase", static_cast<long long>(w.duration_ms),
+              static_cast<long long>(t.start_ms), s.phase);
+    for (std::int64_t left = end - start; left > 0; left = end - now_ns()) {
+      ::usleep(static_cast<useconds_t>(std::min<std::int64_t>(left / 1000, 20000)));
+      t.end_unix_ms = wall_ms();
+      read_limits();  // the peer's stream limits, so that an abort queued behind them is seen
+      pace.check_now();
+    }
+    t.end_unix_ms = wall_ms();
+    log::info("idle: resuming after %lld ms", static_cast<long long>(t.end_unix_ms - t.start_unix_ms));
+  };
+
   bool progress = true;
   unsigned turn = 0;
   while (sends_done < send_limit || !send_final || recvs_done < recv_limit || !recv_final) {
     pace.tick(progress);
     progress = false;
     ++turn;
+    if (s.idle && next_idle < s.idle->size() && now_ns() - phase_t0 >= (*s.idle)[next_idle].at_ms * 1000000) {
+      take_idle((*s.idle)[next_idle++]);
+      progress = true;  // no sched_yield right after the pause
+    }
     if (!send_final && next_send + extension / 2 >= send_limit) {
       if (static_cast<double>(now_ns() - t0) / 1e9 >= s.min_seconds) {
         send_final = true;
@@ -488,7 +525,7 @@ void run_integrity(DataCtx& c, Integrity& st) {
                one_way && c.rank == 0 ? 0 : c.opt.messages,  // --one-way: rank 1 -> rank 0 only
                one_way && c.rank == 1 ? 0 : c.opt.messages,
                c.opt.inflight, c.opt.group, true, !c.opt.sampled_verify, kEpochIntegrity, largest(c.opt.sizes), c.opt.min_seconds,
-               c.timeline};
+               c.timeline, &c.opt.idle};
   StreamOut out = run_stream(c, s, st);
   if (c.timeline) c.timeline->finish(now_ns());
   if (outliving(c))  // the stream ended here without a plugin error, but the peer is gone
@@ -619,7 +656,7 @@ std::vector<BwResult> run_bw(DataCtx& c) {
     std::uint64_t want = c.opt.bw_bytes ? c.opt.bw_bytes / std::max<std::size_t>(size, 1) : c.opt.bw_messages;
     std::uint64_t msgs = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.opt.inflight), std::min(want, cap));
     StreamSpec s{"bandwidth", {size}, msgs, msgs, c.opt.inflight, c.opt.group, false, false,
-                 kEpochBw + static_cast<std::uint32_t>(results.size()), largest(c.opt.sizes), 0, nullptr};
+                 kEpochBw + static_cast<std::uint32_t>(results.size()), largest(c.opt.sizes), 0, nullptr, nullptr};
     BwResult r;
     StreamOut out = run_stream(c, s, r.counters);
     r.size = size;

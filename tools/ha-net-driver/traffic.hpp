@@ -58,6 +58,9 @@ struct DataCtx {
   Timeline* timeline = nullptr;
   // --outlive-peer: where a peer abort seen in a data phase is recorded (null: abort at once).
   PeerAbort* peer_abort = nullptr;
+  // Integrity phase, --idle: the windows taken (without any plugin call) are appended here (may be
+  // null: the windows are still taken).
+  std::vector<IdleTaken>* idle_taken = nullptr;
 };
 
 // Mixed sizes (message k has size sizes[k % n]), --messages per direction (--one-way: rank 1 to

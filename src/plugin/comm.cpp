@@ -3,7 +3,9 @@
 
 #include <time.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "state.hpp"
 
@@ -23,12 +25,14 @@ Status register_on_slots(CommBase& c, void* addr, std::size_t len, int access, n
   return {};
 }
 
-Status init_base(CommBase& c, Device& primary, Device* backup, int send_depth, int recv_depth) {
+Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device* backup, int send_depth,
+                 int recv_depth) {
+  CommBase& c = *comm;
   c.devs[0] = &primary;
   c.devs[1] = backup;
   for (int s = 0; s < kSlots; ++s) {
     if (!c.devs[s]) continue;
-    auto p = make_path(*c.devs[s], s, send_depth, recv_depth);
+    auto p = make_path(*c.devs[s], s, send_depth, recv_depth, comm);
     if (!p) return std::move(p).error();
     c.paths[s] = std::move(p).value();
   }
@@ -44,6 +48,7 @@ Status init_base(CommBase& c, Device& primary, Device* backup, int send_depth, i
     c.heartbeat_ns = static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000ull;
     c.failover_timeout_ns = static_cast<std::uint64_t>(cfg.failover_timeout_ms) * 1000000ull;
     c.max_retries = static_cast<std::uint32_t>(cfg.max_retries);
+    c.retry_window_ns = static_cast<std::uint64_t>(cfg.retry_window_ms) * 1000000ull;
     c.failback = cfg.enable_failback;
     c.failback_hold_ns = static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000ull;
   }
@@ -55,19 +60,40 @@ Status init_base(CommBase& c, Device& primary, Device* backup, int send_depth, i
 
 }  // namespace
 
+std::uint64_t record_check(const void* data, std::size_t len) noexcept {
+  const auto* b = static_cast<const unsigned char*>(data);
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+  std::size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  }
+  for (; i < len; ++i) {
+    h = (h ^ b[i]) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 31;
+  }
+  h ^= h >> 33;
+  return h ? h : 1;  // never 0: an all-zero (never written) record does not check
+}
+
 std::uint64_t now_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth) {
+Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth,
+                                          std::weak_ptr<CommBase> owner) {
   auto p = std::make_shared<Path>();
   p->dev = &dev;
   p->slot = slot;
-  auto cq = net::create_polled_cq(dev.ctx.get(), send_depth + recv_depth + 8);
-  if (!cq) return std::move(cq).error();
-  p->cq = std::move(cq).value();
+  const bool wakes = !owner.expired() && dev.channel;
+  p->owner = std::move(owner);
+  const int depth = send_depth + recv_depth + 8;
+  p->cq.reset(ibv_create_cq(dev.ctx.get(), depth, wakes ? &p->owner : nullptr, wakes ? dev.channel.get() : nullptr, 0));
+  if (!p->cq) return errno_error(Errc::verbs, "ibv_create_cq(" + std::to_string(depth) + ")", errno);
   net::QpCaps caps;
   caps.max_send_wr = static_cast<std::uint32_t>(send_depth);
   caps.max_recv_wr = static_cast<std::uint32_t>(recv_depth);
@@ -79,9 +105,9 @@ Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth,
   return p;
 }
 
-Expected<std::unique_ptr<SendComm>> make_send_comm(Device& primary, Device* backup) {
-  auto c = std::make_unique<SendComm>();
-  if (auto s = init_base(*c, primary, backup, kSendQueueDepth, 1); !s) return std::move(s).error();
+Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup) {
+  auto c = std::make_shared<SendComm>();
+  if (auto s = init_base(c, primary, backup, kSendQueueDepth, kSendRecvQueueDepth); !s) return std::move(s).error();
   if (auto s = register_on_slots(*c, c->fifo, sizeof c->fifo, kRemoteWritable, c->fifo_mr); !s)
     return std::move(s).error();
   c->nfree = static_cast<int>(c->reqs.size());
@@ -92,9 +118,9 @@ Expected<std::unique_ptr<SendComm>> make_send_comm(Device& primary, Device* back
   return c;
 }
 
-Expected<std::unique_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup) {
-  auto c = std::make_unique<RecvComm>();
-  if (auto s = init_base(*c, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth); !s)
+Expected<std::shared_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup) {
+  auto c = std::make_shared<RecvComm>();
+  if (auto s = init_base(c, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth); !s)
     return std::move(s).error();
   if (auto s = register_on_slots(*c, c->outbox, sizeof c->outbox, IBV_ACCESS_LOCAL_WRITE, c->outbox_mr); !s)
     return std::move(s).error();

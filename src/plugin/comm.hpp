@@ -11,6 +11,17 @@
 // Every message is identified by (seq, index): the receiver knows exactly which it has, which
 // is what makes replay after a failover exactly-once (failover.hpp).
 //
+// Control plane (control.cpp): everything of HA besides moving data - standby heartbeats, the
+// idle-path probe, fault detection, the failover and re-protection conversations - runs on the
+// reactor's progress thread, woken by completion-channel events (one channel per device) and by
+// the comm's timer, whether or not NCCL calls the plugin. The data path and the progress thread
+// hand the comm to each other through CommBase::owned, a try-lock: whoever holds it works on
+// the comm, the other one does not wait (the data path answers "not yet", the progress thread
+// looks again later). Control messages that need the peer to act are RDMA writes with
+// immediate data (kCtlImm) into the peer's ControlBlock, so that they raise a completion (and
+// a completion-channel event) there; each record carries a checksum and is read only after
+// its completion, never by polling memory alone.
+//
 // Paths: a comm has up to two RC connections, one per device slot: slot 0 on the primary
 // device, slot 1 on the backup device (HA_NCCL_BACKUP_MAP / backup.hpp). Slot s on one side
 // is connected to slot s on the other. `active` carries the traffic; the other is the standby.
@@ -20,7 +31,9 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -33,6 +46,9 @@ namespace nccl_ha::plugin {
 
 constexpr int kSlots = 2;  // primary + backup device
 
+// Records written by one RDMA write land in no defined byte order: every record carries a
+// checksum of its other bytes, and a reader copies it out and accepts it only when the copy's
+// checksum matches (record_check / read_record below).
 struct FifoEntry {
   std::uint64_t addr[kMaxRecvs];
   std::uint64_t size[kMaxRecvs];
@@ -40,9 +56,10 @@ struct FifoEntry {
   std::int32_t tag[kMaxRecvs];
   std::uint32_t nreqs;
   std::uint32_t reserved;
-  std::uint64_t seq;  // irecv sequence number + 1 (0 = empty); written last
+  std::uint64_t seq;    // irecv sequence number + 1 (0 = empty)
+  std::uint64_t check;  // record_check of the bytes above
 };
-static_assert(sizeof(FifoEntry) == 240);
+static_assert(sizeof(FifoEntry) == 248);
 
 // What each side RDMA-writes into the other's ControlBlock during a failover.
 struct SyncMsg {
@@ -51,26 +68,59 @@ struct SyncMsg {
   std::uint32_t slot = 0;               // the path slot the writer moved to
   std::uint32_t planned = 0;            // 1: a failback (the path left is healthy)
   std::uint32_t reserved = 0;
-  std::uint32_t epoch = 0;              // failover number; written last
+  std::uint32_t epoch = 0;              // failover number
+  std::uint64_t check = 0;              // record_check of the bytes above
 };
-static_assert(sizeof(SyncMsg) == 56);
+static_assert(sizeof(SyncMsg) == 64);
 
 // Re-protection handshake (reprotect.cpp): the send side asks, the receive side answers.
 struct ReprotectMsg {
   std::uint8_t endpoint[net::kEndpointSize] = {};  // the writer's new standby QP
   std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...)
-  std::uint32_t gen = 0;                           // attempt number; written last
+  std::uint32_t gen = 0;                           // attempt number
+  std::uint64_t check = 0;                         // record_check of the bytes above
 };
-static_assert(sizeof(ReprotectMsg) == 40);
+static_assert(sizeof(ReprotectMsg) == 48);
+
+// The re-protection attempt whose new path the sender proved by writing this over it.
+struct HelloMsg {
+  std::uint64_t gen = 0;
+  std::uint64_t check = 0;
+};
 
 // Registered on both devices, written remotely by the peer.
 struct alignas(64) ControlBlock {
   std::uint64_t heartbeat = 0;  // the peer's heartbeat counter (the write's completion is the probe)
-  std::uint64_t hello = 0;      // re-protection attempt whose standby the peer proved (written over it)
-  std::uint64_t pad[6] = {};
+  std::uint64_t pad[7] = {};
+  HelloMsg hello;
   SyncMsg sync;
   ReprotectMsg reprotect;
 };
+
+// Checksum of a record's bytes before its `check` member (a word-wise multiply-xorshift chain:
+// any byte at any position changes it). Pure; unit-tested.
+std::uint64_t record_check(const void* data, std::size_t len) noexcept;
+template <class T>
+void seal(T& rec) noexcept {
+  rec.check = record_check(&rec, offsetof(T, check));
+}
+// Copies the record `src` (written remotely, possibly still landing) into `out` and tells
+// whether the copy is whole. The copy is read through volatile accesses so that it is a real
+// load of the memory the NIC writes.
+template <class T>
+bool read_record(const T& src, T& out) noexcept {
+  static_assert(sizeof(T) % 8 == 0 && alignof(T) >= 8);
+  const volatile auto* in = reinterpret_cast<const volatile std::uint64_t*>(&src);
+  auto* o = reinterpret_cast<std::uint64_t*>(&out);
+  for (std::size_t i = 0; i < sizeof(T) / 8; ++i) o[i] = in[i];
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return out.check == record_check(&out, offsetof(T, check));
+}
+
+// Immediate data of control writes: the top bit set (data writes leave it clear), the kind below.
+constexpr std::uint32_t kCtlImm = 0x80000000u;
+enum class CtlKind : std::uint32_t { sync = 1, reprotect = 2, hello = 3 };
+constexpr int kCtlRecvs = 4;  // receive WRs every path keeps posted for control writes
 
 constexpr int kImmIndexBits = 3;  // log2(kMaxRecvs)
 static_assert((1 << kImmIndexBits) == kMaxRecvs);
@@ -117,11 +167,15 @@ enum class CommKind : std::uint8_t { send, recv };
 
 // One RC connection of a comm on one device. Shared with the reactor while the standby is
 // being connected in the background: the reactor owns everything until it publishes `link`.
+struct CommBase;
 struct Path {
   enum Link : int { connecting, up, failed };
 
   Device* dev = nullptr;
   int slot = 0;
+  // The comm, for the device's completion channel: the CQ's cq_context points here. Declared
+  // before `cq` so that it outlives the CQ (ibv_destroy_cq waits for a taken event's ack).
+  std::weak_ptr<CommBase> owner;
   net::CqPtr cq;
   net::QpPtr qp;
   net::Endpoint local{};
@@ -129,9 +183,11 @@ struct Path {
   std::atomic<int> link{connecting};  // reactor -> proxy thread (release / acquire)
   std::string why;                    // set before link = failed
 
-  // Proxy thread only, once the path carries traffic or heartbeats.
+  // Whoever holds the comm (CommBase::owned), once the path carries traffic or heartbeats.
   std::uint32_t sends_out = 0;          // send WRs posted and not yet reaped (all are signalled)
   std::uint32_t recvs_out = 0;          // receive WRs posted and not yet reaped
+  std::uint64_t completions = 0;        // reaped so far (the control plane compares it per tick)
+  std::uint64_t seen_completions = 0;   // control plane: `completions` at its last look
   std::uint64_t last_progress_ns = 0;   // soft RTO base: last completion or empty send queue (0: unset)
   std::uint64_t last_completion_ns = 0; // idle probe base
   // The soft RTO's allowance for large writes: the largest data write outstanding, at a tenth of
@@ -165,6 +221,7 @@ struct PathJob;  // reprotect.cpp: verbs work on the progress thread
 struct ReprotectState {
   enum Step : std::uint8_t { idle, building, requested, connecting, hello };
   Step step = idle;
+  std::uint32_t recover_gen = 0;     // the standby device's Device::recover_gen last seen
   std::uint32_t gen = 0;             // send side: attempts made; receive side: last request answered
   std::uint64_t next_try_ns = 0;
   std::uint64_t backoff_ns = 0;
@@ -183,6 +240,21 @@ struct FailoverState {
   std::uint64_t deadline_ns = 0;      // drain deadline, then the peer's confirmation deadline
   std::string cause;
   bool planned = false;               // a failback: the path it leaves is healthy
+  // Syncing: the new path is shown to work (our notice's write completed, or the peer's notice
+  // came over it). From then on only a fault of that path ends the wait, no deadline.
+  bool proven = false;
+  std::uint64_t next_probe_ns = 0;    // syncing, proven: next heartbeat on the new path
+  // Raised by the data path (an error completion, a failed post) for the control plane.
+  std::string requested;
+  std::deque<std::uint64_t> recent;   // start times of the failovers in the HA_NCCL_RETRY_WINDOW_MS
+};
+
+// Control messages the peer wrote (kCtlImm completions seen), for the control plane to read.
+struct Inbox {
+  bool sync = false;       // a SyncMsg arrived
+  const Path* sync_path = nullptr;  // the path it came over (identity only)
+  bool reprotect = false;  // a ReprotectMsg arrived
+  bool hello = false;      // a HelloMsg arrived
 };
 
 struct CommStats {
@@ -196,8 +268,17 @@ struct CommStats {
 };
 
 // Everything one connection owns. Declaration order = reverse destruction order.
-struct CommBase {
+struct ControlTask;  // control.cpp: the comm's timer on the reactor
+struct CommBase : std::enable_shared_from_this<CommBase> {
   CommKind kind;
+  // The hand-off between NCCL's thread and the progress thread: held (true) by whoever works on
+  // the comm. Both only ever try to take it.
+  std::atomic<bool> owned{false};
+  std::atomic<bool> closing{false};      // set by close (under `owned`): the control task ends
+  std::uint64_t polls = 0;               // data path: CQ polls so far (the control plane reads it)
+  std::uint64_t seen_polls = 0;          // control plane: `polls` at its last look
+  std::shared_ptr<CommBase> self;        // NCCL's reference, dropped by closeSend / closeRecv
+  std::shared_ptr<ControlTask> task;     // its timer; null until the comm is handed to NCCL
   Device* devs[kSlots] = {};             // slot 0: primary device; slot 1: backup (nullptr: single path)
   std::shared_ptr<Path> paths[kSlots];   // connected paths (paths[1] null: single path)
   int active = 0;                        // slot carrying the traffic
@@ -216,8 +297,12 @@ struct CommBase {
   std::uint64_t heartbeat_ns = 0;
   std::uint64_t failover_timeout_ns = 0;
   std::uint32_t max_retries = 0;
+  std::uint64_t retry_window_ns = 0;
 
   StandbyHealth standby;
+  Inbox inbox;
+  SyncMsg peer_sync;                 // the peer's last whole SyncMsg
+  bool rto_noted = false;            // the soft RTO expired with no standby: said once
   ReprotectState rp;
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;
@@ -236,6 +321,8 @@ struct SendComm : CommBase {
   alignas(64) FifoEntry fifo[kMaxRequests] = {};  // written remotely by the receiver
   net::MrPtr fifo_mr[kSlots];
   std::uint64_t seq = 0;           // FIFO slot being consumed
+  FifoEntry cur{};                 // whole copy of fifo[seq % kMaxRequests] once it checked
+  std::uint64_t cur_seq = ~0ull;   // the seq `cur` is for
   std::uint8_t matched = 0;        // buffers of the current slot already sent (bit mask)
   std::array<Request, kMaxRequests * kMaxRecvs> reqs{};
   std::array<std::uint16_t, kMaxRequests * kMaxRecvs> free_list{};
@@ -264,15 +351,19 @@ struct RecvComm : CommBase {
 constexpr int kControlWrs = 8;                                        // sync + heartbeats in flight
 constexpr int kSendQueueDepth = kMaxRequests * kMaxRecvs + kControlWrs;  // one WRITE_WITH_IMM per isend
 constexpr int kRecvSendQueueDepth = 2 * kMaxRequests + kControlWrs;      // CTS writes (+ re-published)
-constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs;             // one receive WR per buffer
+constexpr int kSendRecvQueueDepth = 2 * kCtlRecvs;                    // control writes from the receiver
+constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs + 2 * kCtlRecvs;  // one receive WR per buffer
 
 // Creates the comm on `primary` (and its standby resources on `backup`, may be null): CQs, QPs
 // (RESET), and the comm's own registered memory on both devices. Local work only.
-Expected<std::unique_ptr<SendComm>> make_send_comm(Device& primary, Device* backup);
-Expected<std::unique_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup);
+// The comm's own reference is in `self` (NCCL's, dropped at close).
+Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup);
+Expected<std::shared_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup);
 
-// A path on `dev`: CQ + RC QP in RESET, its local endpoint chosen.
-Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth);
+// A path on `dev`: CQ + RC QP in RESET, its local endpoint chosen. With an `owner`, the CQ
+// reports to the device's completion channel (wakes the owner's control plane).
+Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth,
+                                          std::weak_ptr<CommBase> owner = {});
 
 std::uint64_t now_ns() noexcept;
 

@@ -68,6 +68,7 @@ Config Config::from_env() {
   c.heartbeat_ms = env_int("HA_NCCL_HEARTBEAT_MS", c.heartbeat_ms, 10, 60000);
   c.rto_ms = env_int("HA_NCCL_RTO_MS", c.rto_ms, 10, 600000);
   c.max_retries = env_int("HA_NCCL_MAX_RETRIES", c.max_retries, 0, 1000000);
+  c.retry_window_ms = env_int("HA_NCCL_RETRY_WINDOW_MS", c.retry_window_ms, 1000, 86400000);
   c.enable_failback = env_bool("HA_NCCL_ENABLE_FAILBACK", c.enable_failback);
   c.failback_hold_ms = env_int("HA_NCCL_FAILBACK_HOLD_MS", c.failback_hold_ms, 0, 3600000);
   c.use_progress_thread = env_bool("HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
@@ -132,6 +133,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_HEARTBEAT_MS", std::to_string(c.heartbeat_ms));
   add("HA_NCCL_RTO_MS", std::to_string(c.rto_ms));
   add("HA_NCCL_MAX_RETRIES", std::to_string(c.max_retries));
+  add("HA_NCCL_RETRY_WINDOW_MS", std::to_string(c.retry_window_ms));
   add("HA_NCCL_ENABLE_FAILBACK", b(c.enable_failback));
   add("HA_NCCL_FAILBACK_HOLD_MS", std::to_string(c.failback_hold_ms));
   add("HA_NCCL_USE_PROGRESS_THREAD", b(c.use_progress_thread));

@@ -24,7 +24,8 @@ struct Config {
   bool enable_backup = true;         // HA_NCCL_ENABLE_BACKUP 0/1
   int heartbeat_ms = 200;            // HA_NCCL_HEARTBEAT_MS 10..60000
   int rto_ms = 1000;                 // HA_NCCL_RTO_MS 10..600000 (soft RTO)
-  int max_retries = 10;              // HA_NCCL_MAX_RETRIES 0..1000000: failovers allowed per comm
+  int max_retries = 10;              // HA_NCCL_MAX_RETRIES 0..1000000: failovers allowed per comm per window
+  int retry_window_ms = 600000;      // HA_NCCL_RETRY_WINDOW_MS 1000..86400000: that window (10 min)
   bool enable_failback = false;      // HA_NCCL_ENABLE_FAILBACK 0/1
   int failback_hold_ms = 5000;       // HA_NCCL_FAILBACK_HOLD_MS 0..3600000: primary must be healthy this long
   bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1

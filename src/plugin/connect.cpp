@@ -95,6 +95,8 @@ asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endp
                                   Millis timeout) {
   path.remote = remote;
   auto local = net::connect_rc_qp(path.qp.get(), path.local, remote, path.dev->timeouts);
+  if (local)
+    if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) local = errno_error(Errc::verbs, "posting control receives", rc);
   const std::string mine = local ? std::string() : local.error().message;
   const std::vector<std::uint8_t> payload(mine.begin(), mine.end());
   const auto type = static_cast<std::uint16_t>(local ? HandshakeMsg::standby_up : HandshakeMsg::standby_failed);
@@ -120,7 +122,7 @@ asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endp
 struct ConnectOp {
   enum State { pending, ready, failed };
   std::atomic<int> state{pending};
-  std::unique_ptr<SendComm> comm;  // valid once ready
+  std::shared_ptr<SendComm> comm;  // valid once ready
   std::string error;               // valid once failed
 };
 
@@ -172,6 +174,8 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!(flags & kOfferStandby) || !remote_standby) make_single_path(c);
   c.paths[0]->remote = *remote;
   if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, dev->timeouts); !s) co_return s;
+  if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
+    co_return errno_error(Errc::verbs, "posting control receives", rc);
   const std::vector<std::uint8_t> none;
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, none, timeout); !s)
     co_return s;
@@ -197,7 +201,7 @@ struct ListenState {
   std::uint64_t token = 0;
   tcp::acceptor acceptor;  // progress thread only (after listen() returns)
   std::mutex mutex;        // guards ready / closed / error (accept() vs the progress thread)
-  std::deque<std::unique_ptr<RecvComm>> ready;
+  std::deque<std::shared_ptr<RecvComm>> ready;
   bool closed = false;
   std::string error;
 };
@@ -235,6 +239,8 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     co_return make_error(Errc::bad_length, "malformed connection request");
   c.paths[0]->remote = *remote;
   if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, ls->dev->timeouts); !s) co_return s;
+  if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
+    co_return errno_error(Errc::verbs, "posting control receives", rc);
   if (auto s = setup_flush(c); !s) co_return s;
   std::vector<std::uint8_t> reply = net::encode_endpoint(c.paths[0]->local);
   net::ByteWriter w(reply);
@@ -403,7 +409,10 @@ ncclResult_t connect(int dev, int /*traffic_class*/, void* handle, void** send_c
     HA_WARN("NET/HA: connect to %s on %s failed: %s", handle_address(*h).c_str(), d->port.id().c_str(), op->error.c_str());
     return ncclSystemError;
   }
-  *send_comm = op->comm.release();
+  std::shared_ptr<SendComm> c = std::move(op->comm);
+  c->self = c;  // NCCL's reference, until closeSend
+  start_control(c);
+  *send_comm = c.get();
   return ncclSuccess;
 }
 
@@ -413,8 +422,11 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
   auto& ls = *static_cast<ListenComm*>(listen_comm)->state;
   std::lock_guard<std::mutex> lock(ls.mutex);
   if (!ls.ready.empty()) {
-    *recv_comm = ls.ready.front().release();
+    std::shared_ptr<RecvComm> c = std::move(ls.ready.front());
     ls.ready.pop_front();
+    c->self = c;  // NCCL's reference, until closeRecv
+    start_control(c);
+    *recv_comm = c.get();
     return ncclSuccess;
   }
   if (!ls.error.empty()) {

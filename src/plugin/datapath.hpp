@@ -1,5 +1,12 @@
-// Internal interface between the data path (p2p.cpp), polling and detection (progress.cpp) and
-// the switchover (failover.cpp). Everything here runs on the thread NCCL drives the comm from.
+// Internal interface between the data path (p2p.cpp), polling and detection (progress.cpp), the
+// switchover (failover.cpp), re-protection (reprotect.cpp) and the control task (control.cpp).
+//
+// Who runs what (comm.hpp, "Control plane"):
+//   NCCL's thread      isend / irecv / test / iflush: post, poll the active path's CQ, hand errors
+//                      to the control plane (request_failover). Never waits for the progress thread.
+//   progress thread    control_step(): everything else, every tick of the comm's timer and at
+//                      every completion-channel or port event, whether or not NCCL calls.
+// Both hold CommBase::owned (a try-lock, class Hold) while they touch the comm.
 #pragma once
 
 #include <string>
@@ -8,12 +15,34 @@
 
 namespace nccl_ha::plugin {
 
+// Takes the comm for the calling thread if nobody holds it (one atomic exchange, no waiting).
+class Hold {
+ public:
+  explicit Hold(CommBase& c) noexcept
+      : c_(c), ok_(!c.owned.load(std::memory_order_relaxed) && !c.owned.exchange(true, std::memory_order_acquire)) {}
+  ~Hold() {
+    if (ok_) c_.owned.store(false, std::memory_order_release);
+  }
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+  explicit operator bool() const noexcept { return ok_; }
+
+ private:
+  CommBase& c_;
+  bool ok_;
+};
+// Takes the comm, waiting (yielding) until the other thread lets go: close and iflush only.
+void hold_blocking(CommBase& c) noexcept;
+
 // ---- posting (p2p.cpp); each returns 0 or the errno of ibv_post_*
-int post_data(SendComm& c, Request& r, Path& p);                      // r's WRITE_WITH_IMM on p
-int post_recv_wrs(RecvComm& c, Path& p, std::uint64_t slot, int n);   // n receive WRs for a slot
-int post_cts(RecvComm& c, Path& p, std::uint64_t slot);               // outbox[slot] -> peer FIFO
-// Writes ctrl_out bytes [offset, offset+len) into the peer's ControlBlock over p.
-int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len);
+int post_data(SendComm& c, Request& r, Path& p);                 // r's WRITE_WITH_IMM on p
+int post_recvs(Path& p, std::uint64_t slot, int n);              // n receive WRs (data or control)
+int post_cts(RecvComm& c, Path& p, std::uint64_t slot);          // outbox[slot] -> peer FIFO
+// Writes ctrl_out bytes [offset, offset+len) into the peer's ControlBlock over p; with a `notify`
+// kind, as a write with immediate data that raises a completion (and wakes the peer's control plane).
+int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify = {});
+// One heartbeat write on p (the standby's health probe, the idle active path's liveness probe).
+int post_heartbeat(CommBase& c, Path& p);
 
 // ---- RDMA READ flushes (flush.cpp)
 // With HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP and a sink on every device of the
@@ -23,7 +52,7 @@ Status setup_flush(RecvComm& c);
 void close_flush(RecvComm& c);                   // the loopback QPs go to the reaper
 ncclResult_t test_flush(Request& r, int* done);  // test() of an iflush request
 
-// ---- completions (p2p.cpp): a successful data-path completion on path p
+// ---- completions (p2p.cpp): a successful completion on path p
 void on_success(CommBase& c, Path& p, const ibv_wc& wc);
 
 // ---- polling and detection (progress.cpp)
@@ -31,12 +60,37 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc);
 // reaped, -1 when ibv_poll_cq failed; the first error completion is copied to *error (status
 // IBV_WC_SUCCESS when none).
 int poll_path(CommBase& c, Path& p, int max, ibv_wc* error);
-// One step of everything the comm needs: polls the active path, watches for faults (error
-// completions, port events, the soft RTO, the peer's failover notice), keeps the standby's
-// heartbeats going and advances a failover in progress. Returns the comm's sticky error.
-ncclResult_t progress(CommBase& c);
-// True when isend / irecv may post (no failover in progress, no error).
-inline bool can_post(const CommBase& c) { return c.error == ncclSuccess && c.fo.phase == FailoverState::normal; }
+// poll_path, then arm p's completion channel and poll once more (a completion between the two
+// raises an event, none is lost). Progress thread only.
+int poll_and_arm(CommBase& c, Path& p, int max, ibv_wc* error);
+// The data path's part (test): poll the active path; an error goes to the control plane.
+// Returns the comm's sticky error.
+ncclResult_t data_poll(CommBase& c);
+// The control plane's step (progress thread, comm held): polls what the data path leaves alone,
+// watches for faults (error completions, port events, the soft RTO, the peer's failover notice),
+// keeps the standby's heartbeats going, advances failover and re-protection. Returns when it
+// wants to run again (CLOCK_MONOTONIC ns; 0: only when woken).
+std::uint64_t control_step(CommBase& c, std::uint64_t now);
+// True when isend / irecv may post (no failover in progress or asked for, no error).
+inline bool can_post(const CommBase& c) {
+  return c.error == ncclSuccess && c.fo.phase == FailoverState::normal && c.fo.requested.empty();
+}
+// The data path met a fault of the active path: the control plane fails over (woken now).
+void request_failover(CommBase& c, std::string cause);
+std::string describe_error(const Path& p, const ibv_wc& wc);
+std::string describe_fault(const Device& d);
+
+// ---- the control task (control.cpp)
+// Starts the comm's control plane on the reactor: called once, when the comm is handed to NCCL.
+void start_control(const std::shared_ptr<CommBase>& c);
+// Runs the comm's control step soon: from any thread (a hop to the progress thread)...
+void wake(CommBase& c);
+// ... or from the progress thread itself.
+void wake_here(CommBase& c);
+// The device's completion channel: wakes the comm of every CQ event (progress thread).
+void watch_channel(Device& d);
+// Port events of d: every comm with a path on it runs its control step now.
+void wake_watchers(Device& d);
 
 // ---- switchover (failover.cpp)
 // The receiver's report: base = its oldest receive not fully received (or next_seq), and the
@@ -45,14 +99,22 @@ inline bool can_post(const CommBase& c) { return c.error == ncclSuccess && c.fo.
 SyncMsg receiver_report(const std::array<Request, kMaxRequests>& reqs, std::uint64_t next_seq);
 // Whether the report shows buffer `index` of receive `seq` as received.
 bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index);
-// `planned`: a failback to a healthy path, not a fault.
-void start_failover(CommBase& c, const std::string& cause, bool planned = false);
-void advance_failover(CommBase& c);
+// `planned`: a failback to a healthy path, not a fault. `via`: the path the peer's notice came
+// over - it proves that path works, whatever the local view of the standby says.
+void start_failover(CommBase& c, const std::string& cause, bool planned = false, const Path* via = nullptr);
+// Returns when it wants to run again (as control_step).
+std::uint64_t advance_failover(CommBase& c, std::uint64_t now);
 // No usable path left: WARN, a "fatal" stats line, and ncclSystemError from every later call.
 void fail_comm(CommBase& c, const std::string& why);
+// Failovers started within the window, after dropping the older ones (pure; unit-tested).
+std::size_t failovers_in_window(std::deque<std::uint64_t>& starts, std::uint64_t now, std::uint64_t window_ns);
+
 // ---- re-protection (reprotect.cpp): builds a new standby when there is none (send side
-// drives, receive side answers). Called from progress() in the normal phase.
-void reprotect(CommBase& c, std::uint64_t now);
+// drives, receive side answers). Called by control_step in the normal phase; returns when it
+// wants to run again (0: no wish).
+std::uint64_t reprotect(CommBase& c, std::uint64_t now);
+// The peer's failover notice came over the path re-protection is still building: install it.
+bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
 // Closing: the path of a finished re-protection job goes to the reaper (a running job keeps its own).
 void retire_job(CommBase& c);
 

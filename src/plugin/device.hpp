@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "nccl_ha/net/discovery.hpp"
 #include "nccl_ha/net/qp.hpp"
@@ -37,7 +38,14 @@ class MrCache {
   std::multimap<std::uintptr_t, std::unique_ptr<MrHandle>> by_begin_;  // keyed by MrHandle::begin
 };
 
+struct CommBase;
+
 struct Device {
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device();  // says so if a CQ still holds the completion channel (a comm was never released)
+
   int index = 0;   // NCCL device number
   int backup = -1; // device index of its backup port (backup.hpp), -1: none
   net::PortInfo port;
@@ -54,8 +62,16 @@ struct Device {
   std::atomic<std::uint32_t> fault_gen{0};  // port error / device fatal events so far
   std::atomic<bool> port_up{true};          // IBV_EVENT_PORT_ACTIVE since the last error
   std::atomic<int> last_fault{0};           // reactor::DeviceEventKind of the last fault
+  // PORT_ACTIVE and GID-change events so far: re-protection onto this port starts at once.
+  std::atomic<std::uint32_t> recover_gen{0};
   std::unique_ptr<reactor::AsyncEventPump> events;
   reactor::AsyncEventPump::Subscription subscription;
+  // One completion channel for every comm CQ on this device (control.cpp): an event names the
+  // CQ's path, whose comm's control plane is woken. Destroyed after the CQs (the reaper is
+  // joined first), before the context.
+  net::ChannelPtr channel;
+  // Comms with a path on this device, woken by its port events. Progress thread only.
+  std::vector<std::weak_ptr<CommBase>> watchers;
 };
 
 }  // namespace nccl_ha::plugin

@@ -8,11 +8,16 @@
 //                received, re-publishes its outstanding clear-to-send entries, and writes its
 //                report {base, done masks} into the sender's ControlBlock. The sender writes its
 //                notice. Both writes carry the failover's epoch (written last).
-//   3. syncing   Each side waits for the other's SyncMsg of this epoch (HA_NCCL_FAILOVER_TIMEOUT_MS).
+//   3. syncing   Each side waits for the other's SyncMsg of this epoch. Until the new path is
+//                shown to work (our notice's write completed, or the peer's came over it) the wait
+//                is bounded by HA_NCCL_FAILOVER_TIMEOUT_MS; after that only a fault of the new
+//                path (an error completion, a port event, a failed heartbeat) ends it.
 //                The sender then completes every in-flight send the report shows delivered (its
 //                ACK was lost) and replays exactly the others on the new path.
-// isend / irecv return a NULL request and test() reports not-done while this runs; NCCL sees a
-// delay. The side that saw no fault joins when it finds the peer's SyncMsg (progress.cpp).
+// All of it runs on the progress thread (control_step), whether or not NCCL calls the plugin;
+// isend / irecv return a NULL request and test() reports not-done meanwhile: NCCL sees a delay.
+// The side that saw no fault joins when the peer's SyncMsg arrives (a write with immediate
+// data: its completion wakes the control plane).
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -34,7 +39,7 @@ Status announce_recv(RecvComm& c, Path& p) {
     const Request& r = c.reqs[slot];
     if (r.type != ReqType::recv) continue;
     const int missing = r.nreqs - std::popcount(r.done_mask);
-    if (int rc = post_recv_wrs(c, p, slot, missing); rc != 0)
+    if (int rc = post_recvs(p, slot, missing); rc != 0)
       return make_error(Errc::verbs, std::string("posting receives on the new path: ") + std::strerror(rc));
     if (int rc = post_cts(c, p, slot); rc != 0)
       return make_error(Errc::verbs, std::string("re-publishing a clear-to-send: ") + std::strerror(rc));
@@ -43,6 +48,10 @@ Status announce_recv(RecvComm& c, Path& p) {
   c.ctrl_out.sync.base = report.base;
   std::memcpy(c.ctrl_out.sync.done, report.done, sizeof report.done);
   return {};
+}
+
+std::string failed_over(const CommBase& c) {
+  return c.devs[c.fo.from]->port.id() + " failed: " + c.fo.cause + "; the standby " + c.devs[c.active]->port.id();
 }
 
 // Sender: complete what the receiver has, replay the rest. Returns the number replayed.
@@ -63,7 +72,8 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
   return replayed;
 }
 
-void finish(CommBase& c, std::uint32_t replayed, std::uint64_t now) {
+void finish(CommBase& c, std::uint32_t replayed) {
+  const std::uint64_t now = now_ns();
   const int from = c.fo.from;
   const std::string from_dev = c.devs[from]->port.id();
   const std::string to_dev = c.device().port.id();
@@ -74,6 +84,7 @@ void finish(CommBase& c, std::uint32_t replayed, std::uint64_t now) {
   c.stats.replayed += replayed;
   c.stats.last_stall_ms = stall;
   retire(std::move(c.paths[from]));  // in ERROR; re-protection builds a new one
+  if (c.inbox.sync && c.peer_sync.epoch <= c.fo.epoch) c.inbox.sync = false;  // this failover's notice
   c.standby.outstanding = false;
   c.standby.misses = 0;
   set_standby(c, StandbyHealth::down, std::string(c.fo.planned ? "left by the failback" : "failed") + ", " +
@@ -116,41 +127,63 @@ void fail_comm(CommBase& c, const std::string& why) {
   write_stats(c, "fatal", "\"why\":" + json_string(why));
 }
 
-void start_failover(CommBase& c, const std::string& cause, bool planned) {
+std::size_t failovers_in_window(std::deque<std::uint64_t>& starts, std::uint64_t now, std::uint64_t window_ns) {
+  while (!starts.empty() && now - starts.front() >= window_ns) starts.pop_front();
+  return starts.size();
+}
+
+void start_failover(CommBase& c, const std::string& cause, bool planned, const Path* via) {
   if (c.error != ncclSuccess || c.fo.phase != FailoverState::normal) return;
+  const std::uint64_t now = now_ns();
   const int from = c.active;
   const int to = 1 - from;
   const std::string failed = c.devs[from]->port.id() + " failed: " + cause;
-  if (!c.paths[to] || c.standby.state != StandbyHealth::up) {
-    const std::string standby = c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " +
-                                                 standby_name(c.standby.state) +
-                                                 (c.standby.why.empty() ? "" : " (" + c.standby.why + ")")
-                                           : "no standby (single path)";
-    fail_comm(c, failed + "; " + standby);
+  // Follow the peer: its notice came over `via`, which proves that path, whatever we think of it.
+  if (via && c.paths[to].get() != via) adopt_job_path(c, via, now);
+  const bool proved = via && c.paths[to].get() == via;
+  Path* sb = c.paths[to].get();
+  std::string unusable;
+  if (!sb) {
+    unusable = c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " + standby_name(c.standby.state) +
+                                (c.standby.why.empty() ? "" : " (" + c.standby.why + ")")
+                          : "no standby (single path)";
+  } else if (!proved) {
+    if (c.standby.state != StandbyHealth::up)
+      unusable = "standby " + sb->dev->port.id() + " is " + standby_name(c.standby.state) +
+                 (c.standby.why.empty() ? "" : " (" + c.standby.why + ")");
+    else if (!sb->dev->port_up.load(std::memory_order_relaxed) ||
+             sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen)
+      unusable = "standby " + sb->dev->port.id() + " is down (" + describe_fault(*sb->dev) + ")";  // fail fast
+  }
+  if (!unusable.empty()) {
+    fail_comm(c, failed + "; " + unusable);
     return;
   }
-  if (c.stats.failovers >= c.max_retries) {
-    fail_comm(c, failed + "; HA_NCCL_MAX_RETRIES (" + std::to_string(c.max_retries) + ") failovers done already");
-    return;
+  if (!planned) {
+    if (failovers_in_window(c.fo.recent, now, c.retry_window_ns) >= c.max_retries) {
+      fail_comm(c, failed + "; HA_NCCL_MAX_RETRIES (" + std::to_string(c.max_retries) + ") failovers within " +
+                       "HA_NCCL_RETRY_WINDOW_MS (" + std::to_string(c.retry_window_ns / 1000000) + " ms) done already");
+      return;
+    }
+    c.fo.recent.push_back(now);
   }
-  const std::uint32_t peer_epoch = __atomic_load_n(&c.ctrl.sync.epoch, __ATOMIC_ACQUIRE);
+  const std::uint32_t peer_epoch = c.inbox.sync ? c.peer_sync.epoch : 0;
   c.fo.epoch = std::max(c.fo.epoch + 1, peer_epoch);
   c.fo.phase = FailoverState::draining;
   c.fo.from = from;
   c.fo.cause = cause;
   c.fo.planned = planned;
-  c.fo.started_ns = now_ns();
-  c.fo.deadline_ns = c.fo.started_ns + kDrainBoundNs;
+  c.fo.proven = false;
+  c.fo.started_ns = now;
+  c.fo.deadline_ns = now + kDrainBoundNs;
   HA_DEBUG("NET/HA: %s: %s; failing over to %s (epoch %u)", c.id.c_str(), failed.c_str(),
            c.devs[to]->port.id().c_str(), c.fo.epoch);
   if (auto s = net::qp_to_error(c.paths[from]->qp.get()); !s)
     HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
-  advance_failover(c);
 }
 
-void advance_failover(CommBase& c) {
+std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
   FailoverState& fo = c.fo;
-  const std::uint64_t now = now_ns();
   if (fo.phase == FailoverState::draining) {
     Path& old = *c.paths[fo.from];
     ibv_wc ignored{};
@@ -158,8 +191,8 @@ void advance_failover(CommBase& c) {
       ignored.status = IBV_WC_SUCCESS;
       if (poll_path(c, old, 64, &ignored) <= 0) break;
     }
-    if (c.error != ncclSuccess) return;
-    if ((old.sends_out || old.recvs_out) && now < fo.deadline_ns) return;
+    if (c.error != ncclSuccess) return 0;
+    if ((old.sends_out || old.recvs_out) && now < fo.deadline_ns) return now + 2'000'000;  // flushes still coming
     c.active = 1 - fo.from;
     Path& p = c.path();
     Status s;
@@ -168,48 +201,69 @@ void advance_failover(CommBase& c) {
     m.slot = static_cast<std::uint32_t>(c.active);
     m.planned = fo.planned ? 1 : 0;
     m.epoch = fo.epoch;
-    if (s && post_control(c, p, WrKind::sync, offsetof(ControlBlock, sync), sizeof(SyncMsg)) != 0)
+    seal(m);
+    if (s && post_control(c, p, WrKind::sync, offsetof(ControlBlock, sync), sizeof(SyncMsg), CtlKind::sync) != 0)
       s = make_error(Errc::verbs, "writing the failover notice failed");
     if (!s) {
-      fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the standby " + p.dev->port.id() +
-                       " failed during the failover: " + s.error().message);
-      return;
+      fail_comm(c, failed_over(c) + " failed during the failover: " + s.error().message);
+      return 0;
     }
     fo.phase = FailoverState::syncing;
     fo.deadline_ns = now + c.failover_timeout_ns;
+    fo.next_probe_ns = now + c.heartbeat_ns;
+    if (c.inbox.sync && c.inbox.sync_path == &p) fo.proven = true;  // the peer's notice came over it
   }
   // syncing: the new path carries control writes (and, on the receiver, replayed data)
   Path& p = c.path();
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
-  poll_path(c, p, c.max_poll, &err);
-  if (c.error != ncclSuccess) return;
+  poll_and_arm(c, p, c.max_poll, &err);
+  if (c.error != ncclSuccess) return 0;
   if (err.status != IBV_WC_SUCCESS) {
-    fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the standby " + p.dev->port.id() +
-                     " failed during the failover: " + ibv_wc_status_str(err.status));
-    return;
+    fail_comm(c, failed_over(c) + " failed during the failover: " + describe_error(p, err));
+    return 0;
   }
-  const std::uint32_t e1 = __atomic_load_n(&c.ctrl.sync.epoch, __ATOMIC_ACQUIRE);
-  if (e1 < fo.epoch) {
-    if (now > fo.deadline_ns)
-      fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
-                       p.dev->port.id() + " within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms");
-    return;
+  if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {  // fail fast: no deadline to wait out
+    fail_comm(c, failed_over(c) + " failed during the failover: " + describe_fault(*p.dev));
+    return 0;
   }
+  SyncMsg m;
+  const bool arrived = c.inbox.sync && read_record(c.ctrl.sync, m) && m.epoch >= fo.epoch;
+  if (!arrived) {
+    if (c.inbox.sync) {  // a stale one, or a newer one still landing (its completion follows)
+      SyncMsg stale;
+      if (read_record(c.ctrl.sync, stale) && stale.epoch < fo.epoch) c.inbox.sync = false;
+    }
+    if (!fo.proven) {
+      if (now > fo.deadline_ns) {
+        fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
+                         p.dev->port.id() + " within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms");
+        return 0;
+      }
+      return std::min(fo.deadline_ns + 1, now + std::max<std::uint64_t>(c.heartbeat_ns, 2'000'000));
+    }
+    // The new path works: wait for the peer as long as it takes, probing the path meanwhile.
+    if (now >= fo.next_probe_ns) {
+      fo.next_probe_ns = now + c.heartbeat_ns;
+      if (p.sends_out == 0 && post_heartbeat(c, p) != 0) {
+        fail_comm(c, failed_over(c) + " failed during the failover: probing it failed");
+        return 0;
+      }
+    }
+    return fo.next_probe_ns;
+  }
+  c.peer_sync = m;
   std::uint32_t replayed = 0;
   if (c.kind == CommKind::send) {
-    SyncMsg m;
-    std::memcpy(&m, const_cast<const SyncMsg*>(&c.ctrl.sync), sizeof m);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&c.ctrl.sync.epoch, __ATOMIC_ACQUIRE) != e1) return;  // rewritten meanwhile: look again
     auto r = apply_report(static_cast<SendComm&>(c), m, p);
     if (!r) {
       fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; " + r.error().message);
-      return;
+      return 0;
     }
     replayed = *r;
   }
-  finish(c, replayed, now);
+  finish(c, replayed);
+  return now + 1;
 }
 
 }  // namespace nccl_ha::plugin

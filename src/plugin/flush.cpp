@@ -143,6 +143,11 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
     *request = &c.flushed;
     return ncclSuccess;
   }
+  hold_blocking(c);  // iflush may not answer "not yet" (a NULL request means "nothing to flush")
+  struct Release {
+    CommBase& c;
+    ~Release() { c.owned.store(false, std::memory_order_release); }
+  } release{c};
   if (c.error != ncclSuccess) return c.error;
   const int slot = flush_slot(c);
   if (slot < 0) {

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
 #include "backup.hpp"
+#include "datapath.hpp"
+#include "nccl_ha/reactor/fd_watcher.hpp"
 #include "core.hpp"
 #include "gdr.hpp"
 #include "log.hpp"
@@ -110,10 +113,14 @@ void watch_port_events(State& s, Device& d) {
       d.port_up.store(false, std::memory_order_relaxed);
       d.fault_gen.fetch_add(1, std::memory_order_release);
       HA_INFO("NET/HA: %s: %s", d.port.id().c_str(), reactor::to_string(ev.kind));
-    } else if (ev.kind == K::port_active) {
-      d.port_up.store(true, std::memory_order_relaxed);
+    } else if (ev.kind == K::port_active || ev.kind == K::gid_change) {
+      if (ev.kind == K::port_active) d.port_up.store(true, std::memory_order_relaxed);
+      d.recover_gen.fetch_add(1, std::memory_order_relaxed);  // re-protection onto it starts now
       HA_INFO("NET/HA: %s: %s", d.port.id().c_str(), reactor::to_string(ev.kind));
+    } else {
+      return;
     }
+    wake_watchers(d);  // every comm on the port acts now, whether or not NCCL calls
   });
   d.events->start();
 }
@@ -150,6 +157,11 @@ ncclResult_t create_state() {
     d->ctx = std::move(ctx).value();
     d->pd = std::move(pd).value();
     d->mrs = std::make_unique<MrCache>(d->pd.get());
+    d->channel.reset(ibv_create_comp_channel(d->ctx.get()));
+    if (!d->channel || !reactor::set_nonblocking(d->channel->fd)) {
+      HA_WARN("NET/HA: skipping %s: no completion channel (%s)", port.id().c_str(), std::strerror(errno));
+      continue;
+    }
     d->name = port.device;
     d->pci_path = port.pci_path;
     d->max_comms = compute_max_comms(port, s->flush_qps(), s->config.debug || log_enabled(LogLevel::info));
@@ -197,6 +209,7 @@ ncclResult_t create_state() {
     for (auto& d : s->devices) watch_port_events(*s, *d);
   g_state = std::move(s);
   g_state_ptr.store(g_state.get(), std::memory_order_release);
+  for (auto& d : g_state->devices) watch_channel(*d);
   return ncclSuccess;
 }
 

@@ -1,11 +1,14 @@
 // The data path: isend / irecv / test and closing (see comm.hpp; iflush is flush.cpp).
-// No locks, allocations or thread hops between isend/irecv and test: every comm is used by one
-// NCCL proxy thread at a time, requests live in fixed arrays inside the comm. A failure of the
-// active path never fails a call here: the request is kept and replayed (failover.cpp).
+// No waiting, allocations or thread hops between isend/irecv and test: every comm is used by one
+// NCCL proxy thread at a time, requests live in fixed arrays inside the comm, and the hand-off
+// with the progress thread is one try-lock (Hold): while the control plane works on the comm,
+// a call answers "not yet" (NULL request, not done). A failure of the active path never fails a
+// call here: the request is kept, the control plane fails over and replays it (failover.cpp).
 #include <arpa/inet.h>
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "core.hpp"
 #include "datapath.hpp"
@@ -20,8 +23,10 @@ void note_send_posted(Path& p, std::uint64_t bytes = 0) {
   if (bytes) p.rto_allowance_ns = std::max(p.rto_allowance_ns, write_allowance_ns(bytes, p.dev->port.speed_mbps));
 }
 
+// Data immediates keep kCtlImm's bit clear: 28 bits of the sequence, 3 of the buffer index.
+constexpr std::uint32_t kImmSeqMask = (~kCtlImm) >> kImmIndexBits;
 std::uint32_t imm_of(std::uint64_t seq, std::uint32_t index) {
-  return htonl(static_cast<std::uint32_t>(seq << kImmIndexBits) | index);
+  return htonl((static_cast<std::uint32_t>(seq & kImmSeqMask) << kImmIndexBits) | index);
 }
 
 void complete_send(SendComm& c, std::uint64_t id) {
@@ -33,12 +38,11 @@ void complete_send(SendComm& c, std::uint64_t id) {
   ++c.stats.messages;
 }
 
-void complete_recv(RecvComm& c, const ibv_wc& wc) {
-  const std::uint32_t imm = ntohl(wc.imm_data);
+void complete_recv(RecvComm& c, std::uint32_t imm, const ibv_wc& wc) {
   const std::uint32_t index = imm & (kMaxRecvs - 1);
   const std::uint32_t seq_low = imm >> kImmIndexBits;
   Request& r = c.reqs[seq_low % kMaxRequests];
-  if (r.type != ReqType::recv || (r.seq & (0xffffffffu >> kImmIndexBits)) != seq_low || index >= r.nreqs) {
+  if (r.type != ReqType::recv || (r.seq & kImmSeqMask) != seq_low || index >= r.nreqs) {
     HA_WARN("NET/HA: %s on %s: completion for an unknown receive (seq %u, index %u)", c.id.c_str(),
             c.device().port.id().c_str(), seq_low, index);
     c.error = ncclInternalError;
@@ -56,20 +60,53 @@ void complete_recv(RecvComm& c, const ibv_wc& wc) {
   ++c.stats.messages;
 }
 
+// A control write of the peer arrived on p (its data is in our ControlBlock: the completion
+// comes after the placement). The receive WR it used is replaced; the control plane reads it.
+void on_control(CommBase& c, Path& p, std::uint32_t kind) {
+  if (int rc = post_recvs(p, 0, 1); rc != 0)
+    HA_WARN("NET/HA: %s on %s: re-posting a control receive failed: %s", c.id.c_str(), p.dev->port.id().c_str(),
+            std::strerror(rc));
+  switch (static_cast<CtlKind>(kind)) {
+    case CtlKind::sync:
+      c.inbox.sync = true;
+      c.inbox.sync_path = &p;
+      break;
+    case CtlKind::reprotect:
+      c.inbox.reprotect = true;
+      break;
+    case CtlKind::hello:
+      c.inbox.hello = true;
+      break;
+    default:
+      HA_WARN("NET/HA: %s on %s: unknown control write %u", c.id.c_str(), p.dev->port.id().c_str(), kind);
+      return;
+  }
+  // Reaped by the data path: the control plane must hear of it now, not at its next tick.
+  if (const State* st = state(); st && !st->reactor.in_progress_thread()) wake(c);
+}
+
 void heartbeat_done(CommBase& c, Path& p) {
-  if (p.slot == c.active) return;  // an idle probe of the active path: its completion is enough
+  if (c.paths[c.standby_slot()].get() != &p) return;  // an idle probe of the active path: its completion is enough
   c.standby.outstanding = false;
   c.standby.misses = 0;
   if (c.standby.state == StandbyHealth::down && p.link.load(std::memory_order_relaxed) == Path::up)
     set_standby(c, StandbyHealth::up, "heartbeats answered again");
 }
 
-// The QPs go to the reaper (destroying one on a dead port can block); the comm's registrations
-// and memory go at once.
+// The QPs go to ERROR at once (nothing the peer still sends lands in a buffer NCCL reuses), then
+// to the reaper (destroying one on a dead port can block); the comm itself goes when its control
+// task has let go of it.
 void close_comm(CommBase& c) {
+  hold_blocking(c);
+  c.closing.store(true, std::memory_order_relaxed);
   write_stats(c, "close", "");
-  for (auto& p : c.paths) retire(std::move(p));
+  for (auto& p : c.paths) {
+    if (p && p->qp) (void)net::qp_to_error(p->qp.get());
+    retire(std::move(p));
+  }
   retire_job(c);
+  c.owned.store(false, std::memory_order_release);
+  wake(c);
 }
 
 }  // namespace
@@ -92,7 +129,11 @@ int post_data(SendComm& c, Request& r, Path& p) {
   return rc;
 }
 
-int post_recv_wrs(RecvComm& /*c*/, Path& p, std::uint64_t slot, int n) {
+void hold_blocking(CommBase& c) noexcept {
+  while (c.owned.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+}
+
+int post_recvs(Path& p, std::uint64_t slot, int n) {
   if (n <= 0) return 0;
   ibv_recv_wr wrs[kMaxRecvs];
   for (int i = 0; i < n; ++i) {
@@ -123,14 +164,15 @@ int post_cts(RecvComm& c, Path& p, std::uint64_t slot) {
   return rc;
 }
 
-int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len) {
+int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify) {
   auto* src = reinterpret_cast<std::uint8_t*>(&c.ctrl_out) + offset;
   ibv_sge sge{reinterpret_cast<std::uint64_t>(src), static_cast<std::uint32_t>(len), c.ctrl_out_mr[p.slot]->lkey};
   ibv_send_wr wr{};
   wr.wr_id = make_wr_id(kind, 0);
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = notify != CtlKind{} ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.imm_data = htonl(kCtlImm | static_cast<std::uint32_t>(notify));
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = c.peer_ctrl + offset;
   wr.wr.rdma.rkey = c.peer_ctrl_rkey[p.slot];
@@ -140,19 +182,31 @@ int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::siz
   return rc;
 }
 
+int post_heartbeat(CommBase& c, Path& p) {
+  c.ctrl_out.heartbeat = ++c.standby.heartbeats;
+  return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t));
+}
+
 void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
   switch (wr_kind(wc.wr_id)) {
     case WrKind::data:
       complete_send(static_cast<SendComm&>(c), wr_value(wc.wr_id));
       break;
-    case WrKind::recv:
-      complete_recv(static_cast<RecvComm&>(c), wc);
+    case WrKind::recv: {
+      const std::uint32_t imm = ntohl(wc.imm_data);
+      if (!(wc.wc_flags & IBV_WC_WITH_IMM) || (imm & kCtlImm) || c.kind == CommKind::send)
+        on_control(c, p, imm & ~kCtlImm);
+      else
+        complete_recv(static_cast<RecvComm&>(c), imm, wc);
       break;
+    }
     case WrKind::heartbeat:
       heartbeat_done(c, p);
       break;
-    case WrKind::cts:
     case WrKind::sync:
+      if (c.fo.phase == FailoverState::syncing && &p == c.paths[c.active].get()) c.fo.proven = true;
+      break;
+    case WrKind::cts:
     case WrKind::reprotect:
     case WrKind::hello:
     case WrKind::flush:  // flush reads complete on their own loopback QPs (flush.cpp)
@@ -163,28 +217,33 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
 ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void** request) {
   auto& c = *static_cast<SendComm*>(send_comm);
   *request = nullptr;
-  if (!can_post(c)) return progress(c);
-  const std::uint64_t slot = c.seq % kMaxRequests;
-  const FifoEntry& e = c.fifo[slot];
-  // The receiver writes the whole entry with one RDMA write; `seq` is read first (acquire).
-  if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != c.seq + 1) return progress(c);  // no clear-to-send yet
-  const std::uint32_t nreqs = e.nreqs;
-  if (nreqs == 0 || nreqs > kMaxRecvs) {
-    HA_WARN("NET/HA: %s on %s: corrupt clear-to-send entry (nreqs %u)", c.id.c_str(), c.device().port.id().c_str(),
-            nreqs);
-    c.error = ncclInternalError;
-    return c.error;
+  Hold hold(c);
+  if (!hold) return ncclSuccess;  // the control plane is on the comm: not yet
+  if (!can_post(c)) return c.error;
+  if (c.cur_seq != c.seq) {  // the clear-to-send entry for c.seq, copied whole
+    const FifoEntry& e = c.fifo[c.seq % kMaxRequests];
+    if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != c.seq + 1) return ncclSuccess;  // not yet posted
+    if (!read_record(e, c.cur) || c.cur.seq != c.seq + 1) return ncclSuccess;       // still landing
+    if (c.cur.nreqs == 0 || c.cur.nreqs > kMaxRecvs) {
+      HA_WARN("NET/HA: %s on %s: corrupt clear-to-send entry (nreqs %u)", c.id.c_str(), c.device().port.id().c_str(),
+              c.cur.nreqs);
+      c.error = ncclInternalError;
+      return c.error;
+    }
+    c.cur_seq = c.seq;
   }
+  const FifoEntry& e = c.cur;
+  const std::uint32_t nreqs = e.nreqs;
   std::uint32_t index = 0;
   for (; index < nreqs; ++index)
     if (!(c.matched & (1u << index)) && e.tag[index] == tag) break;
-  if (index == nreqs) return progress(c);  // this slot has no receive for that tag (yet)
+  if (index == nreqs) return ncclSuccess;  // this slot has no receive for that tag (yet)
   if (size > e.size[index]) {
     HA_WARN("NET/HA: %s on %s: message of %zu bytes (tag %d) is larger than the receive buffer of %llu bytes",
             c.id.c_str(), c.device().port.id().c_str(), size, tag, static_cast<unsigned long long>(e.size[index]));
     return ncclInvalidUsage;
   }
-  if (c.nfree == 0) return progress(c);
+  if (c.nfree == 0) return ncclSuccess;
   const std::uint16_t id = c.free_list[--c.nfree];
   Request& r = c.reqs[id];
   r.type = ReqType::send;
@@ -208,7 +267,7 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   }
   *request = &r;
   if (int rc = post_data(c, r, c.path()); rc != 0)  // the request stays: the failover replays it
-    start_failover(c, std::string("ibv_post_send failed: ") + std::strerror(rc));
+    request_failover(c, std::string("ibv_post_send failed: ") + std::strerror(rc));
   return ncclSuccess;
 }
 
@@ -220,10 +279,12 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
     HA_WARN("NET/HA: irecv of %d buffers (1..%d supported)", n, kMaxRecvs);
     return ncclInvalidArgument;
   }
-  if (!can_post(c)) return progress(c);
+  Hold hold(c);
+  if (!hold) return ncclSuccess;  // the control plane is on the comm: not yet
+  if (!can_post(c)) return c.error;
   const std::uint64_t slot = c.seq % kMaxRequests;
   Request& r = c.reqs[slot];
-  if (r.type != ReqType::free) return progress(c);  // kMaxRequests receives in flight: retry later
+  if (r.type != ReqType::free) return ncclSuccess;  // kMaxRequests receives in flight: retry later
 
   FifoEntry& e = c.outbox[slot];
   for (int i = 0; i < n; ++i) {
@@ -235,6 +296,7 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   }
   e.nreqs = static_cast<std::uint32_t>(n);
   e.seq = c.seq + 1;
+  seal(e);
   r.type = ReqType::recv;
   r.nreqs = static_cast<std::uint8_t>(n);
   r.completed = 0;
@@ -246,20 +308,22 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   // A post that fails keeps the request: the failover posts its receives and its clear-to-send
   // again on the new path.
   Path& p = c.path();
-  if (int rc = post_recv_wrs(c, p, slot, n); rc != 0)
-    start_failover(c, std::string("ibv_post_recv failed: ") + std::strerror(rc));
+  if (int rc = post_recvs(p, slot, n); rc != 0)
+    request_failover(c, std::string("ibv_post_recv failed: ") + std::strerror(rc));
   else if (int rc2 = post_cts(c, p, slot); rc2 != 0)
-    start_failover(c, std::string("posting the clear-to-send failed: ") + std::strerror(rc2));
+    request_failover(c, std::string("posting the clear-to-send failed: ") + std::strerror(rc2));
   return ncclSuccess;
 }
 
 ncclResult_t test(void* request, int* done, int* sizes) {
   auto& r = *static_cast<Request*>(request);
   *done = 0;
-  if (r.type == ReqType::flush) return test_flush(r, done);
   CommBase& c = *r.comm;
+  Hold hold(c);
+  if (!hold) return ncclSuccess;  // the control plane is on the comm: not done yet
+  if (r.type == ReqType::flush) return test_flush(r, done);
   if (r.completed < r.nreqs) {
-    if (auto rc = progress(c); rc != ncclSuccess) return rc;
+    if (auto rc = data_poll(c); rc != ncclSuccess) return rc;
     if (r.completed < r.nreqs) return ncclSuccess;
   }
   if (r.type == ReqType::send) {
@@ -277,15 +341,17 @@ ncclResult_t test(void* request, int* done, int* sizes) {
 }
 
 ncclResult_t close_send(void* send_comm) {
-  std::unique_ptr<SendComm> c(static_cast<SendComm*>(send_comm));
-  close_comm(*c);
+  auto& c = *static_cast<SendComm*>(send_comm);
+  const std::shared_ptr<CommBase> nccl_ref = std::move(c.self);  // the comm goes with the last reference
+  close_comm(c);
   return ncclSuccess;
 }
 
 ncclResult_t close_recv(void* recv_comm) {
-  std::unique_ptr<RecvComm> c(static_cast<RecvComm*>(recv_comm));
-  close_flush(*c);
-  close_comm(*c);
+  auto& c = *static_cast<RecvComm*>(recv_comm);
+  const std::shared_ptr<CommBase> nccl_ref = std::move(c.self);
+  close_flush(c);
+  close_comm(c);
   return ncclSuccess;
 }
 

@@ -1,14 +1,17 @@
-// Polling and fault detection, driven by the calls NCCL makes on a comm (test, and isend /
-// irecv when they cannot post). Detection, in the order ARCHITECTURE §4 gives it:
+// Polling and fault detection. The data path (test) only polls the active path and hands what
+// goes wrong to the control plane; control_step() runs on the progress thread at every tick of
+// the comm's timer and at every completion-channel or port event (control.cpp), whether or not
+// NCCL calls the plugin. Detection, in the order ARCHITECTURE §4 gives it:
 //   * an error completion on the active path (retry / RNR retries exceeded, remote access or
 //     operation errors; a flush error there means the QP was moved to ERROR under us);
-//   * a local port error / device fatal event on the active path's device (the progress
-//     thread's async-event pump bumps Device::fault_gen; no waiting for the retries);
-//   * the peer's failover notice (it RDMA-writes a SyncMsg into our ControlBlock over the
-//     standby, so the side without a local event does not wait for its retries);
+//   * a local port error / device fatal event on the active path's device (the async-event pump
+//     bumps Device::fault_gen and wakes the comm: no waiting for the retries);
+//   * the peer's failover notice (a SyncMsg written with immediate data over the standby: its
+//     completion wakes us even when NCCL makes no call);
 //   * the soft RTO (HA_NCCL_RTO_MS): send work outstanding and no completion for that long, plus
 //     the time the largest outstanding write takes at a tenth of the port's rate (a silent black
-//     hole, not a large write). An idle path is probed with a heartbeat write every
+//     hole, not a large write) - only while a healthy standby exists: the last path is left to
+//     the hardware's retry window. An idle path is probed with a heartbeat write every
 //     HA_NCCL_HEARTBEAT_MS so that a dead peer is found even with nothing in flight.
 // The standby gets a heartbeat write every HA_NCCL_HEARTBEAT_MS; three intervals without a
 // completed one, an error completion or a port event on its device mark it down (reported
@@ -18,30 +21,13 @@
 
 #include "datapath.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
+#include "state.hpp"
 
 namespace nccl_ha::plugin {
 namespace {
 
 constexpr int kMissesForDown = 3;
-
-std::string describe_error(const Path& p, const ibv_wc& wc) {
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "%s on %s (status %d, vendor error 0x%x)", ibv_wc_status_str(wc.status),
-                p.dev->port.id().c_str(), static_cast<int>(wc.status), wc.vendor_err);
-  return buf;
-}
-
-std::string describe_fault(const Device& d) {
-  const auto kind = static_cast<reactor::DeviceEventKind>(d.last_fault.load(std::memory_order_relaxed));
-  return std::string(reactor::to_string(kind)) + " on " + d.port.id();
-}
-
-// One heartbeat write (the standby's health probe, or the idle active path's liveness probe):
-// the peer's NIC acknowledging it is the answer.
-int post_heartbeat(CommBase& c, Path& p) {
-  c.ctrl_out.heartbeat = ++c.standby.heartbeats;
-  return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t));
-}
+constexpr std::uint64_t kMinTickNs = 5'000'000;
 
 // Heartbeats and health of the standby path.
 void tend_standby(CommBase& c, std::uint64_t now) {
@@ -67,17 +53,15 @@ void tend_standby(CommBase& c, std::uint64_t now) {
     ++h.failures;
     if (h.state == StandbyHealth::up) set_standby(c, StandbyHealth::down, describe_fault(*sb->dev));
   }
-  if (h.outstanding) {
-    ibv_wc err{};
-    err.status = IBV_WC_SUCCESS;
-    poll_path(c, *sb, 4, &err);
-    if (err.status != IBV_WC_SUCCESS) {  // the QP is in ERROR now: down until re-protected
-      h.outstanding = false;
-      ++h.failures;
-      sb->link.store(Path::failed, std::memory_order_relaxed);
-      set_standby(c, StandbyHealth::down, "heartbeat failed: " + describe_error(*sb, err));
-      return;
-    }
+  ibv_wc err{};
+  err.status = IBV_WC_SUCCESS;
+  poll_and_arm(c, *sb, 8, &err);
+  if (err.status != IBV_WC_SUCCESS) {  // the QP is in ERROR now: down until re-protected
+    h.outstanding = false;
+    ++h.failures;
+    sb->link.store(Path::failed, std::memory_order_relaxed);
+    set_standby(c, StandbyHealth::down, "heartbeat failed: " + describe_error(*sb, err));
+    return;
   }
   if (now < h.next_ns) return;
   h.next_ns = now + c.heartbeat_ns;
@@ -87,11 +71,35 @@ void tend_standby(CommBase& c, std::uint64_t now) {
       set_standby(c, StandbyHealth::down, std::to_string(h.misses) + " heartbeats unanswered");
     return;
   }
-  if (post_heartbeat(c, *sb) == 0)
-    h.outstanding = true;
+  if (post_heartbeat(c, *sb) == 0) h.outstanding = true;
 }
 
+// The peer's SyncMsg, if a whole one of a newer failover than ours arrived.
+bool peer_failed_over(CommBase& c) {
+  if (!c.inbox.sync) return false;
+  SyncMsg m;
+  if (!read_record(c.ctrl.sync, m)) return false;  // a newer one is still landing: its completion follows
+  c.peer_sync = m;
+  if (m.epoch > c.fo.epoch) return true;
+  c.inbox.sync = false;  // stale
+  return false;
+}
+
+std::uint64_t soonest(std::uint64_t a, std::uint64_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
+
 }  // namespace
+
+std::string describe_error(const Path& p, const ibv_wc& wc) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s on %s (status %d, vendor error 0x%x)", ibv_wc_status_str(wc.status),
+                p.dev->port.id().c_str(), static_cast<int>(wc.status), wc.vendor_err);
+  return buf;
+}
+
+std::string describe_fault(const Device& d) {
+  const auto kind = static_cast<reactor::DeviceEventKind>(d.last_fault.load(std::memory_order_relaxed));
+  return std::string(reactor::to_string(kind)) + " on " + d.port.id();
+}
 
 int poll_path(CommBase& c, Path& p, int max, ibv_wc* error) {
   ibv_wc wcs[64];
@@ -107,54 +115,122 @@ int poll_path(CommBase& c, Path& p, int max, ibv_wc* error) {
     else if (error->status == IBV_WC_SUCCESS)
       *error = wc;
   }
+  if (n > 0) p.completions += static_cast<std::uint64_t>(n);
   return n;
 }
 
-ncclResult_t progress(CommBase& c) {
-  if (c.error != ncclSuccess) return c.error;
-  if (c.fo.phase != FailoverState::normal) {
-    advance_failover(c);
-    return c.error;
+int poll_and_arm(CommBase& c, Path& p, int max, ibv_wc* error) {
+  int n = 0;
+  for (int round = 0; round < 4; ++round) {  // bounded: a busy path is the data path's to poll
+    const int k = poll_path(c, p, max, error);
+    if (k < 0) return k;
+    n += k;
+    if (k < max) break;
   }
+  if (ibv_req_notify_cq(p.cq.get(), 0) == 0) {
+    const int k = poll_path(c, p, max, error);
+    if (k > 0) n += k;
+  }
+  return n;
+}
+
+void request_failover(CommBase& c, std::string cause) {
+  if (!c.fo.requested.empty() || c.fo.phase != FailoverState::normal) return;
+  c.fo.requested = std::move(cause);
+  wake(c);
+}
+
+ncclResult_t data_poll(CommBase& c) {
+  if (!can_post(c)) return c.error;  // a failover is the control plane's
+  ++c.polls;
   Path& p = c.path();
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
   const int n = poll_path(c, p, c.max_poll, &err);
-  if (c.error != ncclSuccess) return c.error;
-  if (n < 0) {
-    start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
-    return c.error;
+  if (n < 0)
+    request_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
+  else if (err.status != IBV_WC_SUCCESS)
+    request_failover(c, describe_error(p, err));
+  return c.error;
+}
+
+std::uint64_t control_step(CommBase& c, std::uint64_t now) {
+  if (c.closing.load(std::memory_order_relaxed) || c.error != ncclSuccess) return 0;
+  const bool data_idle = c.polls == c.seen_polls;  // NCCL polled nothing since the last step
+  c.seen_polls = c.polls;
+  if (!c.fo.requested.empty()) {
+    const std::string cause = std::move(c.fo.requested);
+    c.fo.requested.clear();
+    start_failover(c, cause);
   }
-  if (err.status != IBV_WC_SUCCESS) {
-    start_failover(c, describe_error(p, err));
-    return c.error;
-  }
-  const std::uint64_t now = now_ns();
-  if (n > 0) p.last_completion_ns = now;
-  if (n > 0 || p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
-  if (__atomic_load_n(&c.ctrl.sync.epoch, __ATOMIC_ACQUIRE) > c.fo.epoch) {
-    const bool planned = __atomic_load_n(&c.ctrl.sync.planned, __ATOMIC_RELAXED) != 0;
-    start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned);
-  } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
-    start_failover(c, describe_fault(*p.dev));
-  } else if (p.sends_out > 0 && now - p.last_progress_ns > c.rto_ns + p.rto_allowance_ns) {
-    start_failover(c, "soft RTO: no completion on " + p.dev->port.id() + " for " +
-                          std::to_string((now - p.last_progress_ns) / 1000000) + " ms with " +
-                          std::to_string(p.sends_out) + " work request(s) outstanding");
-  } else {
-    if (p.sends_out == 0 && now - p.last_completion_ns > c.heartbeat_ns) {  // idle: probe the peer
-      if (post_heartbeat(c, p) != 0)
-        start_failover(c, "probing the idle path failed on " + p.dev->port.id());
+  if (c.error == ncclSuccess && c.fo.phase == FailoverState::normal) {
+    Path& p = c.path();
+    ibv_wc err{};
+    err.status = IBV_WC_SUCCESS;
+    const int n = data_idle ? poll_and_arm(c, p, c.max_poll, &err) : 0;
+    if (c.error != ncclSuccess) return 0;
+    if (p.completions != p.seen_completions) {
+      p.seen_completions = p.completions;
       p.last_completion_ns = now;
+      p.last_progress_ns = now;
+      c.rto_noted = false;
     }
-    tend_standby(c, now);
-    reprotect(c, now);
-    if (c.failback && c.kind == CommKind::send && c.active != 0 && c.paths[0] &&
-        c.standby.state == StandbyHealth::up && now >= c.standby.up_since_ns + c.failback_hold_ns)
+    if (p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
+    const std::uint64_t rto_at = p.last_progress_ns + c.rto_ns + p.rto_allowance_ns;
+    tend_standby(c, now);  // first: it reaps what came over the standby (the peer's notice, heartbeats)
+    const Path* sb = c.paths[c.standby_slot()].get();
+    if (n < 0) {
+      start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
+    } else if (err.status != IBV_WC_SUCCESS) {
+      start_failover(c, describe_error(p, err));
+    } else if (peer_failed_over(c)) {
+      const bool planned = c.peer_sync.planned != 0;
+      start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.inbox.sync_path);
+    } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
+      start_failover(c, describe_fault(*p.dev));
+    } else if (p.sends_out > 0 && now > rto_at) {
+      const std::string silent = "no completion on " + p.dev->port.id() + " for " +
+                                 std::to_string((now - p.last_progress_ns) / 1000000) + " ms with " +
+                                 std::to_string(p.sends_out) + " work request(s) outstanding";
+      if (sb && c.standby.state == StandbyHealth::up) {
+        start_failover(c, "soft RTO: " + silent);
+      } else if (!c.rto_noted) {  // the last path: its hardware retries decide, not a guess
+        c.rto_noted = true;
+        const auto& t = p.dev->timeouts;
+        HA_WARN("NET/HA: %s: %s and no healthy standby (%s): left to the hardware retry window "
+                "(4.096 us x 2^%u x %u tries)", c.id.c_str(), silent.c_str(),
+                sb ? standby_name(c.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
+      }
+    } else {
+      if (p.sends_out == 0 && now - p.last_completion_ns > c.heartbeat_ns) {  // idle: probe the peer
+        if (post_heartbeat(c, p) != 0)
+          start_failover(c, "probing the idle path failed on " + p.dev->port.id());
+        p.last_completion_ns = now;
+      }
+    }
+  }
+  if (c.error != ncclSuccess) return 0;
+  if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);
+
+  std::uint64_t next = now + std::max(kMinTickNs, std::min(c.heartbeat_ns, c.rto_ns / 4));
+  next = soonest(next, reprotect(c, now));
+  if (c.error != ncclSuccess) return 0;
+  if (c.failback && c.kind == CommKind::send && c.active != 0 && c.paths[0] &&
+      c.standby.state == StandbyHealth::up) {
+    const std::uint64_t at = c.standby.up_since_ns + c.failback_hold_ns;
+    if (now >= at)
       start_failover(c, "failback: " + c.devs[0]->port.id() + " healthy for " +
                             std::to_string(c.failback_hold_ns / 1000000) + " ms", true);
+    else
+      next = std::min(next, at);
+    if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);
   }
-  return c.error;
+  if (c.standby.state == StandbyHealth::up || c.standby.state == StandbyHealth::down)
+    if (c.standby.next_ns > now) next = std::min(next, c.standby.next_ns);
+  const Path& p = c.path();
+  if (p.sends_out > 0) next = std::min(next, std::max(now + kMinTickNs, p.last_progress_ns + c.rto_ns + p.rto_allowance_ns));
+  if (c.inbox.sync) next = std::min(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
+  return next;
 }
 
 }  // namespace nccl_ha::plugin

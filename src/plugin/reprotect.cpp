@@ -10,9 +10,12 @@
 //   [reactor] INIT->RTR->RTS
 //   hello = gen ----------- new path ------->   sees hello == gen: standby up
 //   the write completed: standby up
-// A request with a newer gen replaces whatever the receive side built for an older one.
+// A request with a newer gen replaces whatever the receive side built for an older one. Every
+// message is a write with immediate data: its completion wakes the peer's control plane.
 // The verbs work ([reactor]: QP creation and state transitions, tens of milliseconds under
-// emulation) runs as a PathJob on the progress thread; the data path only looks at its state.
+// emulation) runs as a PathJob on the progress thread, which wakes the comm when it is done.
+// A PORT_ACTIVE or GID-change event of the standby's device starts the next attempt at once;
+// the backoff only paces attempts that failed.
 #include <cstring>
 #include <functional>
 
@@ -37,45 +40,49 @@ namespace {
 constexpr std::uint64_t kFirstBackoffNs = 100'000'000;
 constexpr std::uint64_t kMaxBackoffNs = 5'000'000'000;
 
-std::shared_ptr<PathJob> start_job(std::shared_ptr<Path> path, std::function<Status(PathJob&)> work) {
+std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work) {
   auto job = std::make_shared<PathJob>();
   job->path = std::move(path);
   State* st = state();
-  st->reactor.post([job, work = std::move(work)] {
+  st->reactor.post([job, work = std::move(work), owner = c.weak_from_this()] {
     Status s = work(*job);
     if (!s) job->why = s.error().message;
     job->state.store(s ? PathJob::done : PathJob::failed, std::memory_order_release);
+    if (auto comm = owner.lock()) wake_here(*comm);
   });
   return job;
 }
 
 // A fresh path on `dev`, with the port (and its GID) queried again.
-Status build_path(PathJob& job, Device& d, int slot, int send_depth, int recv_depth) {
+Status build_path(PathJob& job, Device& d, int slot, int send_depth, int recv_depth, std::weak_ptr<CommBase> owner) {
   if (!d.port_up.load(std::memory_order_relaxed)) return make_error(Errc::unsupported, d.port.id() + " is not active");
   auto port = net::query_port(d.ctx.get(), d.port.device, d.port.port);
   if (!port) return std::move(port).error();
   if (!port->active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port->state));
-  auto p = make_path(d, slot, send_depth, recv_depth);
+  auto p = make_path(d, slot, send_depth, recv_depth, std::move(owner));
   if (!p) return std::move(p).error();
   (*p)->local = net::local_endpoint((*p)->qp.get(), *port, (*p)->local.psn);
   job.path = std::move(p).value();
   return {};
 }
 
+// Connects the job's path and posts its control receives.
 Status connect_path(PathJob& job, const net::Endpoint& remote) {
   Path& p = *job.path;
   p.remote = remote;
-  return net::connect_rc_qp(p.qp.get(), p.local, remote, p.dev->timeouts);
+  if (auto s = net::connect_rc_qp(p.qp.get(), p.local, remote, p.dev->timeouts); !s) return s;
+  if (int rc = post_recvs(p, 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+  return {};
 }
 
 std::shared_ptr<PathJob> start_build(CommBase& c, int slot, const net::Endpoint* remote_to_connect) {
   Device* d = c.devs[slot];
   const int sd = c.kind == CommKind::send ? kSendQueueDepth : kRecvSendQueueDepth;
-  const int rd = c.kind == CommKind::send ? 1 : kRecvQueueDepth;
+  const int rd = c.kind == CommKind::send ? kSendRecvQueueDepth : kRecvQueueDepth;
   const bool connect = remote_to_connect != nullptr;
   const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
-  return start_job(nullptr, [d, slot, sd, rd, connect, remote](PathJob& job) {
-    Status s = build_path(job, *d, slot, sd, rd);
+  return start_job(c, nullptr, [d, slot, sd, rd, connect, remote, owner = c.weak_from_this()](PathJob& job) {
+    Status s = build_path(job, *d, slot, sd, rd, owner);
     if (s && connect) s = connect_path(job, remote);
     return s;
   });
@@ -112,12 +119,11 @@ void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
                                           std::to_string(c.rp.backoff_ns / 1000000) + " ms");
 }
 
-// Reads the peer's ReprotectMsg if it is for `gen` (epoch-style: gen last, checked again).
-bool read_reprotect(const CommBase& c, std::uint32_t gen, ReprotectMsg& out) {
-  if (__atomic_load_n(&c.ctrl.reprotect.gen, __ATOMIC_ACQUIRE) != gen) return false;
-  std::memcpy(&out, const_cast<const ReprotectMsg*>(&c.ctrl.reprotect), sizeof out);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  return __atomic_load_n(&c.ctrl.reprotect.gen, __ATOMIC_ACQUIRE) == gen;
+// The peer's ReprotectMsg, once one arrived (its completion was seen) and reads whole.
+bool read_reprotect(CommBase& c, ReprotectMsg& out) {
+  if (!c.inbox.reprotect || !read_record(c.ctrl.reprotect, out)) return false;
+  c.inbox.reprotect = false;
+  return true;
 }
 
 // Writes our ReprotectMsg {endpoint of `mine` (none: zeros), ok, gen} to the peer over the active path.
@@ -130,136 +136,193 @@ int post_reprotect(CommBase& c, const Path* mine, std::uint32_t ok, std::uint32_
   }
   m.ok = ok;
   m.gen = gen;
-  return post_control(c, c.path(), WrKind::reprotect, offsetof(ControlBlock, reprotect), sizeof(ReprotectMsg));
+  seal(m);
+  return post_control(c, c.path(), WrKind::reprotect, offsetof(ControlBlock, reprotect), sizeof(ReprotectMsg),
+                      CtlKind::reprotect);
 }
 
-// ---- send side: drives the attempts
-void drive(CommBase& c, std::uint64_t now) {
+// ---- send side: drives the attempts. Returns when it wants to run again (0: when woken).
+std::uint64_t drive(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   const int slot = c.standby_slot();
   const std::string dev = c.devs[slot]->port.id();
   switch (rp.step) {
     case ReprotectState::idle:
-      if (now < rp.next_try_ns) return;
-      if (!c.devs[slot]->port_up.load(std::memory_order_relaxed))
-        return back_off(c, now, "re-protection on " + dev + ": the port is not active");
+      if (now < rp.next_try_ns) return rp.next_try_ns;
+      if (!c.devs[slot]->port_up.load(std::memory_order_relaxed)) {
+        back_off(c, now, "re-protection on " + dev + ": the port is not active");
+        return rp.next_try_ns;
+      }
       ++rp.attempts;
       rp.job = start_build(c, slot, nullptr);
       rp.step = ReprotectState::building;
       set_standby(c, StandbyHealth::connecting, "re-protecting on " + dev);
-      return;
+      return 0;  // the job wakes us
     case ReprotectState::building:
       if (const int o = job_outcome(*rp.job); o == 0) {
-        return;
+        return 0;
       } else if (o < 0) {
-        return back_off(c, now, "re-protection on " + dev + ": " + rp.job->why);
+        back_off(c, now, "re-protection on " + dev + ": " + rp.job->why);
+        return rp.next_try_ns;
       }
-      if (post_reprotect(c, rp.job->path.get(), 1, ++rp.gen) != 0)
-        return back_off(c, now, "re-protection: the request could not be posted");
+      c.inbox.reprotect = false;  // answers to older attempts are of no interest
+      if (post_reprotect(c, rp.job->path.get(), 1, ++rp.gen) != 0) {
+        back_off(c, now, "re-protection: the request could not be posted");
+        return rp.next_try_ns;
+      }
       rp.step = ReprotectState::requested;
       rp.deadline_ns = now + c.failover_timeout_ns;
-      return;
+      return rp.deadline_ns;
     case ReprotectState::requested: {
       ReprotectMsg answer;
-      if (!read_reprotect(c, rp.gen, answer)) {
-        if (now > rp.deadline_ns) back_off(c, now, "re-protection: the peer did not answer");
-        return;
+      if (!read_reprotect(c, answer) || answer.gen != rp.gen) {
+        if (now > rp.deadline_ns) {
+          back_off(c, now, "re-protection: the peer did not answer");
+          return rp.next_try_ns;
+        }
+        return rp.deadline_ns + 1;  // its completion wakes us before
       }
-      if (!answer.ok) return back_off(c, now, "re-protection: the peer cannot build its side");
+      if (!answer.ok) {
+        back_off(c, now, "re-protection: the peer cannot build its side");
+        return rp.next_try_ns;
+      }
       auto remote = net::decode_endpoint(std::span<const std::uint8_t>(answer.endpoint, sizeof answer.endpoint));
-      if (!remote) return back_off(c, now, "re-protection: " + remote.error().message);
+      if (!remote) {
+        back_off(c, now, "re-protection: " + remote.error().message);
+        return rp.next_try_ns;
+      }
       const net::Endpoint r = *remote;
-      rp.job = start_job(rp.job->path, [r](PathJob& job) { return connect_path(job, r); });
+      rp.job = start_job(c, rp.job->path, [r](PathJob& job) { return connect_path(job, r); });
       rp.step = ReprotectState::connecting;
-      return;
+      return 0;
     }
     case ReprotectState::connecting: {
       if (const int o = job_outcome(*rp.job); o == 0) {
-        return;
+        return 0;
       } else if (o < 0) {
-        return back_off(c, now, "re-protection: " + rp.job->why);
+        back_off(c, now, "re-protection: " + rp.job->why);
+        return rp.next_try_ns;
       }
-      c.ctrl_out.hello = rp.gen;
-      if (post_control(c, *rp.job->path, WrKind::hello, offsetof(ControlBlock, hello), sizeof(std::uint64_t)) != 0)
-        return back_off(c, now, "re-protection: the hello could not be posted");
+      c.ctrl_out.hello.gen = rp.gen;
+      seal(c.ctrl_out.hello);
+      if (post_control(c, *rp.job->path, WrKind::hello, offsetof(ControlBlock, hello), sizeof(HelloMsg),
+                       CtlKind::hello) != 0) {
+        back_off(c, now, "re-protection: the hello could not be posted");
+        return rp.next_try_ns;
+      }
       rp.step = ReprotectState::hello;
       rp.deadline_ns = now + c.failover_timeout_ns;
-      return;
+      [[fallthrough]];
     }
     case ReprotectState::hello: {
       Path& p = *rp.job->path;
       ibv_wc err{};
       err.status = IBV_WC_SUCCESS;
-      poll_path(c, p, 4, &err);
-      if (err.status != IBV_WC_SUCCESS)
-        return back_off(c, now, std::string("re-protection: hello failed: ") + ibv_wc_status_str(err.status));
-      if (p.sends_out == 0) return install(c, rp.job->path, now);
-      if (now > rp.deadline_ns) back_off(c, now, "re-protection: hello unanswered");
-      return;
+      poll_and_arm(c, p, 4, &err);
+      if (err.status != IBV_WC_SUCCESS) {
+        back_off(c, now, std::string("re-protection: hello failed: ") + ibv_wc_status_str(err.status));
+        return rp.next_try_ns;
+      }
+      if (p.sends_out == 0) {
+        install(c, rp.job->path, now);
+        return now + 1;
+      }
+      if (now > rp.deadline_ns) {
+        back_off(c, now, "re-protection: hello unanswered");
+        return rp.next_try_ns;
+      }
+      return rp.deadline_ns + 1;
     }
   }
+  return 0;
 }
 
 // ---- receive side: answers requests, installs on the hello
-void answer(CommBase& c, std::uint64_t now) {
+std::uint64_t answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   const int slot = c.standby_slot();
-  const std::uint32_t gen = __atomic_load_n(&c.ctrl.reprotect.gen, __ATOMIC_ACQUIRE);
-  if (gen != rp.gen) {  // a new request: whatever was under way for an older one is dropped
-    ReprotectMsg req;
-    if (!read_reprotect(c, gen, req)) return;
+  ReprotectMsg req;
+  if (read_reprotect(c, req) && req.gen != rp.gen) {  // a new request: whatever was under way for an older one is dropped
+    const std::uint32_t gen = req.gen;
     rp.gen = gen;
     ++rp.attempts;
     auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
     if (!remote || !c.devs[slot]->port_up.load(std::memory_order_relaxed)) {
-      rp.job.reset();
+      retire_job(c);
       rp.step = ReprotectState::idle;
       post_reprotect(c, nullptr, 0, gen);
       set_standby(c, StandbyHealth::down, "re-protection on " + c.devs[slot]->port.id() + ": " +
                                               (remote ? "the port is not active" : remote.error().message));
-      return;
+      return 0;
     }
+    retire_job(c);
     rp.job = start_build(c, slot, &*remote);
     rp.step = ReprotectState::building;
+    c.inbox.hello = false;
     set_standby(c, StandbyHealth::connecting, "re-protecting on " + c.devs[slot]->port.id());
-    return;
+    return 0;
   }
   if (rp.step == ReprotectState::building) {
     const int o = job_outcome(*rp.job);
-    if (o == 0) return;
-    post_reprotect(c, o > 0 ? rp.job->path.get() : nullptr, o > 0 ? 1 : 0, gen);
+    if (o == 0) return 0;
+    post_reprotect(c, o > 0 ? rp.job->path.get() : nullptr, o > 0 ? 1 : 0, rp.gen);
     if (o < 0) {
       set_standby(c, StandbyHealth::down, "re-protection on " + c.devs[slot]->port.id() + ": " + rp.job->why);
-      rp.job.reset();
+      retire_job(c);
       rp.step = ReprotectState::idle;
-      return;
+      return 0;
     }
     rp.step = ReprotectState::hello;
-    return;
   }
-  if (rp.step == ReprotectState::hello && __atomic_load_n(&c.ctrl.hello, __ATOMIC_ACQUIRE) == rp.gen) {
-    auto path = rp.job->path;
-    install(c, std::move(path), now);
-    rp.job.reset();
+  if (rp.step == ReprotectState::hello) {
+    ibv_wc err{};
+    err.status = IBV_WC_SUCCESS;
+    poll_and_arm(c, *rp.job->path, 4, &err);  // the hello comes over the new path
+    HelloMsg hello;
+    if (c.inbox.hello && read_record(c.ctrl.hello, hello) && hello.gen == rp.gen) {
+      c.inbox.hello = false;
+      auto path = rp.job->path;
+      install(c, std::move(path), now);
+      rp.job.reset();
+      return now + 1;
+    }
   }
+  return 0;
 }
 
 }  // namespace
+
+bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now) {
+  if (!via || !c.rp.job || c.rp.job->path.get() != via || job_outcome(*c.rp.job) <= 0) return false;
+  auto path = c.rp.job->path;
+  install(c, std::move(path), now);
+  c.rp.job.reset();
+  return true;
+}
 
 void retire_job(CommBase& c) {
   if (c.rp.job && job_outcome(*c.rp.job) != 0) retire(std::move(c.rp.job->path));
   c.rp.job.reset();
 }
 
-void reprotect(CommBase& c, std::uint64_t now) {
-  if (!c.devs[c.standby_slot()]) return;  // single path
+std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
+  Device* d = c.devs[c.standby_slot()];
+  if (!d) return 0;  // single path
+  if (const auto g = d->recover_gen.load(std::memory_order_relaxed); g != c.rp.recover_gen) {
+    c.rp.recover_gen = g;  // the port came back (or its GID changed): try now, not after the backoff
+    if (c.kind == CommKind::send && c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
+      HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
+              d->port.id().c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
+      c.rp.next_try_ns = now;
+    }
+  }
   if (c.kind == CommKind::send) {
     const Path* sb = c.paths[c.standby_slot()].get();
     const bool dead = !sb || sb->link.load(std::memory_order_relaxed) == Path::failed;
-    if (dead || c.rp.step != ReprotectState::idle) drive(c, now);
-  } else {
-    answer(c, now);
+    if (dead || c.rp.step != ReprotectState::idle) return drive(c, now);
+    return 0;
   }
+  return answer(c, now);
 }
 
 }  // namespace nccl_ha::plugin

@@ -32,6 +32,7 @@ const IntVar kInts[] = {
     {"HA_NCCL_HEARTBEAT_MS", &Config::heartbeat_ms, 10, 60000},
     {"HA_NCCL_RTO_MS", &Config::rto_ms, 10, 600000},
     {"HA_NCCL_MAX_RETRIES", &Config::max_retries, 0, 1000000},
+    {"HA_NCCL_RETRY_WINDOW_MS", &Config::retry_window_ms, 1000, 86400000},
     {"HA_NCCL_FAILBACK_HOLD_MS", &Config::failback_hold_ms, 0, 3600000},
     {"HA_NCCL_FAILOVER_TIMEOUT_MS", &Config::failover_timeout_ms, 50, 60000},
 };
@@ -88,6 +89,7 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.heartbeat_ms == 200);
   BOOST_TEST(c.rto_ms == 1000);
   BOOST_TEST(c.max_retries == 10);
+  BOOST_TEST(c.retry_window_ms == 600000);
   BOOST_TEST(!c.enable_failback);
   BOOST_TEST(c.failback_hold_ms == 5000);
   BOOST_TEST(c.use_progress_thread);
@@ -107,6 +109,7 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   env.set("HA_NCCL_HEARTBEAT_MS", "50");
   env.set("HA_NCCL_RTO_MS", "2000");
   env.set("HA_NCCL_MAX_RETRIES", "0");
+  env.set("HA_NCCL_RETRY_WINDOW_MS", "60000");
   env.set("HA_NCCL_ENABLE_FAILBACK", "1");
   env.set("HA_NCCL_FAILBACK_HOLD_MS", "0");
   env.set("HA_NCCL_USE_PROGRESS_THREAD", "0");
@@ -123,6 +126,7 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   BOOST_TEST(c.heartbeat_ms == 50);
   BOOST_TEST(c.rto_ms == 2000);
   BOOST_TEST(c.max_retries == 0);
+  BOOST_TEST(c.retry_window_ms == 60000);
   BOOST_TEST(c.enable_failback);
   BOOST_TEST(c.failback_hold_ms == 0);
   BOOST_TEST(!c.use_progress_thread);
@@ -298,7 +302,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
   BOOST_TEST(describe(c) ==
              "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" "
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
-             "HA_NCCL_MAX_RETRIES=10 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
+             "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0");
 }

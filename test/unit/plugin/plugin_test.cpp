@@ -110,7 +110,9 @@ BOOST_AUTO_TEST_CASE(handle_validation) {
   h.magic ^= 1;
   BOOST_TEST((validate_handle(h).error().code == Errc::bad_magic));
   h = good_handle();
-  h.version = 2;
+  h.version = nccl_ha::plugin::kHandleVersion + 1;
+  BOOST_TEST((validate_handle(h).error().code == Errc::bad_version));
+  h.version = 1;  // the layout before control records carried checksums: refused, not half understood
   BOOST_TEST((validate_handle(h).error().code == Errc::bad_version));
   h = good_handle();
   h.length = 64;

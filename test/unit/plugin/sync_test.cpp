@@ -3,6 +3,8 @@
 // buffer not reported is always replayed.
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
+
 #include "datapath.hpp"
 
 using namespace nccl_ha::plugin;
@@ -102,4 +104,96 @@ BOOST_AUTO_TEST_CASE(rto_allowance_is_a_tenth_of_the_port_rate) {
   BOOST_TEST(write_allowance_ns(64 * MiB, 2500) / 10000000 == 214u);
   BOOST_TEST(write_allowance_ns(64 * MiB, 0) == write_allowance_ns(64 * MiB, 2500));  // speed unknown
   BOOST_TEST(write_allowance_ns(64 * MiB, -1) == write_allowance_ns(64 * MiB, 2500));
+}
+
+// Records written by one RDMA write are accepted only whole (comm.hpp: record_check, read_record).
+BOOST_AUTO_TEST_SUITE(control_records)
+
+BOOST_AUTO_TEST_CASE(a_sealed_record_reads_whole) {
+  FifoEntry e{};
+  e.addr[0] = 0x1000;
+  e.size[0] = 4096;
+  e.tag[0] = 7;
+  e.nreqs = 1;
+  e.seq = 42;
+  seal(e);
+  FifoEntry out{};
+  BOOST_TEST(read_record(e, out));
+  BOOST_TEST(out.seq == 42u);
+  BOOST_TEST(out.addr[0] == 0x1000u);
+}
+
+BOOST_AUTO_TEST_CASE(a_never_written_record_does_not_check) {
+  const SyncMsg zero{};
+  SyncMsg out;
+  BOOST_TEST(!read_record(zero, out));
+  const HelloMsg hz{};
+  HelloMsg ho;
+  BOOST_TEST(!read_record(hz, ho));
+}
+
+// Any byte of the new record still missing (the old record's byte in its place) is caught, at
+// every position: what a reader sees while the write is landing in no particular order.
+BOOST_AUTO_TEST_CASE(a_record_still_landing_is_refused_at_every_byte) {
+  FifoEntry old_e{};
+  old_e.addr[0] = 0xdead0000;
+  old_e.size[0] = 100;
+  old_e.nreqs = 1;
+  old_e.seq = 10;
+  seal(old_e);
+  FifoEntry new_e = old_e;
+  for (int i = 0; i < kMaxRecvs; ++i) {
+    new_e.addr[i] = 0x20000000u + 0x1000u * static_cast<unsigned>(i);
+    new_e.size[i] = 65536;
+    new_e.tag[i] = i;
+    new_e.rkey[0][i] = 0x100u + static_cast<unsigned>(i);
+    new_e.rkey[1][i] = 0x200u + static_cast<unsigned>(i);
+  }
+  new_e.nreqs = kMaxRecvs;
+  new_e.seq = 10 + kMaxRequests;
+  seal(new_e);
+  const auto* o = reinterpret_cast<const unsigned char*>(&old_e);
+  const auto* n = reinterpret_cast<const unsigned char*>(&new_e);
+  int refused = 0, differing = 0;
+  for (std::size_t i = 0; i < sizeof(FifoEntry); ++i) {
+    if (o[i] == n[i]) continue;
+    ++differing;
+    FifoEntry mixed = new_e;
+    reinterpret_cast<unsigned char*>(&mixed)[i] = o[i];
+    FifoEntry out;
+    if (!read_record(mixed, out)) ++refused;
+  }
+  BOOST_TEST(differing > 50);
+  BOOST_TEST(refused == differing);
+  // Half old, half new (either half first) is refused too.
+  for (std::size_t cut = 8; cut < sizeof(FifoEntry); cut += 8) {
+    FifoEntry a = new_e, b = old_e, out;
+    std::memcpy(&a, &old_e, cut);
+    std::memcpy(&b, &new_e, cut);
+    BOOST_TEST(!read_record(a, out));
+    BOOST_TEST(!read_record(b, out));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// HA_NCCL_MAX_RETRIES counts the failovers of the last HA_NCCL_RETRY_WINDOW_MS only.
+BOOST_AUTO_TEST_CASE(failovers_are_counted_in_a_sliding_window) {
+  constexpr std::uint64_t s = 1'000'000'000;
+  std::deque<std::uint64_t> starts;
+  BOOST_TEST(failovers_in_window(starts, 5 * s, 60 * s) == 0u);
+  for (std::uint64_t t : {10 * s, 20 * s, 30 * s}) starts.push_back(t);
+  BOOST_TEST(failovers_in_window(starts, 31 * s, 60 * s) == 3u);
+  BOOST_TEST(failovers_in_window(starts, 70 * s, 60 * s) == 2u);  // the one at 10 s left the window
+  BOOST_TEST(failovers_in_window(starts, 90 * s, 60 * s) == 0u);
+  BOOST_TEST(starts.empty());
+  // A weeks-long job: a flap a day never reaches a limit of 10 in a 10-minute window.
+  std::deque<std::uint64_t> weeks;
+  std::size_t worst = 0;
+  for (std::uint64_t day = 1; day <= 60; ++day) {
+    const std::uint64_t t = day * 86400 * s;
+    worst = std::max(worst, failovers_in_window(weeks, t, 600 * s));
+    weeks.push_back(t);
+  }
+  BOOST_TEST(worst == 0u);
 }

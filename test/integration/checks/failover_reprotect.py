@@ -1,14 +1,20 @@
 """failover-reprotect: rail 0 down (failover to rail 1), rail 0 back (re-protected there), then
-rail 1 down: the second failure fails over back to rail 0; then rail 1 is re-protected.
+rail 1 down: the second failure fails over back to rail 0; then rail 1 is re-protected. Ten times
+in a row in one boot (fault1 .. fault10), each judged on its own; the test fails at the end
+naming every repetition that failed.
 maxretries: the same faults with HA_NCCL_MAX_RETRIES=1: the second failure ends the stream with
 ncclSystemError on both sides, within the bound, b's WARN naming HA_NCCL_MAX_RETRIES."""
-from check import expect
-from failover_common import PRIMARY, check_fatal, faults, on_a_clock
+from check import expect, fail
+import re
+
+from failover_common import BACKUP, PRIMARY, check_fatal, faults, log_text, on_a_clock
 from failover_sequence import check_sequence
 
+REPEATS = 10      # failover-reprotect.guest.sh: REPEATS
+MIN_SECONDS = 26  # failover-reprotect.guest.sh: MIN
 
-def check(run):
-    check_sequence(run, "fault", 26, "b", n_faults=4, failovers=2, end_active=PRIMARY, end_standby="up")
+
+def check_maxretries(run):
     a, b = run.report("a", "maxretries"), run.report("b", "maxretries")
     fs = faults(run, "b", "maxretries")
     expect(len(fs) >= 3 and fs[2][2] == "rail-down 1", f"maxretries: the third fault is rail-down 1 on b: {fs}")
@@ -18,3 +24,32 @@ def check(run):
     # then, may find its standby dead first - check_fatal() has its "no usable path" WARN either way.
     warns = [w for w in b["plugin_warning_lines"] if "HA_NCCL_MAX_RETRIES (1)" in w]
     expect(warns, f"b maxretries: the WARN names HA_NCCL_MAX_RETRIES (1): {b['plugin_warning_lines'][:3]}")
+
+
+# Re-protection is driven by the port's PORT_ACTIVE event, not by the backoff timer (issue #9).
+RECOVERED_INFO = re.compile(r"NET/HA: send comm \S+: (\S+) is active again: re-protecting now")
+
+
+def check_fault(run, name):
+    check_sequence(run, name, MIN_SECONDS, "b", n_faults=4, failovers=2, end_active=PRIMARY, end_standby="up")
+    ports = [m.group(1) for m in RECOVERED_INFO.finditer(log_text(run, "b", name))]
+    expect(PRIMARY in ports and BACKUP in ports,
+           f"b {name}: each rail-up started re-protection at once on its PORT_ACTIVE event: {ports}")
+
+
+def check(run):
+    cases = [(f"fault{i}", lambda i=i: check_fault(run, f"fault{i}")) for i in range(1, REPEATS + 1)]
+    cases.append(("maxretries", lambda: check_maxretries(run)))
+    failed = []
+    for name, fn in cases:
+        print(f"check: info: ---- {name}")
+        try:
+            fn()
+        except SystemExit as e:  # check.fail(): its FAIL line is printed; go on with the next run
+            if e.code not in (None, 0):
+                failed.append(name)
+        except (KeyError, TypeError, IndexError, ValueError) as e:  # e.g. a watchdog's minimal report
+            print(f"check: FAIL: {name}: the recorded files lack what the check needs: {type(e).__name__}: {e}")
+            failed.append(name)
+    if failed:
+        fail(f"failover-reprotect: {len(failed)} of {len(cases)} run(s) failed: {', '.join(failed)}")

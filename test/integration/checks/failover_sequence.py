@@ -1,7 +1,8 @@
 """Shared by the multi-fault failover tests (failover-reprotect, -flaps, -failback): the stream
 survived every fault with every byte verified, and each data comm's events tell the story."""
 from check import expect
-from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, NO_PATH_WARN, PRIMARY, data_comm, expect_counters,
+from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, NO_PATH_WARN, PORT_DOWN_STALL_BOUND_MS, PRIMARY,
+                             data_comm, expect_counters, stall_around,
                              expect_no_crash, expect_stream_ok, faults, log_text, on_a_clock, stats)
 
 # After the stream moved, no gap between receives longer than this (re-protection, heartbeats and
@@ -9,15 +10,18 @@ from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, NO_PATH_WARN, PRI
 MAX_GAP_AFTER_FIRST_FAILOVER_MS = 1500
 
 
-def gaps_after(t, start_unix_ms):
-    """Longest gap (ms, 10 ms bins) between receive bins after start_unix_ms."""
+def gaps_after(t, start_unix_ms, excused=()):
+    """Longest gap (ms, 10 ms bins) between receive bins after start_unix_ms, leaving out the gaps
+    that overlap an excused (start, end) window (a's clock): a later fault's own failover."""
     bin_ms, msgs = t["bin_ms"], t["recv_msgs"]
     first = max(0, int((start_unix_ms - t["start_unix_ms"]) // bin_ms))
     longest, last = 0, None
     for i in range(first, len(msgs)):
         if msgs[i]:
             if last is not None:
-                longest = max(longest, (i - last) * bin_ms)
+                g0, g1 = t["start_unix_ms"] + last * bin_ms, t["start_unix_ms"] + i * bin_ms
+                if not any(g0 <= e1 and g1 >= e0 for e0, e1 in excused):
+                    longest = max(longest, (i - last) * bin_ms)
             last = i
     return longest
 
@@ -55,7 +59,15 @@ def check_sequence(run, name, min_seconds, fault_role, n_faults, failovers, fail
         t0 = on_a_clock(role, b, fo[0]["time_unix_ms"]) if fo else None
         first_fo = t0 if first_fo is None or (t0 is not None and t0 > first_fo) else first_fo
     if first_fo is not None:
-        gap = gaps_after(a["timeline"], first_fo + 100)
+        # A fault after the first failover (a second failure, a flap) is a failover of its own,
+        # bounded like any port-down failover; its stall is not the active path stalling.
+        later = [(on_a_clock(fault_role, b, f0), on_a_clock(fault_role, b, f1) + PORT_DOWN_STALL_BOUND_MS)
+                 for f0, f1, _ in fs if on_a_clock(fault_role, b, f0) > first_fo]
+        for e0, e1 in later:
+            stall, at = stall_around(a["timeline"], e0, e1 - e0)
+            expect(stall <= PORT_DOWN_STALL_BOUND_MS, f"{name}: a later fault stalled receives {stall} ms at +{at} ms "
+                                                      f"(bound {PORT_DOWN_STALL_BOUND_MS} ms)")
+        gap = gaps_after(a["timeline"], first_fo + 100, later)
         expect(gap <= MAX_GAP_AFTER_FIRST_FAILOVER_MS,
                f"{name}: after the first failover the longest receive gap is {gap} ms "
                f"(bound {MAX_GAP_AFTER_FIRST_FAILOVER_MS} ms)")

@@ -39,6 +39,24 @@ def expect(cond, msg):
     print(f"check: ok: {msg}")
 
 
+def expect_each(test, cases):
+    """Runs every (name, fn) case, each judged on its own (a failed expectation ends only that
+    case), then fails naming every case that failed."""
+    failed = []
+    for name, fn in cases:
+        print(f"check: info: ---- {name}")
+        try:
+            fn()
+        except SystemExit as e:  # fail(): its FAIL line is printed; go on with the next case
+            if e.code not in (None, 0):
+                failed.append(name)
+        except (KeyError, TypeError, IndexError, ValueError) as e:  # e.g. a watchdog's minimal report
+            print(f"check: FAIL: {name}: the recorded files lack what the check needs: {type(e).__name__}: {e}")
+            failed.append(name)
+    if failed:
+        fail(f"{test}: {len(failed)} of {len(cases)} case(s) failed: {', '.join(failed)}")
+
+
 def rail(report, index):
     rails = report["rails"]
     expect(len(rails) > index, f"{report['role']} reports rail {index}")

@@ -16,7 +16,7 @@ gave up after HA_NCCL_FAILOVER_TIMEOUT_MS). Times: an idle window comes from the
 report and is compared with that side's own stats events (same clock); the other side's events
 are moved to that clock with the offset the drivers measured (+- rtt/2, allowed for).
 Each case is checked on its own; the test fails at the end naming every case that failed."""
-from check import expect, fail
+from check import expect, expect_each
 from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, NO_PATH_WARN, PRIMARY, STANDBY_INFO, data_comm,
                              expect_counters, expect_no_crash, expect_stream_ok, faults, log_text, stats)
 
@@ -161,16 +161,4 @@ def check(run):
              ("idle-receiver", lambda: check_failover_case(run, "idle-receiver", "a", "a")),
              ("busy-fault", lambda: check_failover_case(run, "busy-fault", "b", "a")),
              ("idle-standby", lambda: check_standby_case(run, "idle-standby"))]
-    failed = []
-    for name, fn in cases:
-        print(f"check: info: ---- {name}")
-        try:
-            fn()
-        except SystemExit as e:  # check.fail(): its FAIL line is printed; go on with the next case
-            if e.code not in (None, 0):
-                failed.append(name)
-        except (KeyError, TypeError, IndexError, ValueError) as e:  # e.g. a watchdog's minimal report
-            print(f"check: FAIL: {name}: the recorded files lack what the check needs: {type(e).__name__}: {e}")
-            failed.append(name)
-    if failed:
-        fail(f"failover-idle: {len(failed)} of {len(cases)} case(s) failed: {', '.join(failed)}")
+    expect_each("failover-idle", cases)

@@ -4,7 +4,7 @@ in a row in one boot (fault1 .. fault10), each judged on its own; the test fails
 naming every repetition that failed.
 maxretries: the same faults with HA_NCCL_MAX_RETRIES=1: the second failure ends the stream with
 ncclSystemError on both sides, within the bound, b's WARN naming HA_NCCL_MAX_RETRIES."""
-from check import expect, fail
+from check import expect, expect_each
 import re
 
 from failover_common import BACKUP, PRIMARY, check_fatal, faults, log_text, on_a_clock
@@ -40,16 +40,4 @@ def check_fault(run, name):
 def check(run):
     cases = [(f"fault{i}", lambda i=i: check_fault(run, f"fault{i}")) for i in range(1, REPEATS + 1)]
     cases.append(("maxretries", lambda: check_maxretries(run)))
-    failed = []
-    for name, fn in cases:
-        print(f"check: info: ---- {name}")
-        try:
-            fn()
-        except SystemExit as e:  # check.fail(): its FAIL line is printed; go on with the next run
-            if e.code not in (None, 0):
-                failed.append(name)
-        except (KeyError, TypeError, IndexError, ValueError) as e:  # e.g. a watchdog's minimal report
-            print(f"check: FAIL: {name}: the recorded files lack what the check needs: {type(e).__name__}: {e}")
-            failed.append(name)
-    if failed:
-        fail(f"failover-reprotect: {len(failed)} of {len(cases)} run(s) failed: {', '.join(failed)}")
+    expect_each("failover-reprotect", cases)

@@ -8,6 +8,10 @@
 #   busy-fault     b idle; a (still calling): rail-down 0 -> b must confirm a's failover while idle
 #   idle-standby   b idle; b: rail-down 1 at 4 s          -> standby down noticed while idle, the
 #                                                            stream itself undisturbed
+#   stopped-peer   b's driver SIGSTOPped from 3 s to 7 s (not even its progress thread runs; its
+#                  kernel still acknowledges RDMA writes); a: rail-down 0 at 4 s -> a's notice is
+#                  acknowledged, the new path proven: a waits for b beyond
+#                  HA_NCCL_FAILOVER_TIMEOUT_MS, no deadline, until b runs again and confirms
 # The rail that went down comes back up between the cases (fault.sh rail-up, then a barrier).
 # checks/failover_idle.py judges them (each case on its own, then one verdict).
 set -euo pipefail
@@ -40,3 +44,7 @@ restore a 0 busy-fault
 PL_FAULTS=("b 4000 rail-down 1")
 pl_stream idle-standby 18744 "${PL_STREAM_ARGS[@]}" --min-seconds $MIN $(idle_args b)
 restore b 1 idle-standby
+
+PL_FAULTS=("b 3000 proc-stop" "a 4000 rail-down 0" "b 7000 proc-cont")
+pl_stream stopped-peer 18745 "${PL_STREAM_ARGS[@]}" --min-seconds $MIN
+restore a 0 stopped-peer

@@ -24,7 +24,8 @@
 #                                        of PL_FAULTS against the integrity phase; records
 #                                        NAME.rc, NAME.ms, NAME.fault_ms; vm_barrier NAME-done at
 #                                        the end. Sets PL_RC.
-#   PL_FAULTS=("ROLE MS FAULT.SH-ARGS" ...)
+#   PL_FAULTS=("ROLE MS FAULT.SH-ARGS" ...)   (or "ROLE MS proc-stop" / "ROLE MS proc-cont": SIGSTOP /
+#                                        SIGCONT to this side's driver process)
 #                                        faults for the next pl_stream, in order: ROLE (a|b) runs
 #                                        `fault.sh FAULT.SH-ARGS` MS milliseconds after the integrity phase
 #                                        started (its own clock, from the phase file). Each one
@@ -122,7 +123,11 @@ pl_stream() { # NAME PORT ARGS...
         wait_ms=$((start_ms + at - $(pl_now_ms)))
         ((wait_ms <= 0)) || sleep "$((wait_ms / 1000)).$(printf '%03d' $((wait_ms % 1000)))"
         t0=$(pl_now_ms)
-        vm_fault $args || vm_log "$name: fault.sh $args failed"
+        case $args in
+          proc-stop) kill -STOP "$PL_PID" || vm_log "$name: SIGSTOP failed" ;;  # the whole driver process
+          proc-cont) kill -CONT "$PL_PID" || vm_log "$name: SIGCONT failed" ;;
+          *) vm_fault $args || vm_log "$name: fault.sh $args failed" ;;
+        esac
         t1=$(pl_now_ms)
         echo "$t0 $t1 $args" >>"$VM_OUT/$name.fault_ms"
         vm_log "$name: fault '$args' at +$((t0 - start_ms)) ms (fault.sh took $((t1 - t0)) ms)"

@@ -9,6 +9,9 @@ plugin call at all from IDLE_AT for IDLE_MS of the integrity phase) while a rail
                  confirmation of a's notice) inside b's idle window
   idle-standby   b idle, b's rail 1 (the standby) down: no failover, no fatal, the stream goes on;
                  b's 'standby down' event inside b's idle window, a notices too
+  stopped-peer   b's driver stopped (SIGSTOP) for 4 s, a's rail 0 down meanwhile: a's notice is
+                 acknowledged by b's kernel (the new path is proven), so a waits for b's answer
+                 longer than HA_NCCL_FAILOVER_TIMEOUT_MS without giving up; b confirms once it runs
 
 Every case: both drivers exit 0, every byte verified and every message counted once, no fatal
 event, no 'no usable path' WARN (before the fix, the idle side never confirmed and the busy side
@@ -17,7 +20,8 @@ report and is compared with that side's own stats events (same clock); the other
 are moved to that clock with the offset the drivers measured (+- rtt/2, allowed for).
 Each case is checked on its own; the test fails at the end naming every case that failed."""
 from check import expect, expect_each
-from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, NO_PATH_WARN, PRIMARY, STANDBY_INFO, data_comm,
+from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, FAILOVER_TIMEOUT_MS, NO_PATH_WARN, PRIMARY,
+                             STANDBY_INFO, data_comm,
                              expect_counters, expect_no_crash, expect_stream_ok, faults, log_text, stats)
 
 MIN_SECONDS = 15             # failover-idle.guest.sh: MIN
@@ -156,9 +160,40 @@ def check_standby_case(run, name):
     expect_no_crash(run, name)
 
 
+def check_stopped_peer(run, name):
+    a, b = run.report("a", name), run.report("b", name)
+    reps = {"a": a, "b": b}
+    fb, fa = faults(run, "b", name), faults(run, "a", name)
+    expect([f[2] for f in fb] == ["proc-stop", "proc-cont"] and [f[2] for f in fa] == ["rail-down 0"],
+           f"{name}: b's driver stopped and continued, a's rail 0 down: {fb} / {fa}")
+    stop, cont = (to_clock_of("a", reps, "b", fb[0][0]), to_clock_of("a", reps, "b", fb[1][1]))
+    expect(stop <= fa[0][0] and fa[0][1] <= cont, f"{name}: a's rail went down while b was stopped "
+                                                  f"(+{fa[0][0] - stop:.0f} .. +{fa[0][1] - stop:.0f} ms of {cont - stop:.0f} ms)")
+    for role in ("a", "b"):
+        mine, last = data_comm(run, role, name, stats(run, role, name))
+        expect(not [e for e in mine if e["event"] == "fatal"], f"{role} {name}: no fatal event")
+        expect(not NO_PATH_WARN.search(log_text(run, role, name)), f"{role} {name}: no 'no usable path' WARN")
+        fo = [e for e in mine if e["event"] == "failover"]
+        expect(len(fo) == 1 and fo[0]["from"] == PRIMARY and fo[0]["to"] == BACKUP,
+               f"{role} {name}: one failover {PRIMARY} -> {BACKUP}: {[(e['from'], e['to'], e['cause']) for e in fo]}")
+        at = to_clock_of("a", reps, role, fo[0]["time_unix_ms"])
+        if role == "a":
+            expect(fo[0]["stall_ms"] > FAILOVER_TIMEOUT_MS and at >= cont - slack(reps),
+                   f"a {name}: a waited {fo[0]['stall_ms']:.0f} ms for the stopped peer (more than "
+                   f"HA_NCCL_FAILOVER_TIMEOUT_MS={FAILOVER_TIMEOUT_MS}) and finished +{at - cont:.0f} ms after b "
+                   f"continued")
+        else:
+            expect(at >= cont - slack(reps), f"b {name}: b confirmed after it continued (+{at - cont:.0f} ms): "
+                                             f"cause '{fo[0]['cause']}'")
+        expect_counters(role, name, last, reps[role], 1)
+    expect_stream_ok(run, name, MIN_SECONDS)
+    expect_no_crash(run, name)
+
+
 def check(run):
     cases = [("idle-sender", lambda: check_failover_case(run, "idle-sender", "b", "b")),
              ("idle-receiver", lambda: check_failover_case(run, "idle-receiver", "a", "a")),
              ("busy-fault", lambda: check_failover_case(run, "busy-fault", "b", "a")),
-             ("idle-standby", lambda: check_standby_case(run, "idle-standby"))]
+             ("idle-standby", lambda: check_standby_case(run, "idle-standby")),
+             ("stopped-peer", lambda: check_stopped_peer(run, "stopped-peer"))]
     expect_each("failover-idle", cases)

@@ -104,6 +104,9 @@ bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index);
 void start_failover(CommBase& c, const std::string& cause, bool planned = false, const Path* via = nullptr);
 // Returns when it wants to run again (as control_step).
 std::uint64_t advance_failover(CommBase& c, std::uint64_t now);
+// The peer's SyncMsg if a whole one of epoch >= min_epoch arrived (kept in c.peer_sync); an older
+// one is dropped, one still landing is left for its completion to announce again.
+const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch);
 // No usable path left: WARN, a "fatal" stats line, and ncclSystemError from every later call.
 void fail_comm(CommBase& c, const std::string& why);
 // Failovers started within the window, after dropping the older ones (pure; unit-tested).

@@ -127,6 +127,15 @@ void fail_comm(CommBase& c, const std::string& why) {
   write_stats(c, "fatal", "\"why\":" + json_string(why));
 }
 
+const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch) {
+  SyncMsg m;
+  if (!c.inbox.sync || !read_record(c.ctrl.sync, m)) return nullptr;
+  c.peer_sync = m;  // only a whole one
+  if (m.epoch >= min_epoch) return &c.peer_sync;
+  c.inbox.sync = false;  // stale: an earlier failover's
+  return nullptr;
+}
+
 std::size_t failovers_in_window(std::deque<std::uint64_t>& starts, std::uint64_t now, std::uint64_t window_ns) {
   while (!starts.empty() && now - starts.front() >= window_ns) starts.pop_front();
   return starts.size();
@@ -227,13 +236,8 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
     fail_comm(c, failed_over(c) + " failed during the failover: " + describe_fault(*p.dev));
     return 0;
   }
-  SyncMsg m;
-  const bool arrived = c.inbox.sync && read_record(c.ctrl.sync, m) && m.epoch >= fo.epoch;
-  if (!arrived) {
-    if (c.inbox.sync) {  // a stale one, or a newer one still landing (its completion follows)
-      SyncMsg stale;
-      if (read_record(c.ctrl.sync, stale) && stale.epoch < fo.epoch) c.inbox.sync = false;
-    }
+  const SyncMsg* notice = peer_notice(c, fo.epoch);
+  if (!notice) {
     if (!fo.proven) {
       if (now > fo.deadline_ns) {
         fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
@@ -252,10 +256,9 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
     }
     return fo.next_probe_ns;
   }
-  c.peer_sync = m;
   std::uint32_t replayed = 0;
   if (c.kind == CommKind::send) {
-    auto r = apply_report(static_cast<SendComm&>(c), m, p);
+    auto r = apply_report(static_cast<SendComm&>(c), *notice, p);
     if (!r) {
       fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; " + r.error().message);
       return 0;

@@ -74,17 +74,6 @@ void tend_standby(CommBase& c, std::uint64_t now) {
   if (post_heartbeat(c, *sb) == 0) h.outstanding = true;
 }
 
-// The peer's SyncMsg, if a whole one of a newer failover than ours arrived.
-bool peer_failed_over(CommBase& c) {
-  if (!c.inbox.sync) return false;
-  SyncMsg m;
-  if (!read_record(c.ctrl.sync, m)) return false;  // a newer one is still landing: its completion follows
-  c.peer_sync = m;
-  if (m.epoch > c.fo.epoch) return true;
-  c.inbox.sync = false;  // stale
-  return false;
-}
-
 std::uint64_t soonest(std::uint64_t a, std::uint64_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
 
 }  // namespace
@@ -183,7 +172,7 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
       start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
     } else if (err.status != IBV_WC_SUCCESS) {
       start_failover(c, describe_error(p, err));
-    } else if (peer_failed_over(c)) {
+    } else if (peer_notice(c, c.fo.epoch + 1)) {  // of a newer failover than ours
       const bool planned = c.peer_sync.planned != 0;
       start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.inbox.sync_path);
     } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "logger.hpp"
+#include "nccl_ha/net/json.hpp"
 
 namespace hnd {
 
@@ -71,88 +72,7 @@ void Report::check(const std::string& name, bool ok, const std::string& detail) 
 
 namespace {
 
-// Minimal JSON writer: handles commas and nesting; values are written by the typed helpers.
-class Json {
- public:
-  explicit Json(std::FILE* f) : f_(f) {}
-  void open(char c) {
-    sep();
-    std::fputc(c, f_);
-    first_ = true;
-  }
-  void close(char c) {
-    std::fputc(c, f_);
-    first_ = false;
-  }
-  void key(const char* k) {
-    sep();
-    str_raw(k);
-    std::fputc(':', f_);
-    first_ = true;  // the value that follows needs no comma
-  }
-  void str(const std::string& s) {
-    sep();
-    str_raw(s);
-  }
-  void num(double v) {
-    sep();
-    std::fprintf(f_, "%.3f", v);
-  }
-  void num(std::uint64_t v) {
-    sep();
-    std::fprintf(f_, "%llu", static_cast<unsigned long long>(v));
-  }
-  void num(std::int64_t v) {
-    sep();
-    std::fprintf(f_, "%lld", static_cast<long long>(v));
-  }
-  void num(int v) { num(static_cast<std::int64_t>(v)); }
-  void boolean(bool b) {
-    sep();
-    std::fputs(b ? "true" : "false", f_);
-  }
-  void null() {
-    sep();
-    std::fputs("null", f_);
-  }
-  template <class T>
-  void kv(const char* k, const T& v) {
-    key(k);
-    put(v);
-  }
-  template <class T>
-  void kv(const char* k, const std::optional<T>& v) {
-    key(k);
-    if (v) put(*v);
-    else null();
-  }
-
- private:
-  void put(const std::string& s) { str(s); }
-  void put(const char* s) { str(s); }
-  void put(bool b) { boolean(b); }
-  void put(double v) { num(v); }
-  void put(float v) { num(static_cast<double>(v)); }
-  void put(int v) { num(v); }
-  void put(std::uint64_t v) { num(v); }
-  void put(std::int64_t v) { num(v); }
-  void put(unsigned long long v) { num(static_cast<std::uint64_t>(v)); }
-  void sep() {
-    if (!first_) std::fputc(',', f_);
-    first_ = false;
-  }
-  void str_raw(const std::string& s) {
-    std::fputc('"', f_);
-    for (unsigned char c : s) {
-      if (c == '"' || c == '\\') std::fprintf(f_, "\\%c", c);
-      else if (c < 0x20) std::fprintf(f_, "\\u%04x", c);
-      else std::fputc(c, f_);
-    }
-    std::fputc('"', f_);
-  }
-  std::FILE* f_;
-  bool first_ = true;
-};
+using Json = nccl_ha::net::JsonWriter;
 
 void json_integrity(Json& j, const Integrity& s) {
   j.open('{');
@@ -283,7 +203,7 @@ bool write_json(const Report& r, const std::string& path) {
     log::warn("cannot write %s", tmp.c_str());
     return false;
   }
-  Json j(f);
+  Json j;
   j.open('{');
   j.kv("tool", "ha-net-driver");
   j.kv("schema", 1);
@@ -480,8 +400,8 @@ bool write_json(const Report& r, const std::string& path) {
   for (const auto& e : r.errors) j.str(e);
   j.close(']');
   j.close('}');
-  std::fputc('\n', f);
-  bool ok = std::fclose(f) == 0;
+  bool ok = std::fputs(j.str().c_str(), f) >= 0 && std::fputc('\n', f) != EOF;
+  ok = std::fclose(f) == 0 && ok;
   if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) ok = false;
   if (!ok) log::warn("cannot write %s", path.c_str());
   return ok;

@@ -309,6 +309,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   FailoverState fo;
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines
+  CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
 
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }

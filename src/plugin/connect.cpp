@@ -122,6 +122,7 @@ asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endp
 struct ConnectOp {
   enum State { pending, ready, failed };
   std::atomic<int> state{pending};
+  CommParams params;               // the connecting communicator's
   std::shared_ptr<SendComm> comm;  // valid once ready
   std::string error;               // valid once failed
 };
@@ -156,6 +157,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   auto comm = make_send_comm(*dev, backup_for(*dev, peer_ha, "send"));
   if (!comm) co_return std::move(comm).error();
   SendComm& c = **comm;
+  c.params = op.params;
   const auto request = encode_request(c);
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
@@ -198,6 +200,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
 struct ListenState {
   explicit ListenState(asio::io_context& io) : acceptor(io) {}
   Device* dev = nullptr;
+  CommParams params;  // the listening communicator's (v11+)
   std::uint64_t token = 0;
   tcp::acceptor acceptor;  // progress thread only (after listen() returns)
   std::mutex mutex;        // guards ready / closed / error (accept() vs the progress thread)
@@ -234,6 +237,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   auto comm = make_recv_comm(*ls->dev, backup_for(*ls->dev, peer_offers, "recv"));
   if (!comm) co_return std::move(comm).error();
   RecvComm& c = **comm;
+  c.params = ls->params;
   net::ByteReader keys(body.subspan(2 * net::kEndpointSize + 4));
   if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey))
     co_return make_error(Errc::bad_length, "malformed connection request");
@@ -318,12 +322,13 @@ std::string handle_address(const Handle& h) {
   return ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
-ncclResult_t listen(int dev, void* handle, void** listen_comm) {
+ncclResult_t listen(const CommParams& params, int dev, void* handle, void** listen_comm) {
   Device* d = device_or_warn(dev, "listen");
   if (!d || !handle || !listen_comm) return ncclInvalidArgument;
   State* st = state();
   auto ls = std::make_shared<ListenState>(st->reactor.context());
   ls->dev = d;
+  ls->params = params;
   ls->token = net::random_token();
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(st->handshake_ip, ec);
@@ -361,7 +366,7 @@ ncclResult_t listen(int dev, void* handle, void** listen_comm) {
   return ncclSuccess;
 }
 
-ncclResult_t connect(int dev, int /*traffic_class*/, void* handle, void** send_comm) {
+ncclResult_t connect(const CommParams& params, int dev, void* handle, void** send_comm) {
   if (!send_comm || !handle) return ncclInvalidArgument;
   *send_comm = nullptr;
   Device* d = device_or_warn(dev, "connect");
@@ -373,6 +378,7 @@ ncclResult_t connect(int dev, int /*traffic_class*/, void* handle, void** send_c
   }
   if (h->stage == 0) {  // first call for this connection: start the handshake
     auto op = std::make_shared<ConnectOp>();
+    op->params = params;
     std::uint64_t id = net::random_token();
     {
       std::lock_guard<std::mutex> lock(g_ops_mutex);

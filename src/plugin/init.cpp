@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <list>
 #include <mutex>
 
 #include "backup.hpp"
@@ -25,7 +26,9 @@ namespace {
 std::mutex g_init_mutex;
 std::unique_ptr<State> g_state;     // guarded by g_init_mutex for creation/destruction
 std::atomic<State*> g_state_ptr{nullptr};
-int g_contexts = 0;                 // v11+ contexts alive (g_init_mutex)
+// v11+ contexts alive, one per communicator (g_init_mutex); a context is the address of its
+// element (std::list: stable addresses).
+std::list<CommParams> g_contexts;
 
 // Budget (DEVELOPER_GUIDE 3.1/15.2): every comm will own 2 QPs (primary + shadow backup), NCCL
 // runs ~16 channels per peer, each connection keeps up to 64 work requests in flight and the
@@ -256,18 +259,35 @@ ncclResult_t init(ncclDebugLogger_t logger) {
   }
 }
 
-ncclResult_t context_init(void** ctx) {
+ncclResult_t context_init(const CommParams& params, void** ctx) {
   std::lock_guard<std::mutex> lock(g_init_mutex);
-  ++g_contexts;
-  *ctx = &g_contexts;  // any non-null token; nccl-ha keeps no per-communicator state
+  *ctx = &g_contexts.emplace_back(params);
   return ncclSuccess;
 }
 
+namespace {
+std::list<CommParams>::iterator find_context(void* ctx) {
+  return std::find_if(g_contexts.begin(), g_contexts.end(), [ctx](const CommParams& p) { return &p == ctx; });
+}
+}  // namespace
+
 ncclResult_t context_finalize(void* ctx) {
-  if (!ctx) return ncclInvalidArgument;
   std::lock_guard<std::mutex> lock(g_init_mutex);
-  if (g_contexts > 0 && --g_contexts == 0) destroy_state();  // NCCL may dlclose us next
+  const auto it = find_context(ctx);
+  if (it == g_contexts.end()) {
+    HA_WARN("NET/HA: finalize: %p is not a context of this plugin", ctx);
+    return ncclInvalidArgument;
+  }
+  g_contexts.erase(it);
+  if (g_contexts.empty()) destroy_state();  // NCCL may dlclose us next
   return ncclSuccess;
+}
+
+std::optional<CommParams> context_params(void* ctx) {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  const auto it = find_context(ctx);
+  if (it == g_contexts.end()) return std::nullopt;
+  return *it;
 }
 
 ncclResult_t devices(int* ndev) {

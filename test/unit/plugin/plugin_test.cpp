@@ -89,7 +89,15 @@ BOOST_AUTO_TEST_CASE(init_without_devices_and_bad_device_indices) {
         l.rfind(std::to_string(NCCL_LOG_WARN) + " " + std::to_string(NCCL_NET), 0) == 0)
       warned = true;
   BOOST_TEST(warned, "a WARN line on the NET subsystem names the bad device index");
+  // A pointer that is no context of ours: refused with a WARN, never dereferenced.
+  int not_a_context = 0;
+  g_lines.clear();
+  BOOST_TEST(net->listen(&not_a_context, 0, handle, &listen_comm) == ncclInvalidArgument);
+  BOOST_TEST(net->finalize(&not_a_context) == ncclInvalidArgument);
+  BOOST_TEST(g_lines.size() == 2u);
+  for (const auto& l : g_lines) BOOST_TEST(l.find("is not a context of this plugin") != std::string::npos, l);
   BOOST_TEST(net->finalize(ctx) == ncclSuccess);
+  BOOST_TEST(net->finalize(ctx) == ncclInvalidArgument, "a context is finalized once");
 }
 
 BOOST_AUTO_TEST_CASE(v6_table_initializes_too) {

@@ -37,6 +37,7 @@
 #include <memory>
 #include <string>
 
+#include "config.hpp"
 #include "core.hpp"
 #include "device.hpp"
 #include "nccl_ha/net/qp.hpp"
@@ -195,7 +196,11 @@ struct Path {
   // write well within that; a 64 MiB write is no black hole because it takes a while.
   std::uint64_t rto_allowance_ns = 0;
   std::uint32_t fault_gen = 0;          // dev->fault_gen when the path came up
+  Qos qos;                              // the comm's, set before the QP is connected
 };
+
+// The RC attributes `p`'s QP is connected with: its port's timeouts, the comm's QoS.
+net::QpTimeouts rc_attrs(const Path& p);
 
 // Path::rto_allowance_ns of one write of `bytes` on a port of `speed_mbps` (unknown: 2500, SDR 1x):
 // bytes / (speed / 8 / 10) = bytes * 80000 / speed_mbps nanoseconds.
@@ -310,6 +315,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
+  Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)
 
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }

@@ -77,7 +77,19 @@ Config Config::from_env() {
   c.stats_file = net::env_string({"HA_NCCL_STATS_FILE"}).value_or("");
   c.force_ib_timeout = env_bool("HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
   c.force_flush = env_bool("HA_NCCL_FORCE_FLUSH", c.force_flush);
+  c.ib_tc = static_cast<int>(net::env_int({"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
+  c.ib_sl = static_cast<int>(net::env_int({"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
   return c;
+}
+
+Qos resolve_qos(const Config& c, int comm_traffic_class) {
+  Qos q;
+  const bool from_comm = comm_traffic_class >= 0 && comm_traffic_class <= 255;
+  if (c.ib_tc >= 0) q.traffic_class = static_cast<std::uint8_t>(c.ib_tc);
+  else if (from_comm) q.traffic_class = static_cast<std::uint8_t>(comm_traffic_class);
+  if (c.ib_sl >= 0) q.service_level = static_cast<std::uint8_t>(c.ib_sl);
+  else if (from_comm && comm_traffic_class <= 15) q.service_level = static_cast<std::uint8_t>(comm_traffic_class);
+  return q;
 }
 
 double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt) {
@@ -142,6 +154,8 @@ std::string describe(const Config& c) {
   add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));
   add("HA_NCCL_FORCE_IB_TIMEOUT", b(c.force_ib_timeout));
   add("HA_NCCL_FORCE_FLUSH", b(c.force_flush));
+  add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
+  add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
   return s;
 }
 

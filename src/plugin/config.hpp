@@ -44,9 +44,27 @@ struct Config {
   // read by the plugin, forced or not. The Soft-RoCE retry-count cap (7 means "for ever" there) is
   // a correctness fix, not a tuning, and stays.
   bool force_ib_timeout = false;
+  // QoS of every QP the plugin connects, primary and standby (and standbys rebuilt later), with
+  // NCCL's names and rules: HA_NCCL_IB_TC, else NCCL_IB_TC (0..255, the GRH traffic class: on RoCE
+  // the IP header's DSCP/ECN byte) and HA_NCCL_IB_SL, else NCCL_IB_SL (0..15); -1: not set.
+  int ib_tc = -1;
+  int ib_sl = -1;
 
   static Config from_env();
 };
+
+// The traffic class and service level of one connection.
+struct Qos {
+  std::uint8_t traffic_class = 0;
+  std::uint8_t service_level = 0;
+};
+
+// NCCL's rule (net_ib): the variable when set, else the communicator's trafficClass
+// (ncclConfig_t.trafficClass via ncclNetCommConfig; -1 = undefined) when given, else 0. NCCL also
+// takes the trafficClass as the service level; an SL has 4 bits, so a trafficClass above 15
+// leaves the SL at 0 here instead of failing the QP transition. The connector decides; the
+// listener uses the connector's values (they travel in the connection request), as NCCL does.
+Qos resolve_qos(const Config& c, int comm_traffic_class);
 
 // WARN lines for settings that are legal but unwise: the soft RTO below twice the hardware retry
 // window (4.096 us * 2^timeout * (retry_cnt + 1)), heartbeat_ms*3 > rto_ms, etc. Pure function.

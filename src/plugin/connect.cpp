@@ -43,8 +43,9 @@ using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 
 // conn_request: primary endpoint, flags, standby endpoint, FIFO addr + rkey per slot, control
-// block addr + rkey per slot. conn_reply: primary endpoint, flags, standby endpoint, control block.
-constexpr std::size_t kRequestSize = 2 * net::kEndpointSize + 4 + 2 * (8 + 4 * kSlots);
+// block addr + rkey per slot, traffic class (u8), service level (u8): the connector decides the
+// connection's QoS. conn_reply: primary endpoint, flags, standby endpoint, control block.
+constexpr std::size_t kRequestSize = 2 * net::kEndpointSize + 4 + 2 * (8 + 4 * kSlots) + 2;
 constexpr std::size_t kReplySize = 2 * net::kEndpointSize + 4 + 8 + 4 * kSlots;
 constexpr std::uint32_t kOfferStandby = 1;  // flag bit in requests, replies and handles
 
@@ -94,7 +95,7 @@ void make_single_path(CommBase& c) {
 asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endpoint& remote, std::uint64_t token,
                                   Millis timeout) {
   path.remote = remote;
-  auto local = net::connect_rc_qp(path.qp.get(), path.local, remote, path.dev->timeouts);
+  auto local = net::connect_rc_qp(path.qp.get(), path.local, remote, rc_attrs(path));
   if (local)
     if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) local = errno_error(Errc::verbs, "posting control receives", rc);
   const std::string mine = local ? std::string() : local.error().message;
@@ -138,7 +139,15 @@ std::vector<std::uint8_t> encode_request(const SendComm& c) {
   out.insert(out.end(), standby.begin(), standby.end());
   write_keys(w, reinterpret_cast<std::uint64_t>(c.fifo), c.fifo_mr);
   write_keys(w, reinterpret_cast<std::uint64_t>(&c.ctrl), c.ctrl_mr);
+  w.u8(c.qos.traffic_class);
+  w.u8(c.qos.service_level);
   return out;
+}
+
+void set_qos(CommBase& c, const Qos& q) {
+  c.qos = q;
+  for (auto& p : c.paths)
+    if (p) p->qos = q;
 }
 
 // What phase two needs after the comm was handed over.
@@ -158,6 +167,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!comm) co_return std::move(comm).error();
   SendComm& c = **comm;
   c.params = op.params;
+  set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
   const auto request = encode_request(c);
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
@@ -175,7 +185,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     co_return make_error(Errc::bad_length, "malformed connection reply");
   if (!(flags & kOfferStandby) || !remote_standby) make_single_path(c);
   c.paths[0]->remote = *remote;
-  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, dev->timeouts); !s) co_return s;
+  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) co_return s;
   if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
     co_return errno_error(Errc::verbs, "posting control receives", rc);
   const std::vector<std::uint8_t> none;
@@ -183,9 +193,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     co_return s;
   auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
   if (!ack) co_return std::move(ack).error();
-  HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s", dev->port.id().c_str(), c.paths[0]->local.qpn,
+  HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)", dev->port.id().c_str(), c.paths[0]->local.qpn,
           peer.address().to_string().c_str(), remote->qpn, c.paths[1] ? ", standby on " : ", single path",
-          c.paths[1] ? c.devs[1]->port.id().c_str() : "");
+          c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
   if (c.paths[1]) {
     plan.path = c.paths[1];
     plan.remote = *remote_standby;
@@ -239,10 +249,13 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   RecvComm& c = **comm;
   c.params = ls->params;
   net::ByteReader keys(body.subspan(2 * net::kEndpointSize + 4));
-  if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey))
+  Qos qos;
+  if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey) ||
+      !keys.u8(qos.traffic_class) || !keys.u8(qos.service_level) || qos.service_level > 15)
     co_return make_error(Errc::bad_length, "malformed connection request");
+  set_qos(c, qos);  // the connector's, as NCCL does
   c.paths[0]->remote = *remote;
-  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, ls->dev->timeouts); !s) co_return s;
+  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) co_return s;
   if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
     co_return errno_error(Errc::verbs, "posting control receives", rc);
   if (auto s = setup_flush(c); !s) co_return s;
@@ -256,8 +269,9 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     co_return s;
   auto ready = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
   if (!ready) co_return std::move(ready).error();
-  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s", ls->dev->port.id().c_str(), c.paths[0]->local.qpn, remote->qpn,
-          c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "");
+  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
+          remote->qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
+          c.qos.traffic_class, c.qos.service_level);
   const std::shared_ptr<Path> standby_path = c.paths[1];
   bool closed = false;
   {

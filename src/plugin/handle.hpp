@@ -24,7 +24,8 @@ namespace nccl_ha::plugin {
 constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // 2: control records with checksums, control writes with immediate data (issue #9); a peer
 // speaking 1 is refused at connect, never half understood.
-constexpr std::uint16_t kHandleVersion = 2;
+// 3: the connection request carries the connection's traffic class and service level (#11).
+constexpr std::uint16_t kHandleVersion = 3;
 
 struct Handle {
   std::uint32_t magic;

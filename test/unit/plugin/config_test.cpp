@@ -35,6 +35,8 @@ const IntVar kInts[] = {
     {"HA_NCCL_RETRY_WINDOW_MS", &Config::retry_window_ms, 1000, 86400000},
     {"HA_NCCL_FAILBACK_HOLD_MS", &Config::failback_hold_ms, 0, 3600000},
     {"HA_NCCL_FAILOVER_TIMEOUT_MS", &Config::failover_timeout_ms, 50, 60000},
+    {"HA_NCCL_IB_TC", &Config::ib_tc, -1, 255},
+    {"HA_NCCL_IB_SL", &Config::ib_sl, -1, 15},
 };
 
 struct BoolVar {
@@ -56,7 +58,8 @@ struct CleanEnv {
   CleanEnv() {
     for (const auto& v : kInts) env.unset(v.name);
     for (const auto& v : kBools) env.unset(v.name);
-    for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE"})
+    for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE",
+                          "NCCL_IB_TC", "NCCL_IB_SL"})
       env.unset(v);
   }
 };
@@ -304,7 +307,45 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
-             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0");
+             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset "
+             "HA_NCCL_IB_SL=unset");
+}
+
+BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {
+  CleanEnv clean;
+  // NCCL's variables are honoured; the HA_ ones win.
+  clean.env.set("NCCL_IB_TC", "96");
+  clean.env.set("NCCL_IB_SL", "3");
+  Config c = Config::from_env();
+  BOOST_TEST(c.ib_tc == 96);
+  BOOST_TEST(c.ib_sl == 3);
+  clean.env.set("HA_NCCL_IB_TC", "40");
+  c = Config::from_env();
+  BOOST_TEST(c.ib_tc == 40);
+  BOOST_TEST(c.ib_sl == 3);
+  // The variable beats the communicator's trafficClass (NCCL's rule) ...
+  Qos q = resolve_qos(c, 104);
+  BOOST_TEST(q.traffic_class == 40);
+  BOOST_TEST(q.service_level == 3);
+  // ... which is used when no variable is set, also as the SL when it fits 4 bits.
+  const Config unset;
+  q = resolve_qos(unset, 104);
+  BOOST_TEST(q.traffic_class == 104);
+  BOOST_TEST(q.service_level == 0);
+  q = resolve_qos(unset, 5);
+  BOOST_TEST(q.traffic_class == 5);
+  BOOST_TEST(q.service_level == 5);
+  q = resolve_qos(unset, -1);  // NCCL_NET_TRAFFIC_CLASS_UNDEF
+  BOOST_TEST(q.traffic_class == 0);
+  BOOST_TEST(q.service_level == 0);
+  // Out of range: WARN, the default (unset).
+  clean.env.set("HA_NCCL_IB_TC", "300");
+  clean.env.set("NCCL_IB_SL", "16");
+  c = Config::from_env();
+  BOOST_TEST(c.ib_tc == -1);
+  BOOST_TEST(c.ib_sl == -1);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_TC", "'300'"}) == 1u, clean.log.dump());
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"NCCL_IB_SL", "'16'"}) == 1u, clean.log.dump());
 }
 
 BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {

@@ -15,6 +15,8 @@
 #   ipv6          no fault: handshakes over IPv6. Each VM adds a ULA address to eth2 (fd00:aa::1 on
 #                 a, ::2 on b; nodad: usable at once); NCCL_SOCKET_FAMILY=AF_INET6 makes the plugin
 #                 advertise it; traffic must pass (NCCL_DEBUG=INFO: the log shows the address).
+#   ipv6-link-local  the same over eth2's link-local address (NCCL_SOCKET_IFNAME==eth2): the handle
+#                 carries the scope id.
 #   no-ifname     NCCL_SOCKET_IFNAME=nosuchif: init fails (ncclSystemError) on both ranks with a WARN
 #                 naming the variable and the interfaces seen; never a silent 127.0.0.1.
 # Each run records NAME.rc, NAME.ms (wall), NAME.json and NAME.log (stderr, plugin lines included)
@@ -64,5 +66,9 @@ vm_barrier ipv6-addr
 PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_FAMILY=AF_INET6)
 plain ipv6 18717 --sizes 0,8,64K,1M --messages 200 --group 4 --inflight 8
 ip -6 addr del "$v6/64" dev eth2 || true
+# Only eth2's link-local address is left: the handle carries its scope id (eth2 has the same
+# interface index in both VMs, which NCCL's rule, and so the plugin's, relies on).
+PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_FAMILY=AF_INET6 NCCL_SOCKET_IFNAME==eth2)
+plain ipv6-link-local 18719 --sizes 8,64K --messages 100 --inflight 8
 PL_ENV=(NCCL_SOCKET_IFNAME=nosuchif)
 plain no-ifname 18718 --messages 10

@@ -209,6 +209,20 @@ def check(run):
     expect(re.search(r"NET/HA: connected \S+ QP \d+ -> fd00:aa::1 QP \d+", log_b),
            "ipv6: rank 1 connected to fd00:aa::1")
 
+    # 7b. Link-local IPv6 (only eth2's fe80:: address, NCCL_SOCKET_IFNAME==eth2): scoped end to end.
+    for role in ("a", "b"):
+        no_crash(run, role, "ipv6-link-local")
+        rc = run.rc(role, "ipv6-link-local")
+        r = run.report(role, "ipv6-link-local")
+        expect(rc == 0 and r["ok"] and r["exit_code"] == 0 and r["phase"] == "done",
+               f"ipv6-link-local: rank {r['rank']} exit {rc}, phase {r['phase']} (errors: {r['errors']})")
+        log = run.out(role, "ipv6-link-local.log").read_text(errors="replace")
+        expect(re.search(r"NET/HA: \d+ device\(s\); handshakes on fe80::[0-9a-f:]+%eth2 \(eth2\)", log),
+               f"ipv6-link-local: rank {r['rank']} logs 'handshakes on fe80::...%eth2 (eth2)'")
+        expect(re.search(r"NET/HA: connected \S+ QP \d+ -> fe80::[0-9a-f:]+%eth2 QP \d+", log),
+               f"ipv6-link-local: rank {r['rank']} connected to its peer's fe80:: address scoped to eth2")
+        expect(warns(r) == [], f"ipv6-link-local: rank {r['rank']} no WARN ({warns(r)})")
+
     # 8. NCCL_SOCKET_IFNAME=nosuchif: init fails on both ranks with a WARN naming the variable and
     # what was seen; no silent 127.0.0.1.
     for role in ("a", "b"):

@@ -137,7 +137,7 @@ Expected<SocketIfChoice> choose_socket_if(const std::vector<IfAddr>& ifs, const 
   std::string msg;
   if (automatic)
     msg = "no interface for the plugin's TCP handshakes: " + q.spec_var +
-          " is unset and automatic selection never takes loopback, docker* or virbr*";
+          " is unset (or empty) and automatic selection never takes loopback, docker* or virbr*";
   else
     msg = q.spec_var + "='" + q.spec + "' matches no usable interface";
   if (q.family != 0) msg += std::string(" with ") + q.family_var + "=" + family_name(q.family);

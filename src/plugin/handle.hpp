@@ -45,7 +45,7 @@ static_assert(sizeof(Handle) == NCCL_NET_HANDLE_MAXSIZE);
 
 // Checks magic, version, length, family and port; the token is checked by the listener.
 Status validate_handle(const Handle& h);
-std::string handle_address(const Handle& h);  // "a.b.c.d:port", "[fd00::1]:port", "[fe80::1%2]:port"
+std::string handle_address(const Handle& h);  // "a.b.c.d:port", "[fd00::1]:port", "[fe80::1%eth0]:port"
 
 // Handshake message types (nccl-ha wire frames, net/wire.hpp).
 enum class HandshakeMsg : std::uint16_t {

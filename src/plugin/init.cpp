@@ -94,9 +94,9 @@ ncclResult_t pick_handshake_address(State& s) {
   s.handshake_ip = choice->address;
   s.handshake_if = choice->name;
   if (choice->link_local)
-    HA_INFO("NET/HA: handshakes use the link-local %s: the handle carries its scope id, which the peer "
-            "uses as its own (NCCL's rule); set %s for a routable address", choice->address.c_str(),
-            q.spec_var.c_str());
+    HA_INFO("NET/HA: handshakes on the link-local %s: the handle carries its scope id and the peer uses it as "
+            "its own (NCCL's rule: %s must have the same interface index on every host)",
+            choice->address.c_str(), choice->name.c_str());
   if (choice->rdma_netdev)
     HA_INFO("NET/HA: no interface besides the RDMA netdevs: handshakes on %s share a rail", choice->name.c_str());
   return ncclSuccess;

@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include <infiniband/verbs.h>
+#include <sys/socket.h>
 
 #include <cctype>
 #include <charconv>
@@ -9,6 +10,7 @@
 #include <fstream>
 
 #include "nccl_ha/net/env.hpp"
+#include "nccl_ha/net/socket_if.hpp"
 #include "nccl_ha/reactor/log.hpp"
 
 namespace nccl_ha::plugin {
@@ -62,7 +64,19 @@ Config Config::from_env() {
   Config c;
   c.test_max_poll = env_int("HA_NCCL_TEST_MAX_POLL", c.test_max_poll, 1, 64);
   c.handshake_timeout_ms = env_int("HA_NCCL_HANDSHAKE_TIMEOUT_MS", c.handshake_timeout_ms, 100, 3600000);
-  c.socket_ifname = net::env_string({"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}).value_or("");
+  const char* which = nullptr;
+  c.socket_ifname = net::env_string({"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}, &which).value_or("");
+  if (which) c.socket_ifname_var = which;
+  which = nullptr;
+  if (auto fam = net::env_string({"HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY"}, &which)) {
+    c.socket_family_var = which;
+    auto parsed = net::parse_socket_family(*fam);
+    if (parsed)
+      c.socket_family = *parsed;
+    else
+      HA_WARN("NET/HA: ignoring %s='%s': %s; handshakes use either family (IPv4 preferred)", which, fam->c_str(),
+              parsed.error().message.c_str());
+  }
   c.debug = env_int("HA_NCCL_DEBUG", c.debug, 0, 3);
   c.enable_backup = env_bool("HA_NCCL_ENABLE_BACKUP", c.enable_backup);
   c.heartbeat_ms = env_int("HA_NCCL_HEARTBEAT_MS", c.heartbeat_ms, 10, 60000);
@@ -140,6 +154,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_TEST_MAX_POLL", std::to_string(c.test_max_poll));
   add("HA_NCCL_HANDSHAKE_TIMEOUT_MS", std::to_string(c.handshake_timeout_ms));
   add("HA_NCCL_SOCKET_IFNAME", quoted_if_needed(c.socket_ifname));
+  add("HA_NCCL_SOCKET_FAMILY", c.socket_family == AF_INET ? "AF_INET" : c.socket_family == AF_INET6 ? "AF_INET6" : "any");
   add("HA_NCCL_DEBUG", std::to_string(c.debug));
   add("HA_NCCL_ENABLE_BACKUP", b(c.enable_backup));
   add("HA_NCCL_HEARTBEAT_MS", std::to_string(c.heartbeat_ms));

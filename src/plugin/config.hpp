@@ -19,7 +19,14 @@ namespace nccl_ha::plugin {
 struct Config {
   int test_max_poll = 16;            // HA_NCCL_TEST_MAX_POLL 1..64: CQ entries one test() reaps at most
   int handshake_timeout_ms = 30000;  // HA_NCCL_HANDSHAKE_TIMEOUT_MS 100..3600000: one connect/accept handshake
-  std::string socket_ifname;         // HA_NCCL_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME: handshake interface
+  // The handshake interface with NCCL's syntax (prefixes, '=' exact, '^' exclude; net/socket_if.hpp),
+  // from HA_NCCL_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME; empty: automatic (no loopback, docker*,
+  // virbr*; non-rail interfaces before RDMA netdevs). socket_ifname_var names the variable it came from.
+  std::string socket_ifname;
+  std::string socket_ifname_var = "NCCL_SOCKET_IFNAME";
+  // HA_NCCL_SOCKET_FAMILY, else NCCL_SOCKET_FAMILY: AF_INET or AF_INET6 (0: either, IPv4 preferred).
+  int socket_family = 0;
+  std::string socket_family_var = "NCCL_SOCKET_FAMILY";
   int debug = 0;                     // HA_NCCL_DEBUG 0..3
   bool enable_backup = true;         // HA_NCCL_ENABLE_BACKUP 0/1
   int heartbeat_ms = 200;            // HA_NCCL_HEARTBEAT_MS 10..60000

@@ -228,7 +228,7 @@ tcp::endpoint handle_endpoint(const Handle& h) {
   if (h.family == AF_INET) return {asio::ip::address_v4({h.addr[0], h.addr[1], h.addr[2], h.addr[3]}), h.port};
   asio::ip::address_v6::bytes_type b;
   std::memcpy(b.data(), h.addr, b.size());
-  return {asio::ip::address_v6(b), h.port};
+  return {asio::ip::address_v6(b, h.scope_id), h.port};
 }
 
 asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
@@ -333,7 +333,8 @@ Status validate_handle(const Handle& h) {
 
 std::string handle_address(const Handle& h) {
   const auto ep = handle_endpoint(h);
-  return ep.address().to_string() + ":" + std::to_string(ep.port());
+  const std::string host = ep.address().to_string();
+  return (ep.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(ep.port());
 }
 
 ncclResult_t listen(const CommParams& params, int dev, void* handle, void** listen_comm) {
@@ -351,7 +352,8 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
   if (!ec) ls->acceptor.bind(ep, ec);
   if (!ec) ls->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    HA_WARN("NET/HA: listen on %s failed: %s", st->handshake_ip.c_str(), ec.message().c_str());
+    HA_WARN("NET/HA: listen on %s (%s) failed: %s", st->handshake_ip.c_str(), st->handshake_if.c_str(),
+            ec.message().c_str());
     return ncclSystemError;
   }
   Handle h{};
@@ -369,6 +371,7 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
     h.family = AF_INET6;
     auto b = addr.to_v6().to_bytes();
     std::memcpy(h.addr, b.data(), b.size());
+    h.scope_id = addr.to_v6().scope_id();
   }
   h.token = ls->token;
   std::memcpy(handle, &h, sizeof h);

@@ -18,6 +18,7 @@
 #include "gdr.hpp"
 #include "log.hpp"
 #include "nccl_ha/net/env.hpp"
+#include "nccl_ha/net/socket_if.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -51,34 +52,57 @@ int compute_max_comms(const net::PortInfo& p, bool flush_qps, bool log) {
   return static_cast<int>(result);
 }
 
-// The address handles advertise: HA_NCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (prefix, '^' to
-// exclude), else the first IPv4 interface that is up, not loopback and not the netdev of an
-// RDMA port (a management network survives rail faults), else any non-loopback one.
-std::string pick_handshake_ip(const std::string& ifname, const std::vector<std::unique_ptr<Device>>& devices) {
+// The host's IPv4 / IPv6 addresses as records for net::choose_socket_if().
+std::vector<net::IfAddr> host_addresses() {
+  std::vector<net::IfAddr> out;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "127.0.0.1";
-  std::string chosen, fallback;
-  const bool exclude = !ifname.empty() && ifname[0] == '^';
-  const std::string want = exclude ? ifname.substr(1) : ifname;
+  if (getifaddrs(&list) != 0) {
+    HA_WARN("NET/HA: getifaddrs failed: %s", std::strerror(errno));
+    return out;
+  }
   for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
-    const std::string name = i->ifa_name;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (!want.empty()) {
-      const bool match = name.compare(0, want.size(), want) == 0;
-      if (match != exclude && chosen.empty()) chosen = buf;
+    if (!i->ifa_addr || !i->ifa_name) continue;
+    net::IfAddr a;
+    a.name = i->ifa_name;
+    a.family = i->ifa_addr->sa_family;
+    a.up = (i->ifa_flags & IFF_UP) != 0;
+    a.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
+    if (a.family == AF_INET)
+      std::memcpy(a.addr.data(), &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, 4);
+    else if (a.family == AF_INET6)
+      std::memcpy(a.addr.data(), &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
+    else
       continue;
-    }
-    if (i->ifa_flags & IFF_LOOPBACK) continue;
-    const bool rail = std::any_of(devices.begin(), devices.end(), [&](const auto& d) { return d->port.netdev == name; });
-    if (!rail && chosen.empty()) chosen = buf;
-    if (fallback.empty()) fallback = buf;
+    out.push_back(std::move(a));
   }
   freeifaddrs(list);
-  if (!chosen.empty()) return chosen;
-  if (!want.empty()) HA_WARN("NET/HA: no IPv4 interface matches socket ifname '%s'", ifname.c_str());
-  return fallback.empty() ? "127.0.0.1" : fallback;
+  return out;
+}
+
+// The address handles advertise (net/socket_if.hpp: NCCL's NCCL_SOCKET_IFNAME / _FAMILY rules).
+// Nothing usable fails init: a silent 127.0.0.1 would only fail later, on the peer's host.
+ncclResult_t pick_handshake_address(State& s) {
+  net::SocketIfQuery q;
+  q.spec = s.config.socket_ifname;
+  q.spec_var = s.config.socket_ifname_var;
+  q.family = s.config.socket_family;
+  q.family_var = s.config.socket_family_var;
+  for (const auto& d : s.devices)
+    if (!d->port.netdev.empty()) q.rdma_netdevs.push_back(d->port.netdev);
+  auto choice = net::choose_socket_if(host_addresses(), q);
+  if (!choice) {
+    HA_WARN("NET/HA: %s", choice.error().message.c_str());
+    return choice.error().code == Errc::invalid_argument ? ncclInvalidUsage : ncclSystemError;
+  }
+  s.handshake_ip = choice->address;
+  s.handshake_if = choice->name;
+  if (choice->link_local)
+    HA_INFO("NET/HA: handshakes on the link-local %s: the handle carries its scope id and the peer uses it as "
+            "its own (NCCL's rule: %s must have the same interface index on every host)",
+            choice->address.c_str(), choice->name.c_str());
+  if (choice->rdma_netdev)
+    HA_INFO("NET/HA: no interface besides the RDMA netdevs: handshakes on %s share a rail", choice->name.c_str());
+  return ncclSuccess;
 }
 
 // Backup port of every device (backup.hpp), logged.
@@ -198,7 +222,7 @@ ncclResult_t create_state() {
     s->devices.push_back(std::move(d));
   }
   assign_backups(*s);
-  s->handshake_ip = pick_handshake_ip(s->config.socket_ifname, s->devices);
+  if (ncclResult_t rc = pick_handshake_address(*s); rc != ncclSuccess) return rc;
   for (std::size_t i = 0; i < s->devices.size(); ++i) {
     const auto& p = s->devices[i]->port;
     HA_INFO("NET/HA: dev %zu: %s %s %s speed %d Mbps mtu %d gid %u pci %s numa %d guid 0x%llx", i, p.id().c_str(),
@@ -206,7 +230,8 @@ ncclResult_t create_state() {
             p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
             static_cast<unsigned long long>(p.guid));
   }
-  HA_INFO("NET/HA: %zu device(s); handshakes on %s", s->devices.size(), s->handshake_ip.c_str());
+  HA_INFO("NET/HA: %zu device(s); handshakes on %s (%s)", s->devices.size(), s->handshake_ip.c_str(),
+          s->handshake_if.c_str());
   s->reactor.start();
   if (s->config.use_progress_thread)
     for (auto& d : s->devices) watch_port_events(*s, *d);

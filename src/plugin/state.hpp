@@ -18,7 +18,8 @@ struct State {
   reactor::Reactor reactor;
   std::vector<std::unique_ptr<Device>> devices;
   Reaper reaper;  // after `devices`: destroyed (joined) before them
-  std::string handshake_ip;  // the address listen() advertises in handles
+  std::string handshake_ip;  // the address listen() advertises in handles ("fe80::1%eth0" if link-local)
+  std::string handshake_if;  // its interface
   bool gpu_memory = false;   // a GPU peer-memory client is loaded (gdr.hpp): ptrSupport has CUDA
   // Receive comms get loopback QPs for RDMA READ flushes (HA_NCCL_FORCE_FLUSH, or GPU memory).
   bool flush_qps() const { return config.force_flush || gpu_memory; }

@@ -1,5 +1,7 @@
 // Config::from_env (every HA_NCCL_* variable, booleans, WARN-and-default on bad values),
 // config_warnings, describe, and the APM checks against a fixture sysfs tree.
+#include <sys/socket.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -58,8 +60,8 @@ struct CleanEnv {
   CleanEnv() {
     for (const auto& v : kInts) env.unset(v.name);
     for (const auto& v : kBools) env.unset(v.name);
-    for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE",
-                          "NCCL_IB_TC", "NCCL_IB_SL"})
+    for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
+                          "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "NCCL_IB_TC", "NCCL_IB_SL"})
       env.unset(v);
   }
 };
@@ -143,8 +145,24 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
 BOOST_FIXTURE_TEST_CASE(socket_ifname_falls_back_to_nccl_socket_ifname, CleanEnv) {
   env.set("NCCL_SOCKET_IFNAME", "^docker");
   BOOST_TEST(Config::from_env().socket_ifname == "^docker");
+  BOOST_TEST(Config::from_env().socket_ifname_var == "NCCL_SOCKET_IFNAME");
   env.set("HA_NCCL_SOCKET_IFNAME", "eth");
   BOOST_TEST(Config::from_env().socket_ifname == "eth");
+  BOOST_TEST(Config::from_env().socket_ifname_var == "HA_NCCL_SOCKET_IFNAME");
+}
+
+BOOST_FIXTURE_TEST_CASE(socket_family_follows_nccl_and_ha_wins, CleanEnv) {
+  BOOST_TEST(Config::from_env().socket_family == 0);
+  env.set("NCCL_SOCKET_FAMILY", "AF_INET6");
+  BOOST_TEST(Config::from_env().socket_family == AF_INET6);
+  env.set("HA_NCCL_SOCKET_FAMILY", "AF_INET");
+  BOOST_TEST(Config::from_env().socket_family == AF_INET);
+  BOOST_TEST(Config::from_env().socket_family_var == "HA_NCCL_SOCKET_FAMILY");
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  env.set("HA_NCCL_SOCKET_FAMILY", "ipv6");  // NCCL's spelling only: WARN, either family
+  BOOST_TEST(Config::from_env().socket_family == 0);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 1u, log.dump());
+  BOOST_TEST(contains(log.dump(), "HA_NCCL_SOCKET_FAMILY='ipv6'"), log.dump());
 }
 
 BOOST_FIXTURE_TEST_CASE(integer_bounds_are_inclusive, CleanEnv) {
@@ -303,7 +321,7 @@ BOOST_AUTO_TEST_CASE(backup_disabled_silences_the_failover_checks) {
 BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
   const Config c;
   BOOST_TEST(describe(c) ==
-             "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" "
+             "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" HA_NCCL_SOCKET_FAMILY=any "
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "

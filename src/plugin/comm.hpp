@@ -219,6 +219,7 @@ struct StandbyHealth {
   bool outstanding = false;          // a heartbeat write is in flight
   std::uint64_t next_ns = 0;         // next heartbeat due
   std::uint64_t up_since_ns = 0;     // failback hysteresis
+  bool lost = false;                 // loss of protection said at WARN; its return will be too
 };
 
 // Building a new standby after a failover (reprotect.cpp).

@@ -66,7 +66,10 @@ Device* backup_for(Device& dev, bool peer_offers, const char* side) {
   std::lock_guard<std::mutex> lock(once_mutex);
   if (std::find(logged.begin(), logged.end(), key) == logged.end()) {
     logged.push_back(key);
-    HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why);
+    if (st->config.enable_backup)  // protection expected and not given: the operator must see it
+      HA_WARN("NET/HA: %s comms on %s: single path (%s): NOT protected", side, dev.port.id().c_str(), why);
+    else
+      HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why);
   }
   return nullptr;
 }

@@ -122,7 +122,11 @@ bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
 void retire_job(CommBase& c);
 
 // Standby state change (INFO line + stats line).
-void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why);
+// Operators see protection come and go at NCCL_DEBUG=WARN: the first loss (a standby that was up
+// goes down, or one that never came up fails) is a WARN, and so is its return; the transitions in
+// between (re-protection attempts and their backoff) are INFO. `said` : a WARN line of the caller
+// (the failover's) already tells the loss.
+void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why, bool said = false);
 
 // ---- observability (stats.cpp)
 const char* standby_name(StandbyHealth::State s) noexcept;

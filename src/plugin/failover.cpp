@@ -87,9 +87,10 @@ void finish(CommBase& c, std::uint32_t replayed) {
   if (c.inbox.sync && c.peer_sync.epoch <= c.fo.epoch) c.inbox.sync = false;  // this failover's notice
   c.standby.outstanding = false;
   c.standby.misses = 0;
-  set_standby(c, StandbyHealth::down, std::string(c.fo.planned ? "left by the failback" : "failed") + ", " +
-                                          "re-protection follows");
-  HA_INFO("NET/HA: %s of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", what, c.id.c_str(),
+  set_standby(c, StandbyHealth::down,
+              std::string(c.fo.planned ? "left by the failback" : "failed") + ", " + "re-protection follows",
+              /*said=*/true);
+  HA_WARN("NET/HA: %s of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", what, c.id.c_str(),
           from_dev.c_str(), to_dev.c_str(), c.fo.cause.c_str(), replayed, stall);
   char extra[160];
   std::snprintf(extra, sizeof extra, "\"from\":\"%s\",\"to\":\"%s\",\"stall_ms\":%.3f,\"replayed_now\":%u,\"cause\":",

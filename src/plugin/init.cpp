@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "gdr.hpp"
 #include "log.hpp"
 #include "nccl_ha/net/env.hpp"
+#include "nccl_ha/version.hpp"
 #include "nccl_ha/net/socket_if.hpp"
 #include "state.hpp"
 
@@ -105,6 +107,31 @@ ncclResult_t pick_handshake_address(State& s) {
   return ncclSuccess;
 }
 
+constexpr const char* kProgressThreadName = "ncclHaProgress";  // <= 15 characters
+
+// The INIT|NET line: version, devices with their backup pairing, handshake interface, budget and
+// the HA settings that matter, in one line an operator can grep for.
+std::string init_summary(const State& s) {
+  std::string line = std::string("NET/HA: nccl-ha ") + kVersion + " (net API v6-v12): HA " +
+                     (s.config.enable_backup ? "on" : "OFF (HA_NCCL_ENABLE_BACKUP=0)") + "; " +
+                     std::to_string(s.devices.size()) + " device(s):";
+  for (const auto& d : s.devices) {
+    line += " [" + std::to_string(d->index) + "] " + d->port.id() + " " + net::link_layer_name(d->port.link_layer) + " " +
+            std::to_string(d->port.speed_mbps) + " Mbps maxComms " + std::to_string(d->max_comms) + " backup " +
+            (d->backup >= 0 ? s.devices[static_cast<std::size_t>(d->backup)]->port.id() : std::string("NONE"));
+  }
+  const Qos q = resolve_qos(s.config, -1);
+  char tail[320];
+  std::snprintf(tail, sizeof tail,
+                "; handshakes on %s (%s); RTO %d ms, heartbeat %d ms, failover timeout %d ms, failback %s; "
+                "tc %u sl %u%s; ptrSupport %s; progress thread %s",
+                s.handshake_ip.c_str(), s.handshake_if.c_str(), s.config.rto_ms, s.config.heartbeat_ms,
+                s.config.failover_timeout_ms, s.config.enable_failback ? "on" : "off", q.traffic_class,
+                q.service_level, s.config.ib_tc < 0 ? " (or the communicator's trafficClass)" : "",
+                s.gpu_memory ? "HOST|CUDA" : "HOST", kProgressThreadName);
+  return line + tail;
+}
+
 // Backup port of every device (backup.hpp), logged.
 void assign_backups(State& s) {
   std::vector<net::PortInfo> ports;
@@ -122,9 +149,11 @@ void assign_backups(State& s) {
     if (d.backup >= 0)
       HA_INFO("NET/HA: backup of %s is %s (%s)", d.port.id().c_str(),
               s.devices[static_cast<std::size_t>(d.backup)]->port.id().c_str(), choices[i].reason.c_str());
+    else if (s.config.enable_backup)  // the operator expects protection and will not get it
+      HA_WARN("NET/HA: %s has no backup port (%s): its connections are NOT protected", d.port.id().c_str(),
+              choices[i].reason.c_str());
     else
-      HA_INFO("NET/HA: %s has no backup: %s", d.port.id().c_str(),
-              s.config.enable_backup ? choices[i].reason.c_str() : "HA_NCCL_ENABLE_BACKUP=0");
+      HA_INFO("NET/HA: %s has no backup: HA_NCCL_ENABLE_BACKUP=0", d.port.id().c_str());
   }
 }
 
@@ -230,9 +259,8 @@ ncclResult_t create_state() {
             p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
             static_cast<unsigned long long>(p.guid));
   }
-  HA_INFO("NET/HA: %zu device(s); handshakes on %s (%s)", s->devices.size(), s->handshake_ip.c_str(),
-          s->handshake_if.c_str());
-  s->reactor.start();
+  log_init_line(init_summary(*s));
+  s->reactor.start(kProgressThreadName);
   if (s->config.use_progress_thread)
     for (auto& d : s->devices) watch_port_events(*s, *d);
   g_state = std::move(s);

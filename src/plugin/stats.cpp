@@ -38,14 +38,28 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why) {
+void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why, bool said) {
   if (c.standby.state == state && c.standby.why == why) return;
   if (state == StandbyHealth::up && c.standby.state != StandbyHealth::up) c.standby.up_since_ns = now_ns();
+  bool loud = false;
+  if (state == StandbyHealth::down && !c.standby.lost) {
+    c.standby.lost = true;
+    loud = !said;
+  } else if (state == StandbyHealth::up && c.standby.lost) {
+    c.standby.lost = false;
+    loud = true;
+  }
   c.standby.state = state;
   c.standby.why = why;
   const Device* d = c.devs[c.standby_slot()];
-  HA_INFO("NET/HA: standby %s of %s is %s (%s)", d ? d->port.id().c_str() : "-", c.id.c_str(), standby_name(state),
-          why.c_str());
+  const char* port = d ? d->port.id().c_str() : "-";
+  if (loud && state == StandbyHealth::up)
+    HA_WARN("NET/HA: standby %s of %s is %s (%s): protected again", port, c.id.c_str(), standby_name(state), why.c_str());
+  else if (loud)
+    HA_WARN("NET/HA: standby %s of %s is %s (%s): this connection is NOT protected until a standby is rebuilt", port,
+            c.id.c_str(), standby_name(state), why.c_str());
+  else
+    HA_INFO("NET/HA: standby %s of %s is %s (%s)", port, c.id.c_str(), standby_name(state), why.c_str());
   write_stats(c, "standby", std::string("\"state\":\"") + standby_name(state) + "\",\"why\":" + json_string(why));
 }
 

@@ -295,8 +295,9 @@ int run_list(const Options& o) {
       const auto& d = devices[i];
       const std::string id = d.name + ":" + std::to_string(d.port);
       const auto b = get(backup, id), bud = get(budget, id);
-      std::printf("dev %zu: %s port %d speed %d Mbps gid-index %d backup %s maxComms %d ptrSupport %s\n", i,
-                  d.name.c_str(), d.port, d.speed, gid_of(id), b.empty() ? "?" : b.c_str(), d.max_comms,
+      const int gid = gid_of(id);
+      std::printf("dev %zu: %s port %d speed %d Mbps gid-index %s backup %s maxComms %d ptrSupport %s\n", i,
+                  d.name.c_str(), d.port, d.speed, gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
                   ptr_text(d.ptr).c_str());
       if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
     }

@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-test1.81-dev
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
-  qemu-system-x86 busybox-static cpio kmod iproute2 python3
+  qemu-system-x86 busybox-static cpio kmod iproute2 python3 tcpdump
 )
 
 missing=()

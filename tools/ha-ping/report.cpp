@@ -109,9 +109,16 @@ void print_text(const Report& r, std::FILE* out) {
         std::fprintf(out, " bw %.2f %s", bw_in_unit(s.bw_mib_s, st.report_gbits), bw_unit(st.report_gbits));
       std::fputc('\n', out);
     }
-    if (rail.has_qos)
-      std::fprintf(out, "rail %zu %s qos (read back from the QP): tclass %d sl %d gid-index %d\n", rail.index,
-                   rail.local.c_str(), rail.qos_tclass, rail.qos_sl, rail.qos_gid_index);
+    if (rail.has_qos) {
+      // A device may not keep what was asked (Soft-RoCE keeps no SL): say so, the read-back is the truth.
+      std::string note;
+      if (rail.qos_tclass >= 0 && static_cast<unsigned>(rail.qos_tclass) != rail.qos_requested_tclass)
+        note += " tclass " + std::to_string(rail.qos_requested_tclass);
+      if (static_cast<unsigned>(rail.qos_sl) != rail.qos_requested_sl) note += " sl " + std::to_string(rail.qos_requested_sl);
+      std::fprintf(out, "rail %zu %s qos (read back from the QP): tclass %d sl %d gid-index %d%s%s%s\n", rail.index,
+                   rail.local.c_str(), rail.qos_tclass, rail.qos_sl, rail.qos_gid_index,
+                   note.empty() ? "" : " (requested", note.c_str(), note.empty() ? "" : "; the device did not keep it)");
+    }
     else if (!rail.qos_error.empty())
       std::fprintf(out, "rail %zu %s qos: %s\n", rail.index, rail.local.c_str(), rail.qos_error.c_str());
     std::fprintf(out, "rail %zu %s%s%s: %s%s%s\n", rail.index, rail.local.c_str(), rail.local_netdev.empty() ? "" : " on ",
@@ -186,6 +193,8 @@ std::string to_json(const Report& r) {
       j.kv("tclass", rail.qos_tclass);
       j.kv("sl", rail.qos_sl);
       j.kv("gid_index", rail.qos_gid_index);
+      j.kv("requested_tclass", rail.qos_requested_tclass);
+      j.kv("requested_sl", rail.qos_requested_sl);
       j.close('}');
     } else {
       j.null();

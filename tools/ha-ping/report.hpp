@@ -42,6 +42,7 @@ struct RailReport {
   // QoS read back from the connected QP (ibv_query_qp); has_qos false when never connected.
   bool has_qos = false;
   int qos_sl = -1, qos_tclass = -1, qos_gid_index = -1;
+  unsigned qos_requested_tclass = 0, qos_requested_sl = 0;  // what went into the RTR transition
   std::string qos_error;    // ibv_query_qp failed
   std::optional<double> min_bw_mib_s;  // the threshold applied to this rail (MiB/s)
 };

@@ -376,6 +376,8 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
     out.qos_error = q.error().message;
   } else {
     out.has_qos = true;
+    out.qos_requested_tclass = params_.tclass;
+    out.qos_requested_sl = params_.sl;
     out.qos_sl = q->sl;
     out.qos_tclass = q->tclass;
     out.qos_gid_index = q->sgid_index;
@@ -413,9 +415,10 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
                       bw_in_unit(last.bw_mib_s, gbits), bw_unit(gbits), static_cast<unsigned long long>(last.size),
                       options_.min_bw, out.speed_mbps, bw_in_unit(*out.min_bw_mib_s, gbits), bw_unit(gbits));
       else
-        std::snprintf(buf, sizeof buf, "%.2f %s at %llu bytes is below --min-bw %.2f MiB/s (%.2f %s)",
+        std::snprintf(buf, sizeof buf, "%.2f %s at %llu bytes is below --min-bw %.2f MiB/s%s",
                       bw_in_unit(last.bw_mib_s, gbits), bw_unit(gbits), static_cast<unsigned long long>(last.size),
-                      options_.min_bw, bw_in_unit(*out.min_bw_mib_s, gbits), bw_unit(gbits));
+                      options_.min_bw,
+                      gbits ? (" (" + std::to_string(bw_in_unit(options_.min_bw, true)) + " Gb/s)").c_str() : "");
       out.reason = buf;
     }
   }

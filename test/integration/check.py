@@ -98,7 +98,7 @@ def ha_ping_rails(run):
         ("report fields", lambda: ha_ping_report_fields(run)),
         ("min-bw percent, tx-depth, duration, Gb/s", lambda: ha_ping_percent(run)),
         ("qos", lambda: ha_ping_qos(run)),
-        ("server serves two clients", lambda: ha_ping_serve_two(run)),
+        ("server serves clients one after another", lambda: ha_ping_serve_clients(run)),
         ("list", lambda: ha_ping_list(run)),
     ])
 
@@ -161,16 +161,22 @@ def ha_ping_qos(run):
            f"qos: {len(tos)} RoCE packet(s) on a's rail 0, all with tos 0x60")
 
 
-def ha_ping_serve_two(run):
-    expect(run.rc("b", "serve-two") == 0, "serve-two: server exit 0 after two clients")
-    lines = [json.loads(x) for x in run.text("b", "serve-two.json").splitlines() if x.strip()]
-    expect([x.get("client") for x in lines] == [1, 2], f"serve-two: JSON lines for clients {[x.get('client') for x in lines]}")
-    for rep in lines:
-        expect(rep["ok"] and all(r["status"] == "healthy" for r in rep["rails"]) and len(rep["rails"]) == 2,
-               f"serve-two: client {rep['client']} served, both rails healthy")
-    for n in (1, 2):
-        expect(run.rc("a", f"serve-two-{n}") == 0, f"serve-two: client run {n} exit 0")
-        rep = run.report("a", f"serve-two-{n}")
+def ha_ping_serve_clients(run):
+    lines = [json.loads(x) for x in run.text("b", "serve-clients.json").splitlines() if x.strip()]
+    expect([x.get("client") for x in lines] == [1, 2, 3],
+           f"serve-clients: one JSON line per client: {[x.get('client') for x in lines]} (the non-ha-ping connection not counted)")
+    expect("dropped a connection" in run.text("b", "serve-clients.log"), "serve-clients: the non-ha-ping connection was dropped")
+    first = lines[0]
+    expect(not first["ok"] and len(first["rails"]) == 1 and first["rails"][0]["status"] != "healthy",
+           f"serve-clients: client 1 (killed) reported failed: {first['rails'][0]['status'] if first['rails'] else first.get('error')}"
+           f" {first['rails'][0]['reason'] if first['rails'] else ''}")
+    for rep in lines[1:]:
+        expect(rep["ok"] and len(rep["rails"]) == 2 and all(r["status"] == "healthy" for r in rep["rails"]),
+               f"serve-clients: client {rep['client']} served after the failed one, both rails healthy")
+    expect(run.rc("b", "serve-clients") == 1, "serve-clients: server exit 1 (worst session: the killed client)")
+    for n in (2, 3):
+        expect(run.rc("a", f"serve-clients-{n}") == 0, f"serve-clients: client run {n} exit 0")
+        rep = run.report("a", f"serve-clients-{n}")
         for i in (0, 1):
             expect_traffic(rail(rep, i), [8, 65536])
 

@@ -3,9 +3,12 @@
 #  run 1: both rails, three sizes        -> every rail healthy, exit 0
 #  run 2: rail 0 only, --min-bw absurd   -> rail 0 degraded, exit 1
 #  run 3: --min-bw 1% of the link speed, -t 16 -D 1 --report_gbits -> healthy, Gb/s, exit 0
-#  run 4: --tclass 96 --sl 3 on the client only -> both sides' QPs read back tclass 96 / sl 3
-#         (the server takes the client's QoS); tcpdump on a's rail 0 sees RoCE packets with tos 0x60
-#  run 5: one server (--count 2) serves two clients one after another -> two JSON lines
+#  run 4: --tclass 96 --sl 3 on the client only -> both sides' QPs read back tclass 96 (the
+#         server takes the client's QoS; Soft-RoCE keeps no SL: it reads back 0, reported as such);
+#         tcpdump on a's rail 0 sees RoCE packets with tos 0x60
+#  run 5: one server (--count 3) serves clients one after another: a non-ha-ping connection is
+#         dropped, client 1 is killed mid-run (its report says so), clients 2 and 3 are healthy
+#         -> three JSON lines, server exit 1 (the worst session)
 #  --list on both guests: the plugin (build tree) lists rxe0:1 and rxe1:1, each the other's backup
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -54,27 +57,39 @@ else
   run qos --sizes 8,64K
 fi
 
-# One server, two clients one after another.
+# One server (--count 3), clients one after another: first a connection that is no ha-ping
+# client (dropped, not counted), then client 1 killed in the middle of its run (its session
+# fails, the server goes on), then clients 2 and 3 run to the end.
 if [[ $VM_ROLE == b ]]; then
   rc=0
-  "$HA_PING" "${COMMON[@]}" --sizes 8,64K --count 2 --json-file "$VM_OUT/serve-two.json" >"$VM_OUT/serve-two.txt" \
-    2>"$VM_OUT/serve-two.log" &
+  "$HA_PING" "${COMMON[@]}" --sizes 8,64K --count 3 --json-file "$VM_OUT/serve-clients.json" >"$VM_OUT/serve-clients.txt" \
+    2>"$VM_OUT/serve-clients.log" &
   pid=$!
   vm_wait_listen 18600
-  vm_barrier serve-two-1
-  vm_barrier serve-two-2
+  for n in 0 1 2 3; do vm_barrier "serve-clients-$n"; done
   wait $pid || rc=$?
-  echo "$rc" >"$VM_OUT/serve-two.rc"
-  vm_log "serve-two: exit $rc"
-  cat "$VM_OUT/serve-two.txt"
+  echo "$rc" >"$VM_OUT/serve-clients.rc"
+  vm_log "serve-clients: exit $rc"
+  cat "$VM_OUT/serve-clients.txt"
 else
-  for n in 1 2; do
-    vm_barrier "serve-two-$n"
+  vm_barrier serve-clients-0
+  echo "GET / HTTP/1.0" >"/dev/tcp/$VM_PEER_MGMT/18600" || true
+  vm_barrier serve-clients-1
+  "$HA_PING" "${COMMON[@]}" --rails 0 --sizes 8 --iters 1000000 --json-file "$VM_OUT/serve-clients-killed.json" \
+    "$VM_PEER_MGMT" >"$VM_OUT/serve-clients-killed.txt" 2>"$VM_OUT/serve-clients-killed.log" &
+  pid=$!
+  for _ in $(seq 300); do [[ -n $(ss -Htn state established "dport = :18600") ]] && break; sleep 0.1; done
+  sleep 3
+  kill -KILL $pid
+  wait $pid || true
+  vm_log "serve-clients: killed client 1"
+  for n in 2 3; do
+    vm_barrier "serve-clients-$n"
     rc=0
-    "$HA_PING" "${COMMON[@]}" --sizes 8,64K --json-file "$VM_OUT/serve-two-$n.json" "$VM_PEER_MGMT" \
-      >"$VM_OUT/serve-two-$n.txt" 2>"$VM_OUT/serve-two-$n.log" || rc=$?
-    echo "$rc" >"$VM_OUT/serve-two-$n.rc"
-    vm_log "serve-two-$n: exit $rc"
+    "$HA_PING" "${COMMON[@]}" --sizes 8,64K --json-file "$VM_OUT/serve-clients-$n.json" "$VM_PEER_MGMT" \
+      >"$VM_OUT/serve-clients-$n.txt" 2>"$VM_OUT/serve-clients-$n.log" || rc=$?
+    echo "$rc" >"$VM_OUT/serve-clients-$n.rc"
+    vm_log "serve-clients-$n: exit $rc"
   done
 fi
 

@@ -154,17 +154,19 @@ const Spec* find_short(char c) {
   return nullptr;
 }
 
-// QoS default from the environment: the first variable that is set wins; a malformed value is an
-// error (a QoS setting silently not applied would make the check lie).
+// QoS default from the environment, the plugin's variables and order: the first variable that is
+// set wins, -1 means unset; a malformed value is an error here (the plugin WARNs and ignores it,
+// but a link check that silently does not apply the asked-for QoS would lie).
 Status env_qos(const EnvLookup& env, const char* ha_name, const char* nccl_name, std::uint64_t max, std::uint8_t& value,
                std::string& source) {
   for (const char* name : {ha_name, nccl_name}) {
     const char* v = env(name);
     if (!v) continue;
     auto n = nccl_ha::net::parse_int(v);
-    if (!n || *n < 0 || static_cast<std::uint64_t>(*n) > max)
+    if (!n || *n < -1 || *n > static_cast<std::int64_t>(max))
       return make_error(Errc::invalid_argument, std::string(name) + "='" + v + "' is not an integer in [0, " +
-                                                    std::to_string(max) + "]");
+                                                    std::to_string(max) + "] (or -1: unset)");
+    if (*n == -1) return {};  // the plugin's "unset": the default (0), as in the plugin
     value = static_cast<std::uint8_t>(*n);
     source = name;
     return {};

@@ -176,9 +176,16 @@ BOOST_AUTO_TEST_CASE(qos_defaults_from_the_environment) {
 
   Env bad;
   bad.vars = {{"HA_NCCL_IB_TC", "ef"}, {"NCCL_IB_TC", "96"}};
-  BOOST_TEST(error_of({}, bad) == "HA_NCCL_IB_TC='ef' is not an integer in [0, 255]");
+  BOOST_TEST(error_of({}, bad) == "HA_NCCL_IB_TC='ef' is not an integer in [0, 255] (or -1: unset)");
   bad.vars = {{"NCCL_IB_SL", "16"}};
-  BOOST_TEST(error_of({}, bad) == "NCCL_IB_SL='16' is not an integer in [0, 15]");
+  BOOST_TEST(error_of({}, bad) == "NCCL_IB_SL='16' is not an integer in [0, 15] (or -1: unset)");
+  bad.vars = {{"NCCL_IB_SL", "-2"}};
+  BOOST_TEST(contains(error_of({}, bad), "NCCL_IB_SL='-2'"));
+  Env unset;  // -1 is the plugin's "unset": the default, and it hides the NCCL_ variable as in the plugin
+  unset.vars = {{"HA_NCCL_IB_TC", "-1"}, {"NCCL_IB_TC", "96"}};
+  o = ok({}, unset);
+  BOOST_TEST(o.tclass == 0);
+  BOOST_TEST(o.tclass_source == "default");
   // an explicit option makes a broken variable irrelevant
   BOOST_TEST(ok({"--sl", "2"}, bad).sl == 2);
 }

@@ -263,6 +263,8 @@ struct CommStats {
   std::uint64_t replayed = 0;
   std::uint64_t duplicates_dropped = 0;
   std::uint64_t messages = 0;
+  std::uint64_t bytes_sent = 0;      // completed sends (a replayed message counts once)
+  std::uint64_t bytes_received = 0;  // completed receives
   std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
   double last_stall_ms = 0;
 };
@@ -310,6 +312,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
+  std::string peer;   // the peer's handshake address (set by the handshake)
 
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }

@@ -42,6 +42,12 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 
+// The peer's handshake address for the stats records (an IPv4-mapped address as IPv4).
+std::string peer_name(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
+  return a.to_string();
+}
+
 // conn_request: primary endpoint, flags, standby endpoint, FIFO addr + rkey per slot, control
 // block addr + rkey per slot. conn_reply: primary endpoint, flags, standby endpoint, control block.
 constexpr std::size_t kRequestSize = 2 * net::kEndpointSize + 4 + 2 * (8 + 4 * kSlots);
@@ -158,6 +164,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!comm) co_return std::move(comm).error();
   SendComm& c = **comm;
   c.params = op.params;
+  c.peer = peer_name(peer.address());
   const auto request = encode_request(c);
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
@@ -238,6 +245,8 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (!comm) co_return std::move(comm).error();
   RecvComm& c = **comm;
   c.params = ls->params;
+  boost::system::error_code peer_ec;
+  c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
   net::ByteReader keys(body.subspan(2 * net::kEndpointSize + 4));
   if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey))
     co_return make_error(Errc::bad_length, "malformed connection request");

@@ -191,7 +191,8 @@ void write_prom_file(const std::string& path, const std::string& text) {
 }
 
 asio::awaitable<void> prom_loop(State& st) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer timer(ex);
   const auto interval = std::chrono::milliseconds(st.config.prom_interval_ms);
   for (;;) {
     const PromSnapshot snap = take_snapshot(st);

@@ -18,6 +18,7 @@ rm -f /tmp/fault_*.prom
 (  # the mid-stream copy of the snapshot
   deadline=$((SECONDS + 300))
   until [[ -s $VM_OUT/fault.phase && $(<"$VM_OUT/fault.phase") == "integrity "* ]]; do
+    [[ -s $VM_OUT/fault.phase && $(<"$VM_OUT/fault.phase") == exit-* ]] && exit 0  # the stream ended early
     ((SECONDS < deadline)) || exit 0
     sleep 0.1
   done

@@ -269,6 +269,8 @@ struct CommStats {
   std::uint64_t replayed = 0;
   std::uint64_t duplicates_dropped = 0;
   std::uint64_t messages = 0;
+  std::uint64_t bytes_sent = 0;      // completed sends (a replayed message counts once)
+  std::uint64_t bytes_received = 0;  // completed receives
   std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
   double last_stall_ms = 0;
 };
@@ -317,6 +319,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
   Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)
+  std::string peer;   // the peer's handshake address (set by the handshake)
 
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }

@@ -89,6 +89,8 @@ Config Config::from_env() {
   c.failover_timeout_ms = env_int("HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
   c.backup_map = net::env_string({"HA_NCCL_BACKUP_MAP"}).value_or("");
   c.stats_file = net::env_string({"HA_NCCL_STATS_FILE"}).value_or("");
+  c.prom_file = net::env_string({"HA_NCCL_PROM_FILE"}).value_or("");
+  c.prom_interval_ms = env_int("HA_NCCL_PROM_INTERVAL_MS", c.prom_interval_ms, 100, 3600000);
   c.force_ib_timeout = env_bool("HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
   c.force_flush = env_bool("HA_NCCL_FORCE_FLUSH", c.force_flush);
   c.ib_tc = static_cast<int>(net::env_int({"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
@@ -167,6 +169,8 @@ std::string describe(const Config& c) {
   add("HA_NCCL_FAILOVER_TIMEOUT_MS", std::to_string(c.failover_timeout_ms));
   add("HA_NCCL_BACKUP_MAP", quoted_if_needed(c.backup_map));
   add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));
+  add("HA_NCCL_PROM_FILE", quoted_if_needed(c.prom_file));
+  add("HA_NCCL_PROM_INTERVAL_MS", std::to_string(c.prom_interval_ms));
   add("HA_NCCL_FORCE_IB_TIMEOUT", b(c.force_ib_timeout));
   add("HA_NCCL_FORCE_FLUSH", b(c.force_flush));
   add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));

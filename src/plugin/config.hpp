@@ -38,7 +38,9 @@ struct Config {
   bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1
   int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
   std::string backup_map;            // HA_NCCL_BACKUP_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see backup.hpp)
-  std::string stats_file;            // HA_NCCL_STATS_FILE
+  std::string stats_file;            // HA_NCCL_STATS_FILE (%h host, %p pid, %% expanded at init)
+  std::string prom_file;             // HA_NCCL_PROM_FILE: Prometheus text snapshot (%h, %p, %% expanded)
+  int prom_interval_ms = 10000;      // HA_NCCL_PROM_INTERVAL_MS 100..3600000: its period
   // HA_NCCL_FORCE_FLUSH 0/1: every iflush of received data reads the last buffer back with an RDMA
   // READ through the NIC that wrote it (what GPU buffers written by GPUDirect RDMA need before
   // the GPU reads them), also for host memory; reported as forceFlush. Costs a loopback QP per

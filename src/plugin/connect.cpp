@@ -42,6 +42,12 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 
+// The peer's handshake address for the stats records (an IPv4-mapped address as IPv4).
+std::string peer_name(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
+  return a.to_string();
+}
+
 // conn_request: primary endpoint, flags, standby endpoint, FIFO addr + rkey per slot, control
 // block addr + rkey per slot, traffic class (u8), service level (u8): the connector decides the
 // connection's QoS. conn_reply: primary endpoint, flags, standby endpoint, control block.
@@ -171,6 +177,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   SendComm& c = **comm;
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
+  c.peer = peer_name(peer.address());
   const auto request = encode_request(c);
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
@@ -251,6 +258,8 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (!comm) co_return std::move(comm).error();
   RecvComm& c = **comm;
   c.params = ls->params;
+  boost::system::error_code peer_ec;
+  c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
   net::ByteReader keys(body.subspan(2 * net::kEndpointSize + 4));
   Qos qos;
   if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey) ||

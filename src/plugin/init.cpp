@@ -1,5 +1,6 @@
 // init / devices / getProperties: honest per-port devices and the resource budget.
 #include <ifaddrs.h>
+#include <unistd.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -181,10 +182,31 @@ void watch_port_events(State& s, Device& d) {
   d.events->start();
 }
 
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// HA_NCCL_STATS_FILE / HA_NCCL_PROM_FILE with %h and %p expanded; an unknown %x is kept (WARN).
+std::string expand_file_name(const char* var, const std::string& pattern, const std::string& host) {
+  if (pattern.empty()) return pattern;
+  std::vector<std::string> unknown;
+  std::string path = expand_path(pattern, host, static_cast<long>(getpid()), &unknown);
+  for (const auto& u : unknown)
+    HA_WARN("NET/HA: %s='%s': unknown '%s' kept as is (%%h: host name, %%p: pid, %%%%: %%)", var, pattern.c_str(),
+            u.c_str());
+  if (path != pattern) HA_INFO("NET/HA: %s is %s", var, path.c_str());
+  return path;
+}
+
 ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
   HA_INFO("NET/HA: settings: %s", describe(s->config).c_str());
+  s->host = host_name();
+  s->stats_path = expand_file_name("HA_NCCL_STATS_FILE", s->config.stats_file, s->host);
+  s->prom_path = expand_file_name("HA_NCCL_PROM_FILE", s->config.prom_file, s->host);
   const std::string peer_mem = gpu_peer_memory("/sys");
   s->gpu_memory = !peer_mem.empty();
   if (s->gpu_memory)
@@ -266,6 +288,7 @@ ncclResult_t create_state() {
   g_state = std::move(s);
   g_state_ptr.store(g_state.get(), std::memory_order_release);
   for (auto& d : g_state->devices) watch_channel(*d);
+  start_monitoring(*g_state);
   return ncclSuccess;
 }
 

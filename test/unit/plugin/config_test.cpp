@@ -39,6 +39,7 @@ const IntVar kInts[] = {
     {"HA_NCCL_FAILOVER_TIMEOUT_MS", &Config::failover_timeout_ms, 50, 60000},
     {"HA_NCCL_IB_TC", &Config::ib_tc, -1, 255},
     {"HA_NCCL_IB_SL", &Config::ib_sl, -1, 15},
+    {"HA_NCCL_PROM_INTERVAL_MS", &Config::prom_interval_ms, 100, 3600000},
 };
 
 struct BoolVar {
@@ -61,7 +62,7 @@ struct CleanEnv {
     for (const auto& v : kInts) env.unset(v.name);
     for (const auto& v : kBools) env.unset(v.name);
     for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
-                          "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "NCCL_IB_TC", "NCCL_IB_SL"})
+                          "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL"})
       env.unset(v);
   }
 };
@@ -101,6 +102,8 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.failover_timeout_ms == 1000);
   BOOST_TEST(c.backup_map.empty());
   BOOST_TEST(c.stats_file.empty());
+  BOOST_TEST(c.prom_file.empty());
+  BOOST_TEST(c.prom_interval_ms == 10000);
   BOOST_TEST(!c.force_ib_timeout);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
 }
@@ -121,6 +124,8 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   env.set("HA_NCCL_FAILOVER_TIMEOUT_MS", "250");
   env.set("HA_NCCL_BACKUP_MAP", "rxe0:rxe1,rxe1:rxe0");
   env.set("HA_NCCL_STATS_FILE", "/tmp/ha-stats.json");
+  env.set("HA_NCCL_PROM_FILE", "/tmp/ha_%h_%p.prom");
+  env.set("HA_NCCL_PROM_INTERVAL_MS", "500");
   env.set("HA_NCCL_FORCE_IB_TIMEOUT", "1");
   const Config c = Config::from_env();
   BOOST_TEST(c.test_max_poll == 32);
@@ -138,6 +143,8 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   BOOST_TEST(c.failover_timeout_ms == 250);
   BOOST_TEST(c.backup_map == "rxe0:rxe1,rxe1:rxe0");
   BOOST_TEST(c.stats_file == "/tmp/ha-stats.json");
+  BOOST_TEST(c.prom_file == "/tmp/ha_%h_%p.prom");  // expanded at init, not here
+  BOOST_TEST(c.prom_interval_ms == 500);
   BOOST_TEST(c.force_ib_timeout);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
 }
@@ -325,8 +332,8 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
-             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset "
-             "HA_NCCL_IB_SL=unset");
+             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
+             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset");
 }
 
 BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {
@@ -371,12 +378,16 @@ BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {
   c.socket_ifname = "eth0";
   c.backup_map = "rxe0:rxe1";
   c.stats_file = "/tmp/my stats";
+  c.prom_file = "/var/lib/node_exporter/nccl_ha_%h_%p.prom";
+  c.prom_interval_ms = 250;
   c.enable_backup = false;
   c.rto_ms = 1500;
   c.debug = 2;
   const std::string s = describe(c);
   for (const char* part : {"HA_NCCL_SOCKET_IFNAME=eth0 ", "HA_NCCL_BACKUP_MAP=rxe0:rxe1 ",
-                           "HA_NCCL_STATS_FILE=\"/tmp/my stats\" ", "HA_NCCL_ENABLE_BACKUP=0 ", "HA_NCCL_RTO_MS=1500 ",
+                           "HA_NCCL_STATS_FILE=\"/tmp/my stats\" ",
+                           "HA_NCCL_PROM_FILE=/var/lib/node_exporter/nccl_ha_%h_%p.prom ", "HA_NCCL_PROM_INTERVAL_MS=250 ",
+                           "HA_NCCL_ENABLE_BACKUP=0 ", "HA_NCCL_RTO_MS=1500 ",
                            "HA_NCCL_DEBUG=2 "})
     BOOST_TEST(contains(s, part), s << " lacks " << part);
   BOOST_TEST(s.find('\n') == std::string::npos);

@@ -199,7 +199,7 @@ def check(run):
         expect(rc == 0 and r["ok"] and r["exit_code"] == 0 and r["phase"] == "done",
                f"ipv6: rank {r['rank']} exit {rc}, phase {r['phase']} (errors: {r['errors']})")
         log = run.out(role, "ipv6.log").read_text(errors="replace")
-        pat = rf"NET/HA: \d+ device\(s\); handshakes on {re.escape(mine)} \(eth2\)"
+        pat = rf"NET/HA: nccl-ha .* \d+ device\(s\): .*; handshakes on {re.escape(mine)} \(eth2\);"
         expect(re.search(pat, log), f"ipv6: rank {r['rank']} logs 'handshakes on {mine} (eth2)'")
         expect(warns(r) == [], f"ipv6: rank {r['rank']} no WARN ({warns(r)})")
     log_a = run.out("a", "ipv6.log").read_text(errors="replace")
@@ -217,7 +217,7 @@ def check(run):
         expect(rc == 0 and r["ok"] and r["exit_code"] == 0 and r["phase"] == "done",
                f"ipv6-link-local: rank {r['rank']} exit {rc}, phase {r['phase']} (errors: {r['errors']})")
         log = run.out(role, "ipv6-link-local.log").read_text(errors="replace")
-        expect(re.search(r"NET/HA: \d+ device\(s\); handshakes on fe80::[0-9a-f:]+%eth2 \(eth2\)", log),
+        expect(re.search(r"NET/HA: nccl-ha .* \d+ device\(s\): .*; handshakes on fe80::[0-9a-f:]+%eth2 \(eth2\);", log),
                f"ipv6-link-local: rank {r['rank']} logs 'handshakes on fe80::...%eth2 (eth2)'")
         expect(re.search(r"NET/HA: connected \S+ QP \d+ -> fe80::[0-9a-f:]+%eth2 QP \d+", log),
                f"ipv6-link-local: rank {r['rank']} connected to its peer's fe80:: address scoped to eth2")

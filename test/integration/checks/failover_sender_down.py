@@ -17,7 +17,7 @@ from failover_common import (BACKUP, PORT_DOWN_STALL_BOUND_MS, PRIMARY, check_fa
                              prom_value, stats)
 
 MIN_SECONDS = 20  # failover-sender-down.guest.sh
-HANDSHAKE_IP = re.compile(r"NET/HA: \d+ device\(s\); handshakes on (\S+)")
+HANDSHAKE_IP = re.compile(r"NET/HA: nccl-ha .* \d+ device\(s\): .*; handshakes on (\S+) \(")
 COUNTERS = ("nccl_ha_failovers_total", "nccl_ha_failbacks_total", "nccl_ha_reprotections_total",
             "nccl_ha_replayed_messages_total", "nccl_ha_messages_total", "nccl_ha_sent_bytes_total",
             "nccl_ha_received_bytes_total")

@@ -138,4 +138,4 @@ c++ -std=c++20 -Wall -Wextra -Werror -o "$BUILD/pkg-consumer/list-ports-pc" "$RE
   $(pkg-config --cflags --libs nccl-ha) || die "examples/consumer/main.cpp does not build with pkg-config"
 "$BUILD/pkg-consumer/list-ports-pc"
 
-say "package check passed: $(cd "$PKGS" && ls ./*.deb ./*.rpm 2>/dev/null | tr '\n' ' ')"
+say "package check passed: $(find "$PKGS" -maxdepth 1 \( -name '*.deb' -o -name '*.rpm' \) -printf '%f ')"

@@ -97,15 +97,9 @@ say "tools from the extracted tree"
 out=$("$PREFIX/bin/ha-net-driver" --version) || die "ha-net-driver --version failed"
 [[ $out == "ha-net-driver $VERSION" ]] || die "ha-net-driver --version printed '$out', expected 'ha-net-driver $VERSION'"
 echo "$out"
-if "$PREFIX/bin/ha-ping" --help 2>&1 | grep -q -- '--version'; then
-  out=$("$PREFIX/bin/ha-ping" --version) || die "ha-ping --version failed"
-  [[ $out == "ha-ping $VERSION" ]] || die "ha-ping --version printed '$out', expected 'ha-ping $VERSION'"
-  echo "$out"
-else
-  # ha-ping gets --version on another branch; until it is merged, prove the binary runs.
-  "$PREFIX/bin/ha-ping" --help >/dev/null || die "ha-ping --help failed"
-  echo "WARNING: this ha-ping has no --version yet; ran ha-ping --help instead" >&2
-fi
+out=$("$PREFIX/bin/ha-ping" --version) || die "ha-ping --version failed"
+[[ $out == "ha-ping $VERSION" ]] || die "ha-ping --version printed '$out', expected 'ha-ping $VERSION'"
+echo "$out"
 
 say "plugin from the extracted tree"
 python3 "$REPO/test/unit/plugin/check_elf.py" "$PREFIX/$LIBDIR/libnccl-net-ha.so" "$REPO/src/plugin/exports.map" \

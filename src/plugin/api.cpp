@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core.hpp"
+#include "nccl_ha/reactor/log.hpp"
 
 namespace nccl_ha::plugin {
 namespace {
@@ -102,20 +103,34 @@ ncclResult_t reg_mr_int(void* c, void* data, int size, int type, void** mh) {
   return reg_mr(c, data, static_cast<std::size_t>(size), type, mh);
 }
 
-ncclResult_t connect_v6(int dev, void* handle, void** send_comm) { return connect(dev, -1, handle, send_comm); }
+ncclResult_t listen_v6(int dev, void* handle, void** listen_comm) { return listen(CommParams{}, dev, handle, listen_comm); }
+ncclResult_t connect_v6(int dev, void* handle, void** send_comm) { return connect(CommParams{}, dev, handle, send_comm); }
 ncclResult_t accept_v6(void* lc, void** recv_comm) { return accept(lc, recv_comm); }
 ncclResult_t connect_v7(int dev, void* handle, void** send_comm, ncclNetDeviceHandle_v7_t** /*dev_comm*/) {
-  return connect(dev, -1, handle, send_comm);
+  return connect(CommParams{}, dev, handle, send_comm);
 }
 ncclResult_t accept_v7(void* lc, void** recv_comm, ncclNetDeviceHandle_v7_t** /*dev_comm*/) { return accept(lc, recv_comm); }
 ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** send_comm,
                          ncclNetDeviceHandle_v10_t** /*dev_comm*/) {
-  return connect(dev, config ? config->trafficClass : -1, handle, send_comm);
+  CommParams params;
+  if (config) params.traffic_class = config->trafficClass;
+  return connect(params, dev, handle, send_comm);
 }
-ncclResult_t connect_v11(void* /*ctx*/, int dev, void* handle, void** send_comm, ncclNetDeviceHandle_v11_t** /*dev*/) {
-  return connect(dev, -1, handle, send_comm);
+
+// v11+: the context init() gave NCCL for this communicator.
+std::optional<CommParams> params_of(void* ctx, const char* what) {
+  auto p = context_params(ctx);
+  if (!p) HA_WARN("NET/HA: %s: %p is not a context of this plugin (init() gives one per communicator)", what, ctx);
+  return p;
 }
-ncclResult_t listen_v11(void* /*ctx*/, int dev, void* handle, void** listen_comm) { return listen(dev, handle, listen_comm); }
+ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** send_comm, ncclNetDeviceHandle_v11_t** /*dev*/) {
+  const auto params = params_of(ctx, "connect");
+  return params ? connect(*params, dev, handle, send_comm) : ncclInvalidArgument;
+}
+ncclResult_t listen_v11(void* ctx, int dev, void* handle, void** listen_comm) {
+  const auto params = params_of(ctx, "listen");
+  return params ? listen(*params, dev, handle, listen_comm) : ncclInvalidArgument;
+}
 
 // Device offload is not offered (netDeviceType HOST): no device MR, no consumed-receive hook.
 ncclResult_t get_device_mr(void*, void*, void** dptr) {
@@ -136,11 +151,14 @@ ncclResult_t make_vdevice(int* d, V* props) {
 ncclResult_t init_v6(ncclDebugLogger_t logger) { return init(logger); }
 ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t /*prof*/) { return init(logger); }
 template <class C>
-ncclResult_t init_v11(void** ctx, uint64_t /*comm_id*/, C* /*config*/, ncclDebugLogger_t logger,
+ncclResult_t init_v11(void** ctx, uint64_t comm_id, C* config, ncclDebugLogger_t logger,
                       ncclProfilerCallback_t /*prof*/) {
   if (!ctx) return ncclInvalidArgument;
   if (auto rc = init(logger); rc != ncclSuccess) return rc;
-  return context_init(ctx);
+  CommParams params;
+  params.comm_id = comm_id;
+  if (config) params.traffic_class = config->trafficClass;
+  return context_init(params, ctx);
 }
 template <class A>
 ncclResult_t set_net_attr(void* /*ctx*/, A* /*attr*/) {
@@ -155,26 +173,26 @@ using namespace nccl_ha::plugin;
 #define HA_EXPORT extern "C" __attribute__((visibility("default")))
 
 HA_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
-    kName, init_v6, devices, properties<ncclNetProperties_v6_t>, listen, connect_v6, accept_v6, reg_mr_int,
+    kName, init_v6, devices, properties<ncclNetProperties_v6_t>, listen_v6, connect_v6, accept_v6, reg_mr_int,
     reg_mr_dmabuf, dereg_mr, isend_int, irecv_int, iflush_api, test, close_send, close_recv, close_listen};
 
 HA_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
-    kName, init_v6, devices, properties<ncclNetProperties_v7_t>, listen, connect_v7, accept_v7, reg_mr_int,
+    kName, init_v6, devices, properties<ncclNetProperties_v7_t>, listen_v6, connect_v7, accept_v7, reg_mr_int,
     reg_mr_dmabuf, dereg_mr, isend_int, irecv_int, iflush_api, test, close_send, close_recv, close_listen,
     get_device_mr, nullptr};
 
 HA_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
-    kName, init_v6, devices, properties<ncclNetProperties_v8_t>, listen, connect_v7, accept_v7, reg_mr,
+    kName, init_v6, devices, properties<ncclNetProperties_v8_t>, listen_v6, connect_v7, accept_v7, reg_mr,
     reg_mr_dmabuf, dereg_mr, isend_int, irecv_int, iflush_api, test, close_send, close_recv, close_listen,
     get_device_mr, nullptr};
 
 HA_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
-    kName, init_v6, devices, properties<ncclNetProperties_v9_t>, listen, connect_v7, accept_v7, reg_mr,
+    kName, init_v6, devices, properties<ncclNetProperties_v9_t>, listen_v6, connect_v7, accept_v7, reg_mr,
     reg_mr_dmabuf, dereg_mr, isend, irecv_sz, iflush_api, test, close_send, close_recv, close_listen,
     get_device_mr, nullptr, make_vdevice<ncclNetVDeviceProps_v9_t>};
 
 HA_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
-    kName, init_v10, devices, properties<ncclNetProperties_v10_t>, listen, connect_v10, accept_v7, reg_mr,
+    kName, init_v10, devices, properties<ncclNetProperties_v10_t>, listen_v6, connect_v10, accept_v7, reg_mr,
     reg_mr_dmabuf, dereg_mr, isend_prof, irecv_sz_prof, iflush_api, test, close_send, close_recv, close_listen,
     get_device_mr, nullptr, make_vdevice<ncclNetVDeviceProps_v10_t>};
 

@@ -84,6 +84,13 @@ std::uint64_t now_ns() noexcept {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+net::QpTimeouts rc_attrs(const Path& p) {
+  net::QpTimeouts t = p.dev->timeouts;
+  t.traffic_class = p.qos.traffic_class;
+  t.service_level = p.qos.service_level;
+  return t;
+}
+
 Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth,
                                           std::weak_ptr<CommBase> owner) {
   auto p = std::make_shared<Path>();

@@ -37,6 +37,7 @@
 #include <memory>
 #include <string>
 
+#include "config.hpp"
 #include "core.hpp"
 #include "device.hpp"
 #include "nccl_ha/net/qp.hpp"
@@ -195,7 +196,11 @@ struct Path {
   // write well within that; a 64 MiB write is no black hole because it takes a while.
   std::uint64_t rto_allowance_ns = 0;
   std::uint32_t fault_gen = 0;          // dev->fault_gen when the path came up
+  Qos qos;                              // the comm's, set before the QP is connected
 };
+
+// The RC attributes `p`'s QP is connected with: its port's timeouts, the comm's QoS.
+net::QpTimeouts rc_attrs(const Path& p);
 
 // Path::rto_allowance_ns of one write of `bytes` on a port of `speed_mbps` (unknown: 2500, SDR 1x):
 // bytes / (speed / 8 / 10) = bytes * 80000 / speed_mbps nanoseconds.
@@ -214,6 +219,7 @@ struct StandbyHealth {
   bool outstanding = false;          // a heartbeat write is in flight
   std::uint64_t next_ns = 0;         // next heartbeat due
   std::uint64_t up_since_ns = 0;     // failback hysteresis
+  bool lost = false;                 // loss of protection said at WARN; its return will be too
 };
 
 // Building a new standby after a failover (reprotect.cpp).
@@ -263,6 +269,8 @@ struct CommStats {
   std::uint64_t replayed = 0;
   std::uint64_t duplicates_dropped = 0;
   std::uint64_t messages = 0;
+  std::uint64_t bytes_sent = 0;      // completed sends (a replayed message counts once)
+  std::uint64_t bytes_received = 0;  // completed receives
   std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
   double last_stall_ms = 0;
 };
@@ -309,6 +317,9 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   FailoverState fo;
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines
+  CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
+  Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)
+  std::string peer;   // the peer's handshake address (set by the handshake)
 
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }

@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include <infiniband/verbs.h>
+#include <sys/socket.h>
 
 #include <cctype>
 #include <charconv>
@@ -9,6 +10,7 @@
 #include <fstream>
 
 #include "nccl_ha/net/env.hpp"
+#include "nccl_ha/net/socket_if.hpp"
 #include "nccl_ha/reactor/log.hpp"
 
 namespace nccl_ha::plugin {
@@ -62,7 +64,19 @@ Config Config::from_env() {
   Config c;
   c.test_max_poll = env_int("HA_NCCL_TEST_MAX_POLL", c.test_max_poll, 1, 64);
   c.handshake_timeout_ms = env_int("HA_NCCL_HANDSHAKE_TIMEOUT_MS", c.handshake_timeout_ms, 100, 3600000);
-  c.socket_ifname = net::env_string({"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}).value_or("");
+  const char* which = nullptr;
+  c.socket_ifname = net::env_string({"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}, &which).value_or("");
+  if (which) c.socket_ifname_var = which;
+  which = nullptr;
+  if (auto fam = net::env_string({"HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY"}, &which)) {
+    c.socket_family_var = which;
+    auto parsed = net::parse_socket_family(*fam);
+    if (parsed)
+      c.socket_family = *parsed;
+    else
+      HA_WARN("NET/HA: ignoring %s='%s': %s; handshakes use either family (IPv4 preferred)", which, fam->c_str(),
+              parsed.error().message.c_str());
+  }
   c.debug = env_int("HA_NCCL_DEBUG", c.debug, 0, 3);
   c.enable_backup = env_bool("HA_NCCL_ENABLE_BACKUP", c.enable_backup);
   c.heartbeat_ms = env_int("HA_NCCL_HEARTBEAT_MS", c.heartbeat_ms, 10, 60000);
@@ -75,9 +89,23 @@ Config Config::from_env() {
   c.failover_timeout_ms = env_int("HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
   c.backup_map = net::env_string({"HA_NCCL_BACKUP_MAP"}).value_or("");
   c.stats_file = net::env_string({"HA_NCCL_STATS_FILE"}).value_or("");
+  c.prom_file = net::env_string({"HA_NCCL_PROM_FILE"}).value_or("");
+  c.prom_interval_ms = env_int("HA_NCCL_PROM_INTERVAL_MS", c.prom_interval_ms, 100, 3600000);
   c.force_ib_timeout = env_bool("HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
   c.force_flush = env_bool("HA_NCCL_FORCE_FLUSH", c.force_flush);
+  c.ib_tc = static_cast<int>(net::env_int({"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
+  c.ib_sl = static_cast<int>(net::env_int({"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
   return c;
+}
+
+Qos resolve_qos(const Config& c, int comm_traffic_class) {
+  Qos q;
+  const bool from_comm = comm_traffic_class >= 0 && comm_traffic_class <= 255;
+  if (c.ib_tc >= 0) q.traffic_class = static_cast<std::uint8_t>(c.ib_tc);
+  else if (from_comm) q.traffic_class = static_cast<std::uint8_t>(comm_traffic_class);
+  if (c.ib_sl >= 0) q.service_level = static_cast<std::uint8_t>(c.ib_sl);
+  else if (from_comm && comm_traffic_class <= 15) q.service_level = static_cast<std::uint8_t>(comm_traffic_class);
+  return q;
 }
 
 double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt) {
@@ -128,6 +156,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_TEST_MAX_POLL", std::to_string(c.test_max_poll));
   add("HA_NCCL_HANDSHAKE_TIMEOUT_MS", std::to_string(c.handshake_timeout_ms));
   add("HA_NCCL_SOCKET_IFNAME", quoted_if_needed(c.socket_ifname));
+  add("HA_NCCL_SOCKET_FAMILY", c.socket_family == AF_INET ? "AF_INET" : c.socket_family == AF_INET6 ? "AF_INET6" : "any");
   add("HA_NCCL_DEBUG", std::to_string(c.debug));
   add("HA_NCCL_ENABLE_BACKUP", b(c.enable_backup));
   add("HA_NCCL_HEARTBEAT_MS", std::to_string(c.heartbeat_ms));
@@ -140,8 +169,12 @@ std::string describe(const Config& c) {
   add("HA_NCCL_FAILOVER_TIMEOUT_MS", std::to_string(c.failover_timeout_ms));
   add("HA_NCCL_BACKUP_MAP", quoted_if_needed(c.backup_map));
   add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));
+  add("HA_NCCL_PROM_FILE", quoted_if_needed(c.prom_file));
+  add("HA_NCCL_PROM_INTERVAL_MS", std::to_string(c.prom_interval_ms));
   add("HA_NCCL_FORCE_IB_TIMEOUT", b(c.force_ib_timeout));
   add("HA_NCCL_FORCE_FLUSH", b(c.force_flush));
+  add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
+  add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
   return s;
 }
 

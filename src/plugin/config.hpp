@@ -19,7 +19,14 @@ namespace nccl_ha::plugin {
 struct Config {
   int test_max_poll = 16;            // HA_NCCL_TEST_MAX_POLL 1..64: CQ entries one test() reaps at most
   int handshake_timeout_ms = 30000;  // HA_NCCL_HANDSHAKE_TIMEOUT_MS 100..3600000: one connect/accept handshake
-  std::string socket_ifname;         // HA_NCCL_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME: handshake interface
+  // The handshake interface with NCCL's syntax (prefixes, '=' exact, '^' exclude; net/socket_if.hpp),
+  // from HA_NCCL_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME; empty: automatic (no loopback, docker*,
+  // virbr*; non-rail interfaces before RDMA netdevs). socket_ifname_var names the variable it came from.
+  std::string socket_ifname;
+  std::string socket_ifname_var = "NCCL_SOCKET_IFNAME";
+  // HA_NCCL_SOCKET_FAMILY, else NCCL_SOCKET_FAMILY: AF_INET or AF_INET6 (0: either, IPv4 preferred).
+  int socket_family = 0;
+  std::string socket_family_var = "NCCL_SOCKET_FAMILY";
   int debug = 0;                     // HA_NCCL_DEBUG 0..3
   bool enable_backup = true;         // HA_NCCL_ENABLE_BACKUP 0/1
   int heartbeat_ms = 200;            // HA_NCCL_HEARTBEAT_MS 10..60000
@@ -31,7 +38,9 @@ struct Config {
   bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1
   int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
   std::string backup_map;            // HA_NCCL_BACKUP_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see backup.hpp)
-  std::string stats_file;            // HA_NCCL_STATS_FILE
+  std::string stats_file;            // HA_NCCL_STATS_FILE (%h host, %p pid, %% expanded at init)
+  std::string prom_file;             // HA_NCCL_PROM_FILE: Prometheus text snapshot (%h, %p, %% expanded)
+  int prom_interval_ms = 10000;      // HA_NCCL_PROM_INTERVAL_MS 100..3600000: its period
   // HA_NCCL_FORCE_FLUSH 0/1: every iflush of received data reads the last buffer back with an RDMA
   // READ through the NIC that wrote it (what GPU buffers written by GPUDirect RDMA need before
   // the GPU reads them), also for host memory; reported as forceFlush. Costs a loopback QP per
@@ -44,9 +53,27 @@ struct Config {
   // read by the plugin, forced or not. The Soft-RoCE retry-count cap (7 means "for ever" there) is
   // a correctness fix, not a tuning, and stays.
   bool force_ib_timeout = false;
+  // QoS of every QP the plugin connects, primary and standby (and standbys rebuilt later), with
+  // NCCL's names and rules: HA_NCCL_IB_TC, else NCCL_IB_TC (0..255, the GRH traffic class: on RoCE
+  // the IP header's DSCP/ECN byte) and HA_NCCL_IB_SL, else NCCL_IB_SL (0..15); -1: not set.
+  int ib_tc = -1;
+  int ib_sl = -1;
 
   static Config from_env();
 };
+
+// The traffic class and service level of one connection.
+struct Qos {
+  std::uint8_t traffic_class = 0;
+  std::uint8_t service_level = 0;
+};
+
+// NCCL's rule (net_ib): the variable when set, else the communicator's trafficClass
+// (ncclConfig_t.trafficClass via ncclNetCommConfig; -1 = undefined) when given, else 0. NCCL also
+// takes the trafficClass as the service level; an SL has 4 bits, so a trafficClass above 15
+// leaves the SL at 0 here instead of failing the QP transition. The connector decides; the
+// listener uses the connector's values (they travel in the connection request), as NCCL does.
+Qos resolve_qos(const Config& c, int comm_traffic_class);
 
 // WARN lines for settings that are legal but unwise: the soft RTO below twice the hardware retry
 // window (4.096 us * 2^timeout * (retry_cnt + 1)), heartbeat_ms*3 > rto_ms, etc. Pure function.

@@ -42,9 +42,16 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 
+// The peer's handshake address for the stats records (an IPv4-mapped address as IPv4).
+std::string peer_name(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
+  return a.to_string();
+}
+
 // conn_request: primary endpoint, flags, standby endpoint, FIFO addr + rkey per slot, control
-// block addr + rkey per slot. conn_reply: primary endpoint, flags, standby endpoint, control block.
-constexpr std::size_t kRequestSize = 2 * net::kEndpointSize + 4 + 2 * (8 + 4 * kSlots);
+// block addr + rkey per slot, traffic class (u8), service level (u8): the connector decides the
+// connection's QoS. conn_reply: primary endpoint, flags, standby endpoint, control block.
+constexpr std::size_t kRequestSize = 2 * net::kEndpointSize + 4 + 2 * (8 + 4 * kSlots) + 2;
 constexpr std::size_t kReplySize = 2 * net::kEndpointSize + 4 + 8 + 4 * kSlots;
 constexpr std::uint32_t kOfferStandby = 1;  // flag bit in requests, replies and handles
 
@@ -65,7 +72,10 @@ Device* backup_for(Device& dev, bool peer_offers, const char* side) {
   std::lock_guard<std::mutex> lock(once_mutex);
   if (std::find(logged.begin(), logged.end(), key) == logged.end()) {
     logged.push_back(key);
-    HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why);
+    if (st->config.enable_backup)  // protection expected and not given: the operator must see it
+      HA_WARN("NET/HA: %s comms on %s: single path (%s): NOT protected", side, dev.port.id().c_str(), why);
+    else
+      HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why);
   }
   return nullptr;
 }
@@ -94,7 +104,7 @@ void make_single_path(CommBase& c) {
 asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endpoint& remote, std::uint64_t token,
                                   Millis timeout) {
   path.remote = remote;
-  auto local = net::connect_rc_qp(path.qp.get(), path.local, remote, path.dev->timeouts);
+  auto local = net::connect_rc_qp(path.qp.get(), path.local, remote, rc_attrs(path));
   if (local)
     if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) local = errno_error(Errc::verbs, "posting control receives", rc);
   const std::string mine = local ? std::string() : local.error().message;
@@ -122,6 +132,7 @@ asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endp
 struct ConnectOp {
   enum State { pending, ready, failed };
   std::atomic<int> state{pending};
+  CommParams params;               // the connecting communicator's
   std::shared_ptr<SendComm> comm;  // valid once ready
   std::string error;               // valid once failed
 };
@@ -137,7 +148,15 @@ std::vector<std::uint8_t> encode_request(const SendComm& c) {
   out.insert(out.end(), standby.begin(), standby.end());
   write_keys(w, reinterpret_cast<std::uint64_t>(c.fifo), c.fifo_mr);
   write_keys(w, reinterpret_cast<std::uint64_t>(&c.ctrl), c.ctrl_mr);
+  w.u8(c.qos.traffic_class);
+  w.u8(c.qos.service_level);
   return out;
+}
+
+void set_qos(CommBase& c, const Qos& q) {
+  c.qos = q;
+  for (auto& p : c.paths)
+    if (p) p->qos = q;
 }
 
 // What phase two needs after the comm was handed over.
@@ -156,6 +175,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   auto comm = make_send_comm(*dev, backup_for(*dev, peer_ha, "send"));
   if (!comm) co_return std::move(comm).error();
   SendComm& c = **comm;
+  c.params = op.params;
+  set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
+  c.peer = peer_name(peer.address());
   const auto request = encode_request(c);
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
@@ -173,7 +195,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     co_return make_error(Errc::bad_length, "malformed connection reply");
   if (!(flags & kOfferStandby) || !remote_standby) make_single_path(c);
   c.paths[0]->remote = *remote;
-  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, dev->timeouts); !s) co_return s;
+  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) co_return s;
   if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
     co_return errno_error(Errc::verbs, "posting control receives", rc);
   const std::vector<std::uint8_t> none;
@@ -181,9 +203,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     co_return s;
   auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
   if (!ack) co_return std::move(ack).error();
-  HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s", dev->port.id().c_str(), c.paths[0]->local.qpn,
+  HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)", dev->port.id().c_str(), c.paths[0]->local.qpn,
           peer.address().to_string().c_str(), remote->qpn, c.paths[1] ? ", standby on " : ", single path",
-          c.paths[1] ? c.devs[1]->port.id().c_str() : "");
+          c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
   if (c.paths[1]) {
     plan.path = c.paths[1];
     plan.remote = *remote_standby;
@@ -198,6 +220,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
 struct ListenState {
   explicit ListenState(asio::io_context& io) : acceptor(io) {}
   Device* dev = nullptr;
+  CommParams params;  // the listening communicator's (v11+)
   std::uint64_t token = 0;
   tcp::acceptor acceptor;  // progress thread only (after listen() returns)
   std::mutex mutex;        // guards ready / closed / error (accept() vs the progress thread)
@@ -215,7 +238,7 @@ tcp::endpoint handle_endpoint(const Handle& h) {
   if (h.family == AF_INET) return {asio::ip::address_v4({h.addr[0], h.addr[1], h.addr[2], h.addr[3]}), h.port};
   asio::ip::address_v6::bytes_type b;
   std::memcpy(b.data(), h.addr, b.size());
-  return {asio::ip::address_v6(b), h.port};
+  return {asio::ip::address_v6(b, h.scope_id), h.port};
 }
 
 asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
@@ -234,11 +257,17 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   auto comm = make_recv_comm(*ls->dev, backup_for(*ls->dev, peer_offers, "recv"));
   if (!comm) co_return std::move(comm).error();
   RecvComm& c = **comm;
+  c.params = ls->params;
+  boost::system::error_code peer_ec;
+  c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
   net::ByteReader keys(body.subspan(2 * net::kEndpointSize + 4));
-  if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey))
+  Qos qos;
+  if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey) ||
+      !keys.u8(qos.traffic_class) || !keys.u8(qos.service_level) || qos.service_level > 15)
     co_return make_error(Errc::bad_length, "malformed connection request");
+  set_qos(c, qos);  // the connector's, as NCCL does
   c.paths[0]->remote = *remote;
-  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, ls->dev->timeouts); !s) co_return s;
+  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) co_return s;
   if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
     co_return errno_error(Errc::verbs, "posting control receives", rc);
   if (auto s = setup_flush(c); !s) co_return s;
@@ -252,8 +281,9 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     co_return s;
   auto ready = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
   if (!ready) co_return std::move(ready).error();
-  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s", ls->dev->port.id().c_str(), c.paths[0]->local.qpn, remote->qpn,
-          c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "");
+  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
+          remote->qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
+          c.qos.traffic_class, c.qos.service_level);
   const std::shared_ptr<Path> standby_path = c.paths[1];
   bool closed = false;
   {
@@ -315,15 +345,17 @@ Status validate_handle(const Handle& h) {
 
 std::string handle_address(const Handle& h) {
   const auto ep = handle_endpoint(h);
-  return ep.address().to_string() + ":" + std::to_string(ep.port());
+  const std::string host = ep.address().to_string();
+  return (ep.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(ep.port());
 }
 
-ncclResult_t listen(int dev, void* handle, void** listen_comm) {
+ncclResult_t listen(const CommParams& params, int dev, void* handle, void** listen_comm) {
   Device* d = device_or_warn(dev, "listen");
   if (!d || !handle || !listen_comm) return ncclInvalidArgument;
   State* st = state();
   auto ls = std::make_shared<ListenState>(st->reactor.context());
   ls->dev = d;
+  ls->params = params;
   ls->token = net::random_token();
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(st->handshake_ip, ec);
@@ -332,7 +364,8 @@ ncclResult_t listen(int dev, void* handle, void** listen_comm) {
   if (!ec) ls->acceptor.bind(ep, ec);
   if (!ec) ls->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    HA_WARN("NET/HA: listen on %s failed: %s", st->handshake_ip.c_str(), ec.message().c_str());
+    HA_WARN("NET/HA: listen on %s (%s) failed: %s", st->handshake_ip.c_str(), st->handshake_if.c_str(),
+            ec.message().c_str());
     return ncclSystemError;
   }
   Handle h{};
@@ -350,6 +383,7 @@ ncclResult_t listen(int dev, void* handle, void** listen_comm) {
     h.family = AF_INET6;
     auto b = addr.to_v6().to_bytes();
     std::memcpy(h.addr, b.data(), b.size());
+    h.scope_id = addr.to_v6().scope_id();
   }
   h.token = ls->token;
   std::memcpy(handle, &h, sizeof h);
@@ -361,7 +395,7 @@ ncclResult_t listen(int dev, void* handle, void** listen_comm) {
   return ncclSuccess;
 }
 
-ncclResult_t connect(int dev, int /*traffic_class*/, void* handle, void** send_comm) {
+ncclResult_t connect(const CommParams& params, int dev, void* handle, void** send_comm) {
   if (!send_comm || !handle) return ncclInvalidArgument;
   *send_comm = nullptr;
   Device* d = device_or_warn(dev, "connect");
@@ -373,6 +407,7 @@ ncclResult_t connect(int dev, int /*traffic_class*/, void* handle, void** send_c
   }
   if (h->stage == 0) {  // first call for this connection: start the handshake
     auto op = std::make_shared<ConnectOp>();
+    op->params = params;
     std::uint64_t id = net::random_token();
     {
       std::lock_guard<std::mutex> lock(g_ops_mutex);

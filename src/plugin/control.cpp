@@ -85,6 +85,7 @@ void start_control(const std::shared_ptr<CommBase>& c) {
   State* st = state();
   if (!st) return;
   c->task = std::make_shared<ControlTask>(st->reactor.context());
+  register_comm(c);
   st->reactor.spawn(c->id + " control", control_loop(c));
 }
 

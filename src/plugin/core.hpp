@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "nccl_net_abi.h"
 
@@ -42,8 +43,16 @@ ncclResult_t init(ncclDebugLogger_t logger);
 ncclResult_t devices(int* ndev);
 ncclResult_t get_properties(int dev, Props* props);
 
-ncclResult_t listen(int dev, void* handle, void** listen_comm);
-ncclResult_t connect(int dev, int traffic_class, void* handle, void** send_comm);
+// What NCCL tells the plugin about the communicator a connection belongs to: v11+ pass it once
+// to init() (commId, config) and the context to listen/connect; v10 passes the config to every
+// connect(); older versions nothing (the defaults).
+struct CommParams {
+  std::uint64_t comm_id = 0;  // NCCL's communicator id (v11+; 0: not given)
+  int traffic_class = -1;     // ncclNetCommConfig.trafficClass (NCCL_NET_TRAFFIC_CLASS_UNDEF: -1)
+};
+
+ncclResult_t listen(const CommParams& params, int dev, void* handle, void** listen_comm);
+ncclResult_t connect(const CommParams& params, int dev, void* handle, void** send_comm);
 ncclResult_t accept(void* listen_comm, void** recv_comm);
 ncclResult_t close_listen(void* listen_comm);
 
@@ -60,9 +69,11 @@ ncclResult_t test(void* request, int* done, int* sizes);
 ncclResult_t close_send(void* send_comm);
 ncclResult_t close_recv(void* recv_comm);
 
-// v11+: per-communicator context. nccl-ha keeps no per-communicator state; the context counts
-// users so the last finalize() can release the process-wide state before NCCL unloads us.
-ncclResult_t context_init(void** ctx);
+// v11+: per-communicator context: the communicator's CommParams, given to its listen/connect.
+// The contexts also count users, so the last finalize() releases the process-wide state before
+// NCCL unloads us. context_params: nullopt for a pointer that is no live context of ours.
+ncclResult_t context_init(const CommParams& params, void** ctx);
 ncclResult_t context_finalize(void* ctx);
+std::optional<CommParams> context_params(void* ctx);
 
 }  // namespace nccl_ha::plugin

@@ -9,9 +9,12 @@
 // Both hold CommBase::owned (a try-lock, class Hold) while they touch the comm.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "comm.hpp"
+#include "monitor.hpp"
+#include "nccl_ha/net/json.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -122,13 +125,26 @@ bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
 void retire_job(CommBase& c);
 
 // Standby state change (INFO line + stats line).
-void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why);
+// Operators see protection come and go at NCCL_DEBUG=WARN: the first loss (a standby that was up
+// goes down, or one that never came up fails) is a WARN, and so is its return; the transitions in
+// between (re-protection attempts and their backoff) are INFO. `said` : a WARN line of the caller
+// (the failover's) already tells the loss.
+void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why, bool said = false);
 
 // ---- observability (stats.cpp)
 const char* standby_name(StandbyHealth::State s) noexcept;
-// One JSON line into HA_NCCL_STATS_FILE (written on the progress thread); `extra` is a list of
-// additional "key":value members, without braces (may be empty).
-void write_stats(const CommBase& c, const char* event, const std::string& extra);
-std::string json_string(const std::string& s);
+// One JSON line into HA_NCCL_STATS_FILE (written on the progress thread); `extra` adds the
+// event's own members (key/value pairs) to the record's object.
+void write_stats(const CommBase& c, const char* event, const std::function<void(net::JsonWriter&)>& extra = {});
+// The exporter's view of a comm (the caller holds it).
+CommSample sample_comm(const CommBase& c);
+// The registry of live comms (State::comms): start_control registers, close unregisters (holding
+// the comm; its counters are folded into the process totals).
+void register_comm(const std::shared_ptr<CommBase>& c);
+void unregister_comm(const CommBase& c);
+// At init, with the reactor running: the "init" stats record, and the HA_NCCL_PROM_FILE timer.
+struct State;
+void start_monitoring(State& st);
+PromSnapshot take_snapshot(State& st);  // progress thread
 
 }  // namespace nccl_ha::plugin

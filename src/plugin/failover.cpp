@@ -63,6 +63,7 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
       r.done_mask = 1;
       r.completed = 1;
       ++c.stats.messages;
+      c.stats.bytes_sent += static_cast<std::uint64_t>(r.sizes[0]);
       continue;
     }
     if (int rc = post_data(c, r, p); rc != 0)
@@ -87,14 +88,18 @@ void finish(CommBase& c, std::uint32_t replayed) {
   if (c.inbox.sync && c.peer_sync.epoch <= c.fo.epoch) c.inbox.sync = false;  // this failover's notice
   c.standby.outstanding = false;
   c.standby.misses = 0;
-  set_standby(c, StandbyHealth::down, std::string(c.fo.planned ? "left by the failback" : "failed") + ", " +
-                                          "re-protection follows");
-  HA_INFO("NET/HA: %s of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", what, c.id.c_str(),
+  set_standby(c, StandbyHealth::down,
+              std::string(c.fo.planned ? "left by the failback" : "failed") + ", " + "re-protection follows",
+              /*said=*/true);
+  HA_WARN("NET/HA: %s of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", what, c.id.c_str(),
           from_dev.c_str(), to_dev.c_str(), c.fo.cause.c_str(), replayed, stall);
-  char extra[160];
-  std::snprintf(extra, sizeof extra, "\"from\":\"%s\",\"to\":\"%s\",\"stall_ms\":%.3f,\"replayed_now\":%u,\"cause\":",
-                from_dev.c_str(), to_dev.c_str(), stall, replayed);
-  write_stats(c, what, extra + json_string(c.fo.cause));
+  write_stats(c, what, [&](net::JsonWriter& j) {
+    j.kv("from", from_dev);
+    j.kv("to", to_dev);
+    j.kv("stall_ms", stall);
+    j.kv("replayed_now", replayed);
+    j.kv("cause", c.fo.cause);
+  });
 }
 
 }  // namespace
@@ -124,7 +129,7 @@ void fail_comm(CommBase& c, const std::string& why) {
   if (c.error != ncclSuccess) return;
   c.error = ncclSystemError;
   HA_WARN("NET/HA: %s: no usable path left (%s)", c.id.c_str(), why.c_str());
-  write_stats(c, "fatal", "\"why\":" + json_string(why));
+  write_stats(c, "fatal", [&](net::JsonWriter& j) { j.kv("why", why); });
 }
 
 const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch) {

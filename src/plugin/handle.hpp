@@ -10,7 +10,9 @@
 //       16   16 addr     listener address (IPv4 in the first 4 bytes)
 //       32    8 token    random; the listener rejects a connector that does not present it
 //       40    8 stage    connector-local: id of the connect in progress (0 on the wire)
-//       48   80 -        zero
+//       48    4 scope    IPv6 link-local only: the listener's interface index, which the connector
+//                        uses as its own scope id (NCCL ships sockaddr_in6 whole, same rule); else 0
+//       52   76 -        zero
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,8 @@ namespace nccl_ha::plugin {
 constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // 2: control records with checksums, control writes with immediate data (issue #9); a peer
 // speaking 1 is refused at connect, never half understood.
-constexpr std::uint16_t kHandleVersion = 2;
+// 3: the connection request carries the connection's traffic class and service level (#11).
+constexpr std::uint16_t kHandleVersion = 3;
 
 struct Handle {
   std::uint32_t magic;
@@ -36,13 +39,14 @@ struct Handle {
   std::uint8_t addr[16];
   std::uint64_t token;
   std::uint64_t stage;
-  std::uint8_t zero[80];
+  std::uint32_t scope_id;
+  std::uint8_t zero[76];
 };
 static_assert(sizeof(Handle) == NCCL_NET_HANDLE_MAXSIZE);
 
 // Checks magic, version, length, family and port; the token is checked by the listener.
 Status validate_handle(const Handle& h);
-std::string handle_address(const Handle& h);  // "a.b.c.d:port"
+std::string handle_address(const Handle& h);  // "a.b.c.d:port", "[fd00::1]:port", "[fe80::1%eth0]:port"
 
 // Handshake message types (nccl-ha wire frames, net/wire.hpp).
 enum class HandshakeMsg : std::uint16_t {

@@ -1,5 +1,6 @@
 // init / devices / getProperties: honest per-port devices and the resource budget.
 #include <ifaddrs.h>
+#include <unistd.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -7,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <list>
 #include <mutex>
 
 #include "backup.hpp"
@@ -17,6 +20,8 @@
 #include "gdr.hpp"
 #include "log.hpp"
 #include "nccl_ha/net/env.hpp"
+#include "nccl_ha/version.hpp"
+#include "nccl_ha/net/socket_if.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -25,7 +30,9 @@ namespace {
 std::mutex g_init_mutex;
 std::unique_ptr<State> g_state;     // guarded by g_init_mutex for creation/destruction
 std::atomic<State*> g_state_ptr{nullptr};
-int g_contexts = 0;                 // v11+ contexts alive (g_init_mutex)
+// v11+ contexts alive, one per communicator (g_init_mutex); a context is the address of its
+// element (std::list: stable addresses).
+std::list<CommParams> g_contexts;
 
 // Budget (DEVELOPER_GUIDE 3.1/15.2): every comm will own 2 QPs (primary + shadow backup), NCCL
 // runs ~16 channels per peer, each connection keeps up to 64 work requests in flight and the
@@ -48,34 +55,82 @@ int compute_max_comms(const net::PortInfo& p, bool flush_qps, bool log) {
   return static_cast<int>(result);
 }
 
-// The address handles advertise: HA_NCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (prefix, '^' to
-// exclude), else the first IPv4 interface that is up, not loopback and not the netdev of an
-// RDMA port (a management network survives rail faults), else any non-loopback one.
-std::string pick_handshake_ip(const std::string& ifname, const std::vector<std::unique_ptr<Device>>& devices) {
+// The host's IPv4 / IPv6 addresses as records for net::choose_socket_if().
+std::vector<net::IfAddr> host_addresses() {
+  std::vector<net::IfAddr> out;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "127.0.0.1";
-  std::string chosen, fallback;
-  const bool exclude = !ifname.empty() && ifname[0] == '^';
-  const std::string want = exclude ? ifname.substr(1) : ifname;
+  if (getifaddrs(&list) != 0) {
+    HA_WARN("NET/HA: getifaddrs failed: %s", std::strerror(errno));
+    return out;
+  }
   for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
-    const std::string name = i->ifa_name;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (!want.empty()) {
-      const bool match = name.compare(0, want.size(), want) == 0;
-      if (match != exclude && chosen.empty()) chosen = buf;
+    if (!i->ifa_addr || !i->ifa_name) continue;
+    net::IfAddr a;
+    a.name = i->ifa_name;
+    a.family = i->ifa_addr->sa_family;
+    a.up = (i->ifa_flags & IFF_UP) != 0;
+    a.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
+    if (a.family == AF_INET)
+      std::memcpy(a.addr.data(), &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, 4);
+    else if (a.family == AF_INET6)
+      std::memcpy(a.addr.data(), &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
+    else
       continue;
-    }
-    if (i->ifa_flags & IFF_LOOPBACK) continue;
-    const bool rail = std::any_of(devices.begin(), devices.end(), [&](const auto& d) { return d->port.netdev == name; });
-    if (!rail && chosen.empty()) chosen = buf;
-    if (fallback.empty()) fallback = buf;
+    out.push_back(std::move(a));
   }
   freeifaddrs(list);
-  if (!chosen.empty()) return chosen;
-  if (!want.empty()) HA_WARN("NET/HA: no IPv4 interface matches socket ifname '%s'", ifname.c_str());
-  return fallback.empty() ? "127.0.0.1" : fallback;
+  return out;
+}
+
+// The address handles advertise (net/socket_if.hpp: NCCL's NCCL_SOCKET_IFNAME / _FAMILY rules).
+// Nothing usable fails init: a silent 127.0.0.1 would only fail later, on the peer's host.
+ncclResult_t pick_handshake_address(State& s) {
+  net::SocketIfQuery q;
+  q.spec = s.config.socket_ifname;
+  q.spec_var = s.config.socket_ifname_var;
+  q.family = s.config.socket_family;
+  q.family_var = s.config.socket_family_var;
+  for (const auto& d : s.devices)
+    if (!d->port.netdev.empty()) q.rdma_netdevs.push_back(d->port.netdev);
+  auto choice = net::choose_socket_if(host_addresses(), q);
+  if (!choice) {
+    HA_WARN("NET/HA: %s", choice.error().message.c_str());
+    return choice.error().code == Errc::invalid_argument ? ncclInvalidUsage : ncclSystemError;
+  }
+  s.handshake_ip = choice->address;
+  s.handshake_if = choice->name;
+  if (choice->link_local)
+    HA_INFO("NET/HA: handshakes on the link-local %s: the handle carries its scope id and the peer uses it as "
+            "its own (NCCL's rule: %s must have the same interface index on every host)",
+            choice->address.c_str(), choice->name.c_str());
+  if (choice->rdma_netdev)
+    HA_INFO("NET/HA: no interface besides the RDMA netdevs: handshakes on %s share a rail", choice->name.c_str());
+  return ncclSuccess;
+}
+
+constexpr const char* kProgressThreadName = "ncclHaProgress";  // <= 15 characters
+
+// The INIT|NET line: version, devices with their backup pairing, handshake interface, budget and
+// the HA settings that matter, in one line an operator can grep for.
+std::string init_summary(const State& s) {
+  std::string line = std::string("NET/HA: nccl-ha ") + kVersion + " (net API v6-v12): HA " +
+                     (s.config.enable_backup ? "on" : "OFF (HA_NCCL_ENABLE_BACKUP=0)") + "; " +
+                     std::to_string(s.devices.size()) + " device(s):";
+  for (const auto& d : s.devices) {
+    line += " [" + std::to_string(d->index) + "] " + d->port.id() + " " + net::link_layer_name(d->port.link_layer) + " " +
+            std::to_string(d->port.speed_mbps) + " Mbps maxComms " + std::to_string(d->max_comms) + " backup " +
+            (d->backup >= 0 ? s.devices[static_cast<std::size_t>(d->backup)]->port.id() : std::string("NONE"));
+  }
+  const Qos q = resolve_qos(s.config, -1);
+  char tail[320];
+  std::snprintf(tail, sizeof tail,
+                "; handshakes on %s (%s); RTO %d ms, heartbeat %d ms, failover timeout %d ms, failback %s; "
+                "tc %u sl %u%s; ptrSupport %s; progress thread %s",
+                s.handshake_ip.c_str(), s.handshake_if.c_str(), s.config.rto_ms, s.config.heartbeat_ms,
+                s.config.failover_timeout_ms, s.config.enable_failback ? "on" : "off", q.traffic_class,
+                q.service_level, s.config.ib_tc < 0 ? " (or the communicator's trafficClass)" : "",
+                s.gpu_memory ? "HOST|CUDA" : "HOST", kProgressThreadName);
+  return line + tail;
 }
 
 // Backup port of every device (backup.hpp), logged.
@@ -95,9 +150,11 @@ void assign_backups(State& s) {
     if (d.backup >= 0)
       HA_INFO("NET/HA: backup of %s is %s (%s)", d.port.id().c_str(),
               s.devices[static_cast<std::size_t>(d.backup)]->port.id().c_str(), choices[i].reason.c_str());
+    else if (s.config.enable_backup)  // the operator expects protection and will not get it
+      HA_WARN("NET/HA: %s has no backup port (%s): its connections are NOT protected", d.port.id().c_str(),
+              choices[i].reason.c_str());
     else
-      HA_INFO("NET/HA: %s has no backup: %s", d.port.id().c_str(),
-              s.config.enable_backup ? choices[i].reason.c_str() : "HA_NCCL_ENABLE_BACKUP=0");
+      HA_INFO("NET/HA: %s has no backup: HA_NCCL_ENABLE_BACKUP=0", d.port.id().c_str());
   }
 }
 
@@ -125,10 +182,31 @@ void watch_port_events(State& s, Device& d) {
   d.events->start();
 }
 
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// HA_NCCL_STATS_FILE / HA_NCCL_PROM_FILE with %h and %p expanded; an unknown %x is kept (WARN).
+std::string expand_file_name(const char* var, const std::string& pattern, const std::string& host) {
+  if (pattern.empty()) return pattern;
+  std::vector<std::string> unknown;
+  std::string path = expand_path(pattern, host, static_cast<long>(getpid()), &unknown);
+  for (const auto& u : unknown)
+    HA_WARN("NET/HA: %s='%s': unknown '%s' kept as is (%%h: host name, %%p: pid, %%%%: %%)", var, pattern.c_str(),
+            u.c_str());
+  if (path != pattern) HA_INFO("NET/HA: %s is %s", var, path.c_str());
+  return path;
+}
+
 ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
   HA_INFO("NET/HA: settings: %s", describe(s->config).c_str());
+  s->host = host_name();
+  s->stats_path = expand_file_name("HA_NCCL_STATS_FILE", s->config.stats_file, s->host);
+  s->prom_path = expand_file_name("HA_NCCL_PROM_FILE", s->config.prom_file, s->host);
   const std::string peer_mem = gpu_peer_memory("/sys");
   s->gpu_memory = !peer_mem.empty();
   if (s->gpu_memory)
@@ -195,7 +273,7 @@ ncclResult_t create_state() {
     s->devices.push_back(std::move(d));
   }
   assign_backups(*s);
-  s->handshake_ip = pick_handshake_ip(s->config.socket_ifname, s->devices);
+  if (ncclResult_t rc = pick_handshake_address(*s); rc != ncclSuccess) return rc;
   for (std::size_t i = 0; i < s->devices.size(); ++i) {
     const auto& p = s->devices[i]->port;
     HA_INFO("NET/HA: dev %zu: %s %s %s speed %d Mbps mtu %d gid %u pci %s numa %d guid 0x%llx", i, p.id().c_str(),
@@ -203,13 +281,14 @@ ncclResult_t create_state() {
             p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
             static_cast<unsigned long long>(p.guid));
   }
-  HA_INFO("NET/HA: %zu device(s); handshakes on %s", s->devices.size(), s->handshake_ip.c_str());
-  s->reactor.start();
+  log_init_line(init_summary(*s));
+  s->reactor.start(kProgressThreadName);
   if (s->config.use_progress_thread)
     for (auto& d : s->devices) watch_port_events(*s, *d);
   g_state = std::move(s);
   g_state_ptr.store(g_state.get(), std::memory_order_release);
   for (auto& d : g_state->devices) watch_channel(*d);
+  start_monitoring(*g_state);
   return ncclSuccess;
 }
 
@@ -256,18 +335,35 @@ ncclResult_t init(ncclDebugLogger_t logger) {
   }
 }
 
-ncclResult_t context_init(void** ctx) {
+ncclResult_t context_init(const CommParams& params, void** ctx) {
   std::lock_guard<std::mutex> lock(g_init_mutex);
-  ++g_contexts;
-  *ctx = &g_contexts;  // any non-null token; nccl-ha keeps no per-communicator state
+  *ctx = &g_contexts.emplace_back(params);
   return ncclSuccess;
 }
 
+namespace {
+std::list<CommParams>::iterator find_context(void* ctx) {
+  return std::find_if(g_contexts.begin(), g_contexts.end(), [ctx](const CommParams& p) { return &p == ctx; });
+}
+}  // namespace
+
 ncclResult_t context_finalize(void* ctx) {
-  if (!ctx) return ncclInvalidArgument;
   std::lock_guard<std::mutex> lock(g_init_mutex);
-  if (g_contexts > 0 && --g_contexts == 0) destroy_state();  // NCCL may dlclose us next
+  const auto it = find_context(ctx);
+  if (it == g_contexts.end()) {
+    HA_WARN("NET/HA: finalize: %p is not a context of this plugin", ctx);
+    return ncclInvalidArgument;
+  }
+  g_contexts.erase(it);
+  if (g_contexts.empty()) destroy_state();  // NCCL may dlclose us next
   return ncclSuccess;
+}
+
+std::optional<CommParams> context_params(void* ctx) {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  const auto it = find_context(ctx);
+  if (it == g_contexts.end()) return std::nullopt;
+  return *it;
 }
 
 ncclResult_t devices(int* ndev) {

@@ -23,6 +23,13 @@ void nccl_sink(LogLevel level, const char* file, int line, const char* message) 
 
 }  // namespace
 
+void log_init_line(const std::string& line) {
+  if (ncclDebugLogger_t logger = g_logger.load())
+    logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_NET, __FILE__, __LINE__, "%s", line.c_str());
+  else
+    HA_INFO("%s", line.c_str());
+}
+
 void install_nccl_logger(ncclDebugLogger_t logger) {
   if (!logger) return;
   g_logger.store(logger);

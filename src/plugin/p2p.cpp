@@ -36,6 +36,7 @@ void complete_send(SendComm& c, std::uint64_t id) {
   r.done_mask = 1;
   r.completed = 1;
   ++c.stats.messages;
+  c.stats.bytes_sent += static_cast<std::uint64_t>(r.sizes[0]);
 }
 
 void complete_recv(RecvComm& c, std::uint32_t imm, const ibv_wc& wc) {
@@ -58,6 +59,7 @@ void complete_recv(RecvComm& c, std::uint32_t imm, const ibv_wc& wc) {
   r.sizes[index] = static_cast<int>(wc.byte_len);
   ++r.completed;
   ++c.stats.messages;
+  c.stats.bytes_received += wc.byte_len;
 }
 
 // A control write of the peer arrived on p (its data is in our ControlBlock: the completion
@@ -99,7 +101,8 @@ void heartbeat_done(CommBase& c, Path& p) {
 void close_comm(CommBase& c) {
   hold_blocking(c);
   c.closing.store(true, std::memory_order_relaxed);
-  write_stats(c, "close", "");
+  write_stats(c, "close");
+  unregister_comm(c);
   for (auto& p : c.paths) {
     if (p && p->qp) (void)net::qp_to_error(p->qp.get());
     retire(std::move(p));

@@ -70,7 +70,7 @@ Status build_path(PathJob& job, Device& d, int slot, int send_depth, int recv_de
 Status connect_path(PathJob& job, const net::Endpoint& remote) {
   Path& p = *job.path;
   p.remote = remote;
-  if (auto s = net::connect_rc_qp(p.qp.get(), p.local, remote, p.dev->timeouts); !s) return s;
+  if (auto s = net::connect_rc_qp(p.qp.get(), p.local, remote, rc_attrs(p)); !s) return s;
   if (int rc = post_recvs(p, 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
   return {};
 }
@@ -81,8 +81,9 @@ std::shared_ptr<PathJob> start_build(CommBase& c, int slot, const net::Endpoint*
   const int rd = c.kind == CommKind::send ? kSendRecvQueueDepth : kRecvQueueDepth;
   const bool connect = remote_to_connect != nullptr;
   const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
-  return start_job(c, nullptr, [d, slot, sd, rd, connect, remote, owner = c.weak_from_this()](PathJob& job) {
+  return start_job(c, nullptr, [d, slot, sd, rd, connect, remote, qos = c.qos, owner = c.weak_from_this()](PathJob& job) {
     Status s = build_path(job, *d, slot, sd, rd, owner);
+    if (s) job.path->qos = qos;  // a rebuilt standby keeps the connection's QoS
     if (s && connect) s = connect_path(job, remote);
     return s;
   });

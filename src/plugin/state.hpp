@@ -3,22 +3,46 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "config.hpp"
 #include "device.hpp"
+#include "monitor.hpp"
 #include "reaper.hpp"
 #include "nccl_ha/reactor/reactor.hpp"
 
 namespace nccl_ha::plugin {
+
+struct CommBase;
+
+// The live comms, for the Prometheus snapshot (stats.cpp). Control-plane code only: registered
+// by start_control, dropped by close (which folds the comm's counters into `closed`, so the
+// totals stay monotonic); the exporter samples under `mutex` (each comm only if its try-lock is
+// free, else its last sample). The data path never takes `mutex`.
+struct CommRegistry {
+  struct Entry {
+    const CommBase* key = nullptr;
+    std::weak_ptr<CommBase> comm;
+    CommSample last;  // progress thread (exporter) or close, under `mutex`
+  };
+  std::mutex mutex;
+  std::vector<Entry> live;
+  CommCounters closed;
+};
 
 struct State {
   Config config;
   reactor::Reactor reactor;
   std::vector<std::unique_ptr<Device>> devices;
   Reaper reaper;  // after `devices`: destroyed (joined) before them
-  std::string handshake_ip;  // the address listen() advertises in handles
+  std::string handshake_ip;  // the address listen() advertises in handles ("fe80::1%eth0" if link-local)
+  std::string handshake_if;  // its interface
+  std::string host;        // gethostname(), read once at init
+  std::string stats_path;  // HA_NCCL_STATS_FILE with %h / %p expanded ("": no stats records)
+  std::string prom_path;   // HA_NCCL_PROM_FILE with %h / %p expanded ("": no snapshot)
+  CommRegistry comms;
   bool gpu_memory = false;   // a GPU peer-memory client is loaded (gdr.hpp): ptrSupport has CUDA
   // Receive comms get loopback QPs for RDMA READ flushes (HA_NCCL_FORCE_FLUSH, or GPU memory).
   bool flush_qps() const { return config.force_flush || gpu_memory; }

@@ -1,15 +1,53 @@
 // Observability: standby state changes and the per-comm counters, as NCCL INFO lines and as
 // JSON lines in HA_NCCL_STATS_FILE (one object per event; appended by the progress thread so
-// the caller never waits for the file system).
+// the caller never waits for the file system), and the Prometheus snapshot HA_NCCL_PROM_FILE
+// (written by a timer on the progress thread; formatted by monitor.cpp).
 #include <unistd.h>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "datapath.hpp"
+#include "nccl_ha/version.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
+
+namespace {
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Appends one line to the stats file, on the progress thread.
+void append_stats_line(State& st, std::string line) {
+  line += '\n';
+  st.reactor.post([path = st.stats_path, line = std::move(line)] {
+    if (FILE* f = std::fopen(path.c_str(), "a")) {
+      std::fputs(line.c_str(), f);
+      std::fclose(f);
+    } else {
+      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s", path.c_str());
+    }
+  });
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
 
 const char* standby_name(StandbyHealth::State s) noexcept {
   switch (s) {
@@ -21,70 +59,185 @@ const char* standby_name(StandbyHealth::State s) noexcept {
   return "?";
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why) {
+void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why, bool said) {
   if (c.standby.state == state && c.standby.why == why) return;
   if (state == StandbyHealth::up && c.standby.state != StandbyHealth::up) c.standby.up_since_ns = now_ns();
+  bool loud = false;
+  if (state == StandbyHealth::down && !c.standby.lost) {
+    c.standby.lost = true;
+    loud = !said;
+  } else if (state == StandbyHealth::up && c.standby.lost) {
+    c.standby.lost = false;
+    loud = true;
+  }
   c.standby.state = state;
   c.standby.why = why;
   const Device* d = c.devs[c.standby_slot()];
-  HA_INFO("NET/HA: standby %s of %s is %s (%s)", d ? d->port.id().c_str() : "-", c.id.c_str(), standby_name(state),
-          why.c_str());
-  write_stats(c, "standby", std::string("\"state\":\"") + standby_name(state) + "\",\"why\":" + json_string(why));
+  const char* port = d ? d->port.id().c_str() : "-";
+  if (loud && state == StandbyHealth::up)
+    HA_WARN("NET/HA: standby %s of %s is %s (%s): protected again", port, c.id.c_str(), standby_name(state), why.c_str());
+  else if (loud)
+    HA_WARN("NET/HA: standby %s of %s is %s (%s): this connection is NOT protected until a standby is rebuilt", port,
+            c.id.c_str(), standby_name(state), why.c_str());
+  else
+    HA_INFO("NET/HA: standby %s of %s is %s (%s)", port, c.id.c_str(), standby_name(state), why.c_str());
+  write_stats(c, "standby", [&](net::JsonWriter& j) {
+    j.kv("state", standby_name(state));
+    j.kv("why", why);
+  });
 }
 
-void write_stats(const CommBase& c, const char* event, const std::string& extra) {
+void write_stats(const CommBase& c, const char* event, const std::function<void(net::JsonWriter&)>& extra) {
   State* st = state();
-  if (!st || st->config.stats_file.empty()) return;
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-  char head[768];
-  std::snprintf(head, sizeof head,
-                "{\"event\":\"%s\",\"time_unix_ms\":%lld,\"pid\":%d,\"comm\":\"%p\",\"kind\":\"%s\",\"primary\":\"%s\","
-                "\"backup\":\"%s\",\"active\":\"%s\",\"standby\":\"%s\",\"failovers\":%llu,\"replayed\":%llu,"
-                "\"duplicates_dropped\":%llu,\"heartbeats_sent\":%llu,\"heartbeat_failures\":%llu,\"messages\":%llu,"
-                "\"last_stall_ms\":%.3f,\"failbacks\":%llu,\"reprotections\":%llu,\"reprotect_attempts\":%llu,"
-                "\"flush_reads\":[%llu,%llu]",
-                event, static_cast<long long>(unix_ms), static_cast<int>(getpid()), static_cast<const void*>(&c),
-                c.kind == CommKind::send ? "send" : "recv", c.devs[0]->port.id().c_str(),
-                c.devs[1] ? c.devs[1]->port.id().c_str() : "", c.devs[c.active]->port.id().c_str(),
-                standby_name(c.standby.state), static_cast<unsigned long long>(c.stats.failovers),
-                static_cast<unsigned long long>(c.stats.replayed),
-                static_cast<unsigned long long>(c.stats.duplicates_dropped),
-                static_cast<unsigned long long>(c.standby.heartbeats),
-                static_cast<unsigned long long>(c.standby.failures), static_cast<unsigned long long>(c.stats.messages),
-                c.stats.last_stall_ms, static_cast<unsigned long long>(c.stats.failbacks),
-                static_cast<unsigned long long>(c.rp.done), static_cast<unsigned long long>(c.rp.attempts),
-                static_cast<unsigned long long>(c.stats.flush_reads[0]),
-                static_cast<unsigned long long>(c.stats.flush_reads[1]));
-  std::string line = head;
-  if (!extra.empty()) line += "," + extra;
-  line += "}\n";
-  st->reactor.post([path = st->config.stats_file, line = std::move(line)] {
-    if (FILE* f = std::fopen(path.c_str(), "a")) {
-      std::fputs(line.c_str(), f);
-      std::fclose(f);
-    } else {
-      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s", path.c_str());
+  if (!st || st->stats_path.empty()) return;
+  char comm[32];
+  std::snprintf(comm, sizeof comm, "%p", static_cast<const void*>(&c));
+  net::JsonWriter j;
+  j.reserve(1024);
+  j.open('{');
+  j.kv("event", event);
+  j.kv("time_unix_ms", unix_ms());
+  j.kv("host", st->host);
+  j.kv("pid", static_cast<int>(getpid()));
+  j.kv("comm", comm);
+  j.kv("comm_id", hex64(c.params.comm_id));
+  j.kv("peer", c.peer);
+  j.kv("kind", c.kind == CommKind::send ? "send" : "recv");
+  j.kv("primary", c.devs[0]->port.id());
+  j.kv("backup", c.devs[1] ? c.devs[1]->port.id() : std::string());
+  j.kv("active", c.devs[c.active]->port.id());
+  j.kv("standby", standby_name(c.standby.state));
+  j.kv("failovers", c.stats.failovers);
+  j.kv("replayed", c.stats.replayed);
+  j.kv("duplicates_dropped", c.stats.duplicates_dropped);
+  j.kv("heartbeats_sent", c.standby.heartbeats);
+  j.kv("heartbeat_failures", c.standby.failures);
+  j.kv("messages", c.stats.messages);
+  j.kv("bytes_sent", c.stats.bytes_sent);
+  j.kv("bytes_received", c.stats.bytes_received);
+  j.kv("last_stall_ms", c.stats.last_stall_ms);
+  j.kv("failbacks", c.stats.failbacks);
+  j.kv("reprotections", c.rp.done);
+  j.kv("reprotect_attempts", c.rp.attempts);
+  j.key("flush_reads");
+  j.open('[');
+  for (const std::uint64_t n : c.stats.flush_reads) j.num(n);
+  j.close(']');
+  if (extra) extra(j);
+  j.close('}');
+  append_stats_line(*st, j.take());
+}
+
+// ---- the Prometheus snapshot
+
+CommSample sample_comm(const CommBase& c) {
+  CommSample s;
+  s.valid = true;
+  if (c.error != ncclSuccess)
+    s.protection = Protection::failed;
+  else if (c.standby.state == StandbyHealth::up && c.fo.phase == FailoverState::normal && c.fo.requested.empty())
+    s.protection = Protection::protected_;
+  else
+    s.protection = Protection::unprotected;
+  s.active_port = c.devs[c.active]->port.id();
+  if (const Device* sb = c.devs[c.standby_slot()]; sb && c.standby.state == StandbyHealth::up)
+    s.standby_port = sb->port.id();
+  s.counters.failovers = c.stats.failovers;
+  s.counters.failbacks = c.stats.failbacks;
+  s.counters.reprotections = c.rp.done;
+  s.counters.replayed = c.stats.replayed;
+  s.counters.messages = c.stats.messages;
+  s.counters.bytes_sent = c.stats.bytes_sent;
+  s.counters.bytes_received = c.stats.bytes_received;
+  return s;
+}
+
+void register_comm(const std::shared_ptr<CommBase>& c) {
+  State* st = state();
+  if (!st) return;
+  std::lock_guard<std::mutex> lock(st->comms.mutex);
+  st->comms.live.push_back({c.get(), c, CommSample{}});
+}
+
+void unregister_comm(const CommBase& c) {
+  State* st = state();
+  if (!st) return;
+  const CommSample last = sample_comm(c);  // the caller holds the comm
+  std::lock_guard<std::mutex> lock(st->comms.mutex);
+  auto& live = st->comms.live;
+  const auto it = std::find_if(live.begin(), live.end(), [&](const CommRegistry::Entry& e) { return e.key == &c; });
+  if (it == live.end()) return;
+  st->comms.closed += last.counters;
+  live.erase(it);
+}
+
+PromSnapshot take_snapshot(State& st) {
+  PromSnapshot s;
+  s.host = st.host;
+  s.pid = static_cast<long>(getpid());
+  for (const auto& d : st.devices) s.ports.push_back({d->port.id(), d->port_up.load(std::memory_order_relaxed)});
+  std::lock_guard<std::mutex> lock(st.comms.mutex);
+  s.closed = st.comms.closed;
+  for (auto& e : st.comms.live) {
+    if (auto comm = e.comm.lock()) {
+      if (Hold hold{*comm}) e.last = sample_comm(*comm);  // busy: its last values
     }
-  });
+    if (e.last.valid) s.comms.push_back(e.last);
+  }
+  return s;
+}
+
+namespace {
+
+namespace asio = boost::asio;
+
+void write_prom_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f) ok = std::fclose(f) == 0 && ok;
+  if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
+  static bool warned = false;  // progress thread only: one WARN, not one per interval
+  if (!ok && !warned) {
+    warned = true;
+    HA_WARN("NET/HA: cannot write HA_NCCL_PROM_FILE %s: %s", path.c_str(), std::strerror(errno));
+  }
+}
+
+asio::awaitable<void> prom_loop(State& st) {
+  const auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer timer(ex);
+  const auto interval = std::chrono::milliseconds(st.config.prom_interval_ms);
+  for (;;) {
+    const PromSnapshot snap = take_snapshot(st);
+    const std::string text = format_prom(snap);
+    write_prom_file(st.prom_path, text);
+    timer.expires_after(interval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) co_return;  // the reactor stops
+  }
+}
+
+}  // namespace
+
+void start_monitoring(State& st) {
+  if (!st.stats_path.empty()) {
+    net::JsonWriter j;
+    j.open('{');
+    j.kv("event", "init");
+    j.kv("time_unix_ms", unix_ms());
+    j.kv("host", st.host);
+    j.kv("pid", static_cast<int>(getpid()));
+    j.kv("plugin_version", nccl_ha::kVersion);
+    j.close('}');
+    append_stats_line(st, j.take());
+  }
+  if (st.prom_path.empty()) return;
+  HA_INFO("NET/HA: Prometheus snapshot every %d ms to %s (written as %s.tmp, then renamed)",
+          st.config.prom_interval_ms, st.prom_path.c_str(), st.prom_path.c_str());
+  st.reactor.spawn("Prometheus snapshot", prom_loop(st));
 }
 
 }  // namespace nccl_ha::plugin

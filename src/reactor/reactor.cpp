@@ -3,19 +3,22 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 
+#include <pthread.h>
+
 namespace nccl_ha::reactor {
 
 Reactor::Reactor() = default;
 
 Reactor::~Reactor() { stop(); }
 
-void Reactor::start() {
+void Reactor::start(const std::string& thread_name) {
   if (running_.exchange(true)) return;
   stopping_ = false;
   ctx_.restart();
   work_.emplace(ctx_.get_executor());
   run_done_ = std::promise<void>();
-  thread_ = std::thread([this] {
+  thread_ = std::thread([this, name = thread_name.substr(0, 15)] {
+    pthread_setname_np(pthread_self(), name.c_str());
     thread_id_ = std::this_thread::get_id();
     for (;;) {
       try {

@@ -94,6 +94,109 @@ def ha_ping_rails(run):
     expect(r["status"] == "degraded" and "min-bw" in r["reason"], f"rail 0 degraded: {r['reason']}")
     expect(len(rep["rails"]) == 1, "--rails 0 checked only rail 0")
 
+    expect_each("ha-ping-rails", [
+        ("report fields", lambda: ha_ping_report_fields(run)),
+        ("min-bw percent, tx-depth, duration, Gb/s", lambda: ha_ping_percent(run)),
+        ("qos", lambda: ha_ping_qos(run)),
+        ("server serves clients one after another", lambda: ha_ping_serve_clients(run)),
+        ("list", lambda: ha_ping_list(run)),
+    ])
+
+
+def ha_ping_report_fields(run):
+    for role in ("a", "b"):
+        rep = run.report(role, "healthy")
+        expect(rep.get("version") and rep.get("host") == role, f"{role}: version {rep.get('version')}, host {rep.get('host')}")
+        t = rep["time"]
+        expect(t["iso"].endswith("Z") and "T" in t["iso"] and t["unix_ms"] > 1.6e12, f"{role}: time {t}")
+        st = rep["settings"]
+        expect(st["sizes"] == [8, 65536, 1048576] and st["iters"] == 50 and st["bw_iters"] == 16 and st["timeout_s"] == 60,
+               f"{role}: effective settings {st}")
+        expect(st["tx_depth"] == 8 and st["bw_unit"] == "MiB/s", f"{role}: tx_depth {st['tx_depth']}, unit {st['bw_unit']}")
+
+
+def ha_ping_percent(run):
+    expect(run.rc("a", "percent") == 0, "percent: client exit 0")
+    rep = run.report("a", "percent")
+    st = rep["settings"]
+    expect(st["tx_depth"] == 16 and st["duration_s"] == 1, f"percent: -t 16 -D 1 -> {st['tx_depth']}, {st['duration_s']}")
+    expect(st["min_bw"] == {"value": 1.0, "unit": "percent_of_link_speed"}, f"percent: min_bw {st['min_bw']}")
+    expect(st["bw_unit"] == "Gb/s", "percent: --report_gbits -> Gb/s")
+    r = rail(rep, 0)
+    expect(r["status"] == "healthy", f"percent: rail 0 healthy ({r['reason']})")
+    x = r["results"][0]
+    expect(x["bw_unit"] == "Gb/s" and abs(x["bw"] - x["bw_mib_s"] * 1048576 * 8 / 1e9) < 1e-3 * max(1, x["bw"]),
+           f"percent: bandwidth {x['bw']} Gb/s = {x['bw_mib_s']} MiB/s")
+    if r["speed_mbps"] > 0:
+        expect(abs(r["min_bw_mib_s"] - r["speed_mbps"] * 1e6 / 8 / 1048576 / 100) < 0.01,
+               f"percent: threshold {r['min_bw_mib_s']} MiB/s = 1% of {r['speed_mbps']} Mbps")
+    else:
+        expect("not checked" in r["reason"], f"percent: unknown link speed said: {r['reason']}")
+    txt = run.text("a", "percent.txt")
+    expect(" Gb/s" in txt, "percent: text report says Gb/s")
+
+
+def ha_ping_qos(run):
+    expect(run.rc("a", "qos") == 0 and run.rc("b", "qos") == 0, "qos: exit 0 on both sides")
+    for role, source in (("a", "--tclass"), ("b", "client")):
+        rep = run.report(role, "qos")
+        st = rep["settings"]
+        expect(st["tclass"] == 96 and st["sl"] == 3 and st["tclass_source"] == source,
+               f"qos: {role} settings tclass {st['tclass']} ({st['tclass_source']}) sl {st['sl']}")
+        for r in rep["rails"]:
+            q = r["qos"]
+            expect(q is not None and q["tclass"] == 96 and q["requested_tclass"] == 96 and q["requested_sl"] == 3,
+                   f"qos: {role} rail {r['index']} QP reads back tclass 96, requested sl 3: {q}")
+            # Soft-RoCE keeps no SL in its address vector (rxe_av has none): it reads back 0.
+            expect(q["sl"] in (3, 0), f"qos: {role} rail {r['index']} SL read back {q['sl']} (rxe: 0)")
+        txt = run.text(role, "qos.txt")
+        expect("tclass 96" in txt and ("sl 3" in txt), f"qos: {role} text report shows the QoS read back / requested")
+    skipped = run.out("a", "qos-tcpdump.skipped")
+    if skipped.exists():
+        print(f"check: info: qos: tcpdump skipped: {skipped.read_text().strip()}")
+        return
+    dump = run.text("a", "qos-tcpdump.txt")
+    tos = [line for line in dump.splitlines() if "tos 0x" in line]
+    expect(len(tos) > 0 and all("tos 0x60" in line for line in tos),
+           f"qos: {len(tos)} RoCE packet(s) on a's rail 0, all with tos 0x60")
+
+
+def ha_ping_serve_clients(run):
+    lines = [json.loads(x) for x in run.text("b", "serve-clients.json").splitlines() if x.strip()]
+    expect([x.get("client") for x in lines] == [1, 2, 3],
+           f"serve-clients: one JSON line per client: {[x.get('client') for x in lines]} (the non-ha-ping connection not counted)")
+    expect("dropped a connection" in run.text("b", "serve-clients.log"), "serve-clients: the non-ha-ping connection was dropped")
+    first = lines[0]
+    expect(not first["ok"] and len(first["rails"]) == 1 and first["rails"][0]["status"] != "healthy",
+           f"serve-clients: client 1 (killed) reported failed: {first['rails'][0]['status'] if first['rails'] else first.get('error')}"
+           f" {first['rails'][0]['reason'] if first['rails'] else ''}")
+    for rep in lines[1:]:
+        expect(rep["ok"] and len(rep["rails"]) == 2 and all(r["status"] == "healthy" for r in rep["rails"]),
+               f"serve-clients: client {rep['client']} served after the failed one, both rails healthy")
+    expect(run.rc("b", "serve-clients") == 1, "serve-clients: server exit 1 (worst session: the killed client)")
+    for n in (2, 3):
+        expect(run.rc("a", f"serve-clients-{n}") == 0, f"serve-clients: client run {n} exit 0")
+        rep = run.report("a", f"serve-clients-{n}")
+        for i in (0, 1):
+            expect_traffic(rail(rep, i), [8, 65536])
+
+
+def ha_ping_list(run):
+    for role in ("a", "b"):
+        expect(run.rc(role, "list") == 0, f"list: {role}: --list (default plugin search) exit 0")
+        txt = run.text(role, "list.txt")
+        expect("rxe0" in txt and "rxe1" in txt and "backup rxe1:1" in txt, f"list: {role}: text names both ports and a backup")
+        expect(run.rc(role, "list-json") == 0, f"list: {role}: --list --json --plugin <build tree> exit 0")
+        rep = run.report(role, "list")
+        devs = {d["id"]: d for d in rep["devices"]}
+        expect(sorted(devs) == ["rxe0:1", "rxe1:1"], f"list: {role}: devices {sorted(devs)}")
+        for me, other in (("rxe0:1", "rxe1:1"), ("rxe1:1", "rxe0:1")):
+            d = devs[me]
+            expect(d["backup"].startswith(other), f"list: {role}: backup of {me} is {d['backup']}")
+            expect(d["gid_index"] >= 0 and d["max_comms"] > 0 and d["max_comms_budget"] and d["ptr_support"],
+                   f"list: {role}: {me} gid {d['gid_index']} maxComms {d['max_comms']} ptrSupport {d['ptr_support']}")
+        expect(rep["settings"] != "" and rep["api_version"] >= 6, f"list: {role}: settings line and API v{rep['api_version']}")
+
 
 def ha_ping_rail_down(run):
     # Rail 0 pulled on b while ha-ping runs on it: b's async port event ends the rail.

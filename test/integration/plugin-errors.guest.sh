@@ -12,6 +12,13 @@
 #                 forever" count 7 by itself (with 7, rank 0 hangs until --timeout: exit 4).
 #                 HA_NCCL_QP_TIMEOUT is unset too: on rxe the plugin defaults to 17 (~0.54 s per
 #                 retry); 14 (~67 ms) ended healthy loaded streams with "retry counter exceeded".
+#   ipv6          no fault: handshakes over IPv6. Each VM adds a ULA address to eth2 (fd00:aa::1 on
+#                 a, ::2 on b; nodad: usable at once); NCCL_SOCKET_FAMILY=AF_INET6 makes the plugin
+#                 advertise it; traffic must pass (NCCL_DEBUG=INFO: the log shows the address).
+#   ipv6-link-local  the same over eth2's link-local address (NCCL_SOCKET_IFNAME==eth2): the handle
+#                 carries the scope id.
+#   no-ifname     NCCL_SOCKET_IFNAME=nosuchif: init fails (ncclSystemError) on both ranks with a WARN
+#                 naming the variable and the interfaces seen; never a silent 127.0.0.1.
 # Each run records NAME.rc, NAME.ms (wall), NAME.json and NAME.log (stderr, plugin lines included)
 # in $VM_OUT; check.py (checks/plugin_errors.py) judges them. The script itself always exits 0.
 set -euo pipefail
@@ -39,3 +46,29 @@ run close-listen 18714
 run oversize 18715 --sizes 64K
 # 1 MiB messages keep the rail busy, so rank 0 has writes in flight when rank 1 dies.
 run peer-death 18716 --sizes 1M --messages 40 --inflight 8
+
+# plain NAME PORT [driver args...]: like run, without --fault.
+plain() {
+  local name=$1 port=$2
+  shift 2
+  pl_driver "$name" "$port" --timeout 120 "$@"
+  PL_ENV=()
+  echo "$PL_RC" >"$VM_OUT/$name.rc"
+  echo "$PL_MS" >"$VM_OUT/$name.ms"
+  vm_log "$name: exit $PL_RC after $PL_MS ms"
+  vm_barrier "$name-done"
+}
+
+v6=fd00:aa::$([[ $VM_ROLE == a ]] && echo 1 || echo 2)
+ip -6 addr add "$v6/64" dev eth2 nodad
+ip -6 addr show dev eth2 >"$VM_OUT/ipv6.addr" 2>&1 || true
+vm_barrier ipv6-addr
+PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_FAMILY=AF_INET6)
+plain ipv6 18717 --sizes 0,8,64K,1M --messages 200 --group 4 --inflight 8
+ip -6 addr del "$v6/64" dev eth2 || true
+# Only eth2's link-local address is left: the handle carries its scope id (eth2 has the same
+# interface index in both VMs, which NCCL's rule, and so the plugin's, relies on).
+PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_FAMILY=AF_INET6 NCCL_SOCKET_IFNAME==eth2)
+plain ipv6-link-local 18719 --sizes 8,64K --messages 100 --inflight 8
+PL_ENV=(NCCL_SOCKET_IFNAME=nosuchif)
+plain no-ifname 18718 --messages 10

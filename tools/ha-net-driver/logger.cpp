@@ -19,7 +19,8 @@ namespace hnd::log {
 namespace {
 
 int g_level = NCCL_LOG_WARN;
-unsigned long g_mask = ~0ul;
+// NCCL's default NCCL_DEBUG_SUBSYS (debug.cc): INIT, BOOTSTRAP and ENV; NET lines need NCCL_DEBUG_SUBSYS=NET.
+unsigned long g_mask = NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV;
 int g_rank = -1;
 bool g_quiet = false;
 char g_host[64] = "?";

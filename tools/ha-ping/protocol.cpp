@@ -39,6 +39,9 @@ std::vector<std::uint8_t> encode(const Hello& m) {
   w.u32(m.bw_iters);
   w.u32(m.window);
   w.u32(m.timeout_ms);
+  w.u32(m.duration_ms);
+  w.u8(m.tclass);
+  w.u8(m.sl);
   return out;
 }
 
@@ -50,9 +53,11 @@ nccl_ha::Expected<Hello> decode_hello(std::span<const std::uint8_t> p) {
   m.sizes.resize(nsizes);
   for (auto& s : m.sizes)
     if (!r.u64(s) || s == 0 || s > (1ull << 30)) return malformed("hello (sizes)");
-  if (!r.u32(m.iters) || !r.u32(m.bw_iters) || !r.u32(m.window) || !r.u32(m.timeout_ms) || r.remaining())
+  if (!r.u32(m.iters) || !r.u32(m.bw_iters) || !r.u32(m.window) || !r.u32(m.timeout_ms) ||
+      !r.u32(m.duration_ms) || !r.u8(m.tclass) || !r.u8(m.sl) || r.remaining())
     return malformed("hello");
-  if (m.iters == 0 || m.bw_iters == 0 || m.window == 0 || m.window > 64 || m.timeout_ms == 0)
+  if (m.iters == 0 || m.bw_iters == 0 || m.window == 0 || m.window > 128 || m.timeout_ms == 0 || m.sl > 15 ||
+      m.duration_ms > 3600 * 1000)
     return malformed("hello (parameters)");
   return m;
 }

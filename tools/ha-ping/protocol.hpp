@@ -1,7 +1,7 @@
 // ha-ping's control protocol: nccl-ha wire frames (net/wire.hpp) with application types.
 //
 //   client                              server
-//   Hello(rails, sizes, iters, ...) ->
+//   Hello(rails, sizes, iters, duration, QoS ...) ->
 //                                    <- HelloAck(rails)
 //   for each rail i:
 //   RailSetup(status, endpoint, mr) <-> RailSetup(status, endpoint, mr)
@@ -36,6 +36,9 @@ struct Hello {
   std::uint32_t bw_iters = 0;
   std::uint32_t window = 0;
   std::uint32_t timeout_ms = 0;
+  std::uint32_t duration_ms = 0;  // bandwidth phase length per size (0: bw_iters writes)
+  std::uint8_t tclass = 0;        // the client's QoS, used by a server without its own
+  std::uint8_t sl = 0;
 };
 
 struct HelloAck {

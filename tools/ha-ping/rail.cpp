@@ -20,18 +20,30 @@ Rail::~Rail() {
 }
 
 Expected<std::unique_ptr<Rail>> Rail::open(reactor::Reactor& reactor, const net::PortInfo& port, std::size_t buffer_bytes,
-                                           Wake wake) {
+                                           Wake wake, std::optional<std::uint32_t> gid_index) {
   auto rail = std::make_unique<Rail>(Key{}, reactor, port, std::move(wake));
-  if (auto s = rail->init(buffer_bytes); !s) return std::move(s).error();
+  if (auto s = rail->init(buffer_bytes, gid_index); !s) return std::move(s).error();
   return rail;
 }
 
 std::uint64_t Rail::recv_addr() const noexcept { return reinterpret_cast<std::uint64_t>(buffer_.get() + half_); }
 
-Status Rail::init(std::size_t buffer_bytes) {
+Status Rail::init(std::size_t buffer_bytes, std::optional<std::uint32_t> gid_index) {
   auto ctx = net::open_device(port_.device);
   if (!ctx) return std::move(ctx).error();
   ctx_ = std::move(ctx).value();
+  if (gid_index) {
+    ibv_gid gid{};
+    if (int rc = ibv_query_gid(ctx_.get(), static_cast<std::uint8_t>(port_.port), static_cast<int>(*gid_index), &gid))
+      return errno_error(Errc::verbs, "--gid-index " + std::to_string(*gid_index) + " on " + port_.id(), rc);
+    bool empty = true;
+    for (auto b : gid.raw) empty = empty && b == 0;
+    if (empty)
+      return make_error(Errc::invalid_argument,
+                        "--gid-index " + std::to_string(*gid_index) + ": GID table entry of " + port_.id() + " is empty");
+    port_.gid_index = *gid_index;
+    port_.gid = gid;
+  }
   auto pd = net::alloc_pd(ctx_.get());
   if (!pd) return std::move(pd).error();
   pd_ = std::move(pd).value();
@@ -89,8 +101,24 @@ std::optional<std::string> Rail::port_down_now() const {
   return "port error on " + port_.id() + " (port " + net::port_state_name(attr.state) + ")";
 }
 
-Status Rail::connect(const net::Endpoint& remote) {
-  return net::connect_rc_qp(qp_.get(), local_, remote, net::QpTimeouts::from_env());
+Status Rail::connect(const net::Endpoint& remote, std::uint8_t tclass, std::uint8_t sl) {
+  auto t = net::QpTimeouts::from_env();
+  t.traffic_class = tclass;
+  t.service_level = sl;
+  return net::connect_rc_qp(qp_.get(), local_, remote, t);
+}
+
+Expected<Rail::Qos> Rail::query_qos() const {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (int rc = ibv_query_qp(qp_.get(), &attr, IBV_QP_AV, &init)) return errno_error(Errc::verbs, "ibv_query_qp", rc);
+  Qos q;
+  q.sl = attr.ah_attr.sl;
+  if (attr.ah_attr.is_global) {
+    q.tclass = attr.ah_attr.grh.traffic_class;
+    q.sgid_index = attr.ah_attr.grh.sgid_index;
+  }
+  return q;
 }
 
 Status Rail::post_send(std::size_t len, std::uint64_t id) {

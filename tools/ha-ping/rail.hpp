@@ -29,8 +29,10 @@ class Rail {
   using Wake = std::function<void()>;
 
   // `buffer_bytes` is split in two halves: [0, half) is sent from, [half, 2*half) received into.
+  // `gid_index` replaces the discovered GID index (-x).
   static nccl_ha::Expected<std::unique_ptr<Rail>> open(nccl_ha::reactor::Reactor& reactor, const nccl_ha::net::PortInfo& port,
-                                                       std::size_t buffer_bytes, Wake wake);
+                                                       std::size_t buffer_bytes, Wake wake,
+                                                       std::optional<std::uint32_t> gid_index = std::nullopt);
   ~Rail();
 
   const nccl_ha::net::PortInfo& port() const noexcept { return port_; }
@@ -41,7 +43,16 @@ class Rail {
   std::uint8_t* send_region() noexcept { return buffer_.get(); }
   const std::uint8_t* recv_region() const noexcept { return buffer_.get() + half_; }
 
-  nccl_ha::Status connect(const nccl_ha::net::Endpoint& remote);
+  // INIT -> RTR -> RTS; `tclass` / `sl` go into the address vector of the RTR transition.
+  nccl_ha::Status connect(const nccl_ha::net::Endpoint& remote, std::uint8_t tclass, std::uint8_t sl);
+
+  // What the QP really uses, read back with ibv_query_qp (after connect()).
+  struct Qos {
+    int sl = -1;
+    int tclass = -1;       // -1: no GRH (IB without global routing)
+    int sgid_index = -1;
+  };
+  nccl_ha::Expected<Qos> query_qos() const;
 
   // Posting; false + reason on failure.
   nccl_ha::Status post_send(std::size_t len, std::uint64_t id);
@@ -70,7 +81,7 @@ class Rail {
   Rail(Key, nccl_ha::reactor::Reactor& reactor, nccl_ha::net::PortInfo port, Wake wake);
 
  private:
-  nccl_ha::Status init(std::size_t buffer_bytes);
+  nccl_ha::Status init(std::size_t buffer_bytes, std::optional<std::uint32_t> gid_index);
   void on_event(const nccl_ha::reactor::DeviceEvent& ev);
 
   struct FreeDeleter { void operator()(std::uint8_t* p) const noexcept { std::free(p); } };

@@ -1,7 +1,14 @@
 #include "report.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <ctime>
+
+#include "nccl_ha/net/json.hpp"
+#include "nccl_ha/version.hpp"
 
 namespace ha_ping {
 
@@ -33,29 +40,63 @@ LatencyStats summarize_rtt(std::vector<double> rtt_us) {
 
 namespace {
 
+using nccl_ha::net::JsonWriter;
+
 std::string upper(const char* s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }
 
-void json_string(std::FILE* out, const std::string& s) {
-  std::fputc('"', out);
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') std::fprintf(out, "\\%c", c);
-    else if (c < 0x20) std::fprintf(out, "\\u%04x", c);
-    else std::fputc(c, out);
-  }
-  std::fputc('"', out);
+std::string join_sizes(const std::vector<std::uint64_t>& sizes) {
+  std::string out;
+  for (auto s : sizes) out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out;
+}
+
+std::string min_bw_text(const Settings& s) {
+  if (s.min_bw <= 0) return "none";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, s.min_bw_percent ? "%g%% of link speed" : "%g MiB/s", s.min_bw);
+  return buf;
 }
 
 }  // namespace
 
+void stamp(Report& r) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) r.host = host;
+  const auto now = std::chrono::system_clock::now();
+  r.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(r.time_unix_ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(r.time_unix_ms % 1000));
+  r.time_iso = buf;
+}
+
+double bw_in_unit(double mib_s, bool gbits) noexcept { return gbits ? mib_s * 1048576.0 * 8.0 / 1e9 : mib_s; }
+const char* bw_unit(bool gbits) noexcept { return gbits ? "Gb/s" : "MiB/s"; }
+
 void print_text(const Report& r, std::FILE* out) {
+  const auto& st = r.settings;
+  std::fprintf(out, "ha-ping %s %s on %s, %s%s", NCCL_HA_VERSION_STRING, r.role.c_str(), r.host.c_str(),
+               r.time_iso.c_str(), r.client ? "" : "\n");
+  if (r.client) std::fprintf(out, ", client %llu from %s\n", static_cast<unsigned long long>(r.client), r.peer.c_str());
   if (!r.fatal.empty()) {
     std::fprintf(out, "ha-ping: %s\n", r.fatal.c_str());
     return;
   }
+  std::fprintf(out,
+               "settings: sizes %s, iters %u, %s, tx-depth %u, timeout %u s, min-bw %s, tclass %u (%s), sl %u (%s), "
+               "gid-index %s\n",
+               join_sizes(st.sizes).c_str(), st.iters,
+               st.duration_s ? ("duration " + std::to_string(st.duration_s) + " s").c_str()
+                             : ("bw-iters " + std::to_string(st.bw_iters)).c_str(),
+               st.tx_depth, st.timeout_s, min_bw_text(st).c_str(), st.tclass, st.tclass_source.c_str(), st.sl,
+               st.sl_source.c_str(), st.gid_index ? std::to_string(*st.gid_index).c_str() : "auto");
   if (r.rails.empty()) std::fprintf(out, "ha-ping: no rails to check (no RDMA ports on either host)\n");
   for (const auto& rail : r.rails) {
     for (const auto& s : rail.sizes) {
@@ -64,51 +105,139 @@ void print_text(const Report& r, std::FILE* out) {
                    static_cast<unsigned long long>(s.size));
       if (s.has_latency)
         std::fprintf(out, " lat min/median/p99 %.1f/%.1f/%.1f us", s.latency.min_us, s.latency.median_us, s.latency.p99_us);
-      if (s.has_bandwidth) std::fprintf(out, " bw %.2f MiB/s", s.bw_mib_s);
+      if (s.has_bandwidth)
+        std::fprintf(out, " bw %.2f %s", bw_in_unit(s.bw_mib_s, st.report_gbits), bw_unit(st.report_gbits));
       std::fputc('\n', out);
     }
+    if (rail.has_qos) {
+      // A device may not keep what was asked (Soft-RoCE keeps no SL): say so, the read-back is the truth.
+      std::string note;
+      if (rail.qos_tclass >= 0 && static_cast<unsigned>(rail.qos_tclass) != rail.qos_requested_tclass)
+        note += " tclass " + std::to_string(rail.qos_requested_tclass);
+      if (static_cast<unsigned>(rail.qos_sl) != rail.qos_requested_sl) note += " sl " + std::to_string(rail.qos_requested_sl);
+      std::fprintf(out, "rail %zu %s qos (read back from the QP): tclass %d sl %d gid-index %d%s%s%s\n", rail.index,
+                   rail.local.c_str(), rail.qos_tclass, rail.qos_sl, rail.qos_gid_index,
+                   note.empty() ? "" : " (requested", note.c_str(), note.empty() ? "" : "; the device did not keep it)");
+    }
+    else if (!rail.qos_error.empty())
+      std::fprintf(out, "rail %zu %s qos: %s\n", rail.index, rail.local.c_str(), rail.qos_error.c_str());
     std::fprintf(out, "rail %zu %s%s%s: %s%s%s\n", rail.index, rail.local.c_str(), rail.local_netdev.empty() ? "" : " on ",
                  rail.local_netdev.c_str(), upper(to_string(rail.health)).c_str(), rail.reason.empty() ? "" : " - ",
                  rail.reason.c_str());
   }
 }
 
-void print_json(const Report& r, std::FILE* out) {
-  std::fprintf(out, "{\"tool\":\"ha-ping\",\"role\":");
-  json_string(out, r.role);
-  std::fprintf(out, ",\"peer\":");
-  json_string(out, r.peer);
-  std::fprintf(out, ",\"ok\":%s", exit_code(r) == 0 ? "true" : "false");
-  if (!r.fatal.empty()) {
-    std::fprintf(out, ",\"error\":");
-    json_string(out, r.fatal);
+std::string to_json(const Report& r) {
+  const auto& st = r.settings;
+  JsonWriter j;
+  j.open('{');
+  j.kv("tool", "ha-ping");
+  j.kv("version", NCCL_HA_VERSION_STRING);
+  j.kv("host", r.host);
+  j.key("time");
+  j.open('{');
+  j.kv("iso", r.time_iso);
+  j.kv("unix_ms", static_cast<long long>(r.time_unix_ms));
+  j.close('}');
+  j.kv("role", r.role);
+  if (r.client) j.kv("client", static_cast<unsigned long long>(r.client));
+  j.kv("peer", r.peer);
+  j.kv("ok", exit_code(r) == 0);
+  if (!r.fatal.empty()) j.kv("error", r.fatal);
+  j.key("settings");
+  j.open('{');
+  j.key("sizes");
+  j.open('[');
+  for (auto s : st.sizes) j.num(static_cast<std::uint64_t>(s));
+  j.close(']');
+  j.kv("iters", st.iters);
+  j.kv("bw_iters", st.bw_iters);
+  j.kv("duration_s", st.duration_s);
+  j.kv("tx_depth", st.tx_depth);
+  j.kv("timeout_s", st.timeout_s);
+  j.key("min_bw");
+  if (st.min_bw > 0) {
+    j.open('{');
+    j.kv("value", st.min_bw);
+    j.kv("unit", st.min_bw_percent ? "percent_of_link_speed" : "MiB/s");
+    j.close('}');
+  } else {
+    j.null();
   }
-  std::fprintf(out, ",\"rails\":[");
-  for (std::size_t i = 0; i < r.rails.size(); ++i) {
-    const auto& rail = r.rails[i];
-    std::fprintf(out, "%s{\"index\":%zu,\"local\":", i ? "," : "", rail.index);
-    json_string(out, rail.local);
-    std::fprintf(out, ",\"netdev\":");
-    json_string(out, rail.local_netdev);
-    std::fprintf(out, ",\"peer\":");
-    json_string(out, rail.peer);
-    std::fprintf(out, ",\"status\":\"%s\",\"reason\":", to_string(rail.health));
-    json_string(out, rail.reason);
-    std::fprintf(out, ",\"post_send_us\":{\"calls\":%zu,\"median\":%.3f,\"max\":%.3f}", rail.post_send_calls,
-                 rail.post_send_median_us, rail.post_send_max_us);
-    std::fprintf(out, ",\"results\":[");
-    for (std::size_t j = 0; j < rail.sizes.size(); ++j) {
-      const auto& s = rail.sizes[j];
-      std::fprintf(out, "%s{\"size\":%llu", j ? "," : "", static_cast<unsigned long long>(s.size));
-      if (s.has_latency)
-        std::fprintf(out, ",\"latency_us\":{\"min\":%.3f,\"median\":%.3f,\"p99\":%.3f,\"samples\":%u}", s.latency.min_us,
-                     s.latency.median_us, s.latency.p99_us, s.latency.samples);
-      if (s.has_bandwidth) std::fprintf(out, ",\"bw_mib_s\":%.3f", s.bw_mib_s);
-      std::fputc('}', out);
+  j.kv("tclass", st.tclass);
+  j.kv("tclass_source", st.tclass_source);
+  j.kv("sl", st.sl);
+  j.kv("sl_source", st.sl_source);
+  j.key("gid_index");
+  if (st.gid_index) j.num(*st.gid_index);
+  else j.null();
+  j.kv("ib_dev", st.ib_dev);
+  j.kv("ib_port", st.ib_port);
+  j.kv("bw_unit", bw_unit(st.report_gbits));
+  j.close('}');
+  j.key("rails");
+  j.open('[');
+  for (const auto& rail : r.rails) {
+    j.open('{');
+    j.kv("index", static_cast<unsigned long long>(rail.index));
+    j.kv("local", rail.local);
+    j.kv("netdev", rail.local_netdev);
+    j.kv("peer", rail.peer);
+    j.kv("status", to_string(rail.health));
+    j.kv("reason", rail.reason);
+    j.kv("speed_mbps", rail.speed_mbps);
+    j.kv("min_bw_mib_s", rail.min_bw_mib_s);
+    j.key("qos");
+    if (rail.has_qos) {
+      j.open('{');
+      j.kv("tclass", rail.qos_tclass);
+      j.kv("sl", rail.qos_sl);
+      j.kv("gid_index", rail.qos_gid_index);
+      j.kv("requested_tclass", rail.qos_requested_tclass);
+      j.kv("requested_sl", rail.qos_requested_sl);
+      j.close('}');
+    } else {
+      j.null();
     }
-    std::fprintf(out, "]}");
+    if (!rail.qos_error.empty()) j.kv("qos_error", rail.qos_error);
+    j.key("post_send_us");
+    j.open('{');
+    j.kv("calls", static_cast<unsigned long long>(rail.post_send_calls));
+    j.kv("median", rail.post_send_median_us);
+    j.kv("max", rail.post_send_max_us);
+    j.close('}');
+    j.key("results");
+    j.open('[');
+    for (const auto& s : rail.sizes) {
+      j.open('{');
+      j.kv("size", static_cast<unsigned long long>(s.size));
+      if (s.has_latency) {
+        j.key("latency_us");
+        j.open('{');
+        j.kv("min", s.latency.min_us);
+        j.kv("median", s.latency.median_us);
+        j.kv("p99", s.latency.p99_us);
+        j.kv("samples", s.latency.samples);
+        j.close('}');
+      }
+      if (s.has_bandwidth) {
+        j.kv("bw_mib_s", s.bw_mib_s);
+        j.kv("bw", bw_in_unit(s.bw_mib_s, st.report_gbits));
+        j.kv("bw_unit", bw_unit(st.report_gbits));
+      }
+      j.close('}');
+    }
+    j.close(']');
+    j.close('}');
   }
-  std::fprintf(out, "]}\n");
+  j.close(']');
+  j.close('}');
+  return j.take();
+}
+
+void print_json(const Report& r, std::FILE* out) {
+  const std::string line = to_json(r) + "\n";
+  std::fputs(line.c_str(), out);
 }
 
 int exit_code(const Report& r) {

@@ -97,12 +97,12 @@ std::optional<PhaseDone> Session::peeked_peer_failure() const {
 // ---------------------------------------------------------------- phases
 
 template <class Done, class OnWc>
-asio::awaitable<Session::Outcome> Session::drive(Rail& rail, Done done, OnWc on_wc) {
+asio::awaitable<Session::Outcome> Session::drive(Rail& rail, Done done, OnWc on_wc, Clock::duration extra) {
   // A phase may run as long as it keeps completing work; it fails after `timeout` without any.
-  auto deadline = phase_deadline();
+  auto deadline = phase_deadline() + extra;
   for (;;) {
     auto& q = rail.completions();
-    if (!q.empty()) deadline = phase_deadline();
+    if (!q.empty()) deadline = phase_deadline() + extra;
     while (!q.empty()) {
       ibv_wc wc = q.front();
       q.pop_front();
@@ -251,20 +251,26 @@ asio::awaitable<Session::Outcome> Session::bandwidth_phase(Rail& rail, const Rai
     Outcome early;
     auto peer_done = co_await await_ready(deadline, early);
     if (peer_done || !early.ok) co_return co_await finish_phase(early, peer_done ? &*peer_done : nullptr);
+    // Count mode: `iters` writes; duration mode: writes until the duration is over. The last
+    // write carries its sequence number as immediate data, which ends the receiver's phase.
+    const bool timed = params_.duration.count() > 0;
     std::uint32_t posted = 0, completed = 0;
+    bool stopped = false;
+    Clock::time_point t0;
     auto post_more = [&]() -> Outcome {
-      while (posted < iters && posted - completed < params_.window) {
-        const bool last = posted + 1 == iters;
+      while (!stopped && posted - completed < params_.window) {
+        const bool last = timed ? Clock::now() - t0 >= params_.duration : posted + 1 == iters;
         auto s = rail.post_write(size, peer.addr, peer.rkey, wr_id(WrKind::write, posted),
                                  last ? std::optional<std::uint32_t>(posted) : std::nullopt);
         if (!s) return Outcome{false, false, s.error().message};
         ++posted;
+        stopped = last;
       }
       return Outcome{};
     };
-    const auto t0 = Clock::now();
+    t0 = Clock::now();
     o = post_more();
-    auto done = [&] { return completed == iters; };
+    auto done = [&] { return stopped && completed == posted; };
     auto on_wc = [&](const ibv_wc&) {
       ++completed;
       return post_more();
@@ -273,7 +279,7 @@ asio::awaitable<Session::Outcome> Session::bandwidth_phase(Rail& rail, const Rai
     const auto t1 = Clock::now();
     if (o.ok) {
       out.has_bandwidth = true;
-      out.bw_mib_s = static_cast<double>(size) * iters / (1024.0 * 1024.0) / std::chrono::duration<double>(t1 - t0).count();
+      out.bw_mib_s = static_cast<double>(size) * posted / (1024.0 * 1024.0) / std::chrono::duration<double>(t1 - t0).count();
     }
   } else {
     std::memset(const_cast<std::uint8_t*>(rail.recv_region()), 0, size);
@@ -287,10 +293,11 @@ asio::awaitable<Session::Outcome> Session::bandwidth_phase(Rail& rail, const Rai
     auto on_wc = [&](const ibv_wc& wc) {
       if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) return Outcome{false, false, "unexpected completion opcode"};
       got_imm = true;
-      if (ntohl(wc.imm_data) != iters - 1) return Outcome{false, false, "immediate data does not match the write count"};
+      if (params_.duration.count() == 0 && ntohl(wc.imm_data) != iters - 1)
+        return Outcome{false, false, "immediate data does not match the write count"};
       return Outcome{};
     };
-    o = co_await drive(rail, done, on_wc);
+    o = co_await drive(rail, done, on_wc, params_.duration);
     if (o.ok) {
       const std::uint8_t* r = rail.recv_region();
       for (std::size_t j = 0; j < size; ++j)
@@ -319,10 +326,11 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
     const auto& port = rails_[index];
     out.local = port.id();
     out.local_netdev = port.netdev;
+    out.speed_mbps = port.speed_mbps;
     if (!port.active()) {
       mine.status = RailStatus::port_down;
       mine.reason = "port " + port.id() + " is not ACTIVE (" + net::port_state_name(port.state) + ")";
-    } else if (auto r = Rail::open(reactor_, port, max_size, [this] { wake_.notify(); }); !r) {
+    } else if (auto r = Rail::open(reactor_, port, max_size, [this] { wake_.notify(); }, options_.gid_index); !r) {
       mine.status = RailStatus::setup_failed;
       mine.reason = r.error().message;
     } else {
@@ -362,7 +370,18 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
   }
 
   Outcome o;
-  if (auto s = rail->connect(theirs->endpoint); !s) o = Outcome{false, false, s.error().message};
+  if (auto s = rail->connect(theirs->endpoint, params_.tclass, params_.sl); !s) {
+    o = Outcome{false, false, s.error().message};
+  } else if (auto q = rail->query_qos(); !q) {
+    out.qos_error = q.error().message;
+  } else {
+    out.has_qos = true;
+    out.qos_requested_tclass = params_.tclass;
+    out.qos_requested_sl = params_.sl;
+    out.qos_sl = q->sl;
+    out.qos_tclass = q->tclass;
+    out.qos_gid_index = q->sgid_index;
+  }
   o = co_await finish_phase(o, nullptr);
   for (std::size_t i = 0; i < params_.sizes.size() && o.ok; ++i) {
     SizeResult r;
@@ -380,35 +399,79 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
   if (!o.ok) {
     out.health = o.port_down ? Health::down : Health::unreachable;
     out.reason = o.reason;
-  } else if (options_.min_bw > 0 && !out.sizes.empty() && out.sizes.back().has_bandwidth &&
-             out.sizes.back().bw_mib_s < options_.min_bw) {
-    out.health = Health::degraded;
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "%.2f MiB/s at %llu bytes is below --min-bw %.2f", out.sizes.back().bw_mib_s,
-                  static_cast<unsigned long long>(out.sizes.back().size), options_.min_bw);
-    out.reason = buf;
+  } else if (options_.min_bw > 0 && !out.sizes.empty() && out.sizes.back().has_bandwidth) {
+    const bool gbits = options_.report_gbits;
+    const auto& last = out.sizes.back();
+    out.min_bw_mib_s = min_bw_mib_s(options_, out.speed_mbps);
+    char buf[256];
+    if (!out.min_bw_mib_s) {
+      std::snprintf(buf, sizeof buf, "--min-bw %g%% not checked: the link speed of %s is unknown", options_.min_bw,
+                    out.local.c_str());
+      out.reason = buf;
+    } else if (last.bw_mib_s < *out.min_bw_mib_s) {
+      out.health = Health::degraded;
+      if (options_.min_bw_percent)
+        std::snprintf(buf, sizeof buf, "%.2f %s at %llu bytes is below --min-bw %g%% of the %d Mbps link speed (%.2f %s)",
+                      bw_in_unit(last.bw_mib_s, gbits), bw_unit(gbits), static_cast<unsigned long long>(last.size),
+                      options_.min_bw, out.speed_mbps, bw_in_unit(*out.min_bw_mib_s, gbits), bw_unit(gbits));
+      else
+        std::snprintf(buf, sizeof buf, "%.2f %s at %llu bytes is below --min-bw %.2f MiB/s%s",
+                      bw_in_unit(last.bw_mib_s, gbits), bw_unit(gbits), static_cast<unsigned long long>(last.size),
+                      options_.min_bw,
+                      gbits ? (" (" + std::to_string(bw_in_unit(options_.min_bw, true)) + " Gb/s)").c_str() : "");
+      out.reason = buf;
+    }
   }
 }
 
 // ---------------------------------------------------------------- sides
 
-asio::awaitable<void> Session::run(Report& report) {
-  report.role = is_client() ? "client" : "server";
-  try {
-    if (is_client())
-      co_await run_client(report);
-    else
-      co_await run_server(report);
-  } catch (const boost::system::system_error& e) {
-    if (report.fatal.empty()) report.fatal = std::string("interrupted: ") + e.what();
-  }
+Settings Session::settings() const {
+  Settings st;
+  st.sizes = params_.sizes;
+  st.iters = params_.iters;
+  st.bw_iters = params_.bw_iters;
+  st.duration_s = static_cast<std::uint32_t>(params_.duration.count() / 1000);
+  st.tx_depth = params_.window;
+  st.timeout_s = static_cast<std::uint32_t>(params_.timeout.count() / 1000);
+  st.min_bw = options_.min_bw;
+  st.min_bw_percent = options_.min_bw_percent;
+  st.tclass = params_.tclass;
+  st.sl = params_.sl;
+  // The server takes the client's QoS unless it has its own (option or environment).
+  st.tclass_source = is_client() || options_.tclass_source != "default" ? options_.tclass_source : "client";
+  st.sl_source = is_client() || options_.sl_source != "default" ? options_.sl_source : "client";
+  st.gid_index = options_.gid_index;
+  st.ib_dev = options_.ib_dev;
+  st.ib_port = options_.ib_port;
+  st.report_gbits = options_.report_gbits;
+  return st;
+}
+
+asio::awaitable<void> Session::finish() {
   close_control();
   // Let the control reader see the closed socket and finish before the session goes away.
   auto reader_gone = [this] { return !reader_running_; };
   co_await wait_until(reader_gone, Clock::now() + std::chrono::seconds(5));
 }
 
+asio::awaitable<void> Session::run(Report& report) {
+  report.role = "client";
+  stamp(report);
+  try {
+    co_await run_client(report);
+  } catch (const boost::system::system_error& e) {
+    if (report.fatal.empty()) report.fatal = std::string("interrupted: ") + e.what();
+  }
+  co_await finish();
+}
+
 asio::awaitable<void> Session::run_client(Report& report) {
+  params_ = Params{options_.sizes,       options_.iters,     options_.bw_iters,
+                   options_.duration_s ? options_.window : std::min(options_.window, options_.bw_iters),
+                   milliseconds(options_.timeout_ms), milliseconds(std::uint64_t{options_.duration_s} * 1000),
+                   options_.tclass,      options_.sl};
+  report.settings = settings();
   auto peer = net::resolve_endpoint(options_.peer, options_.port);
   if (!peer) {
     report.fatal = peer.error().message;
@@ -421,8 +484,15 @@ asio::awaitable<void> Session::run_client(Report& report) {
     co_return;
   }
   control_.emplace(std::move(sock).value());
-  params_ = Params{options_.sizes, options_.iters, options_.bw_iters, options_.window, milliseconds(options_.timeout_ms)};
-  Hello hello{{}, options_.sizes, options_.iters, options_.bw_iters, options_.window, options_.timeout_ms};
+  Hello hello{{},
+              params_.sizes,
+              params_.iters,
+              params_.bw_iters,
+              params_.window,
+              options_.timeout_ms,
+              static_cast<std::uint32_t>(params_.duration.count()),
+              params_.tclass,
+              params_.sl};
   for (const auto& r : rails_) hello.rails.push_back(r.id());
   const auto hello_payload = encode(hello);
   if (auto s = co_await send(Msg::hello, hello_payload); !s) {
@@ -449,69 +519,124 @@ asio::awaitable<void> Session::run_client(Report& report) {
   (void)co_await send(Msg::bye, {});
 }
 
-asio::awaitable<void> Session::run_server(Report& report) {
-  auto ex = co_await asio::this_coro::executor;
+asio::awaitable<bool> Session::serve_client(asio::ip::tcp::socket& sock, Report& out) {
+  Report report;
+  report.role = "server";
+  stamp(report);
   boost::system::error_code ec;
-  auto addr = asio::ip::make_address(options_.bind, ec);
-  if (ec) {
-    report.fatal = "bad --bind address '" + options_.bind + "'";
-    co_return;
-  }
-  asio::ip::tcp::acceptor acceptor(ex);
-  asio::ip::tcp::endpoint ep(addr, options_.port);
-  acceptor.open(ep.protocol(), ec);
-  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(ep, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    report.fatal = "cannot listen on " + options_.bind + ":" + std::to_string(options_.port) + ": " + ec.message();
-    co_return;
-  }
-  std::fprintf(stderr, "ha-ping: server listening on %s:%u\n", options_.bind.c_str(), options_.port);
-  for (;;) {
-    using namespace asio::experimental::awaitable_operators;
-    asio::steady_timer timer(ex, milliseconds(options_.timeout_ms));
-    auto r = co_await (acceptor.async_accept(use_tuple) || timer.async_wait(use_tuple));
-    if (r.index() == 1) {
-      report.fatal = "no client connected within " + std::to_string(options_.timeout_ms / 1000) + " s";
-      co_return;
-    }
-    auto [aec, sock] = std::move(std::get<0>(r));
-    if (aec) {
-      report.fatal = "accept failed: " + aec.message();
-      co_return;
-    }
-    report.peer = sock.remote_endpoint(ec).address().to_string();
-    control_.emplace(std::move(sock));
+  report.peer = sock.remote_endpoint(ec).address().to_string();
+  control_.emplace(std::move(sock));
+  bool client = true;
+  try {
     auto f = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::hello), options_.token,
                                          milliseconds(options_.timeout_ms));
     auto hello = f ? decode_hello(f->payload) : Expected<Hello>(std::move(f).error());
     if (!hello) {
       // Not an ha-ping client (or a different token): drop it and keep waiting.
-      std::fprintf(stderr, "ha-ping: dropped a connection from %s: %s\n", report.peer.c_str(), hello.error().message.c_str());
-      close_control();
-      control_.reset();
-      continue;
+      std::fprintf(stderr, "ha-ping: dropped a connection from %s: %s\n", report.peer.c_str(),
+                   hello.error().message.c_str());
+      client = false;
+    } else {
+      const std::uint8_t tclass = options_.tclass_source != "default" ? options_.tclass : hello->tclass;
+      const std::uint8_t sl = options_.sl_source != "default" ? options_.sl : hello->sl;
+      params_ = Params{hello->sizes,
+                       hello->iters,
+                       hello->bw_iters,
+                       hello->window,
+                       milliseconds(hello->timeout_ms),
+                       milliseconds(hello->duration_ms),
+                       tclass,
+                       sl};
+      report.settings = settings();
+      HelloAck ack;
+      for (const auto& rl : rails_) ack.rails.push_back(rl.id());
+      const auto ack_payload = encode(ack);
+      if (auto s = co_await send(Msg::hello_ack, ack_payload); !s) {
+        report.fatal = s.error().message;
+      } else {
+        start_reader();
+        const std::size_t n = hello->rails.size();
+        report.rails.resize(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::string peer_rail = i < hello->rails.size() ? hello->rails[i] : "";
+          co_await run_rail(i, peer_rail, report.rails[i]);
+        }
+        auto bye = co_await next_frame(phase_deadline());
+        if (!bye || bye->type != static_cast<std::uint16_t>(Msg::bye))
+          std::fprintf(stderr, "ha-ping: client %s did not say goodbye\n", report.peer.c_str());
+      }
     }
-    params_ = Params{hello->sizes, hello->iters, hello->bw_iters, hello->window, milliseconds(hello->timeout_ms)};
-    HelloAck ack;
-    for (const auto& rl : rails_) ack.rails.push_back(rl.id());
-    const auto ack_payload = encode(ack);
-    if (auto s = co_await send(Msg::hello_ack, ack_payload); !s) {
-      report.fatal = s.error().message;
+  } catch (const boost::system::system_error& e) {
+    if (report.fatal.empty()) report.fatal = std::string("interrupted: ") + e.what();
+  }
+  co_await finish();
+  if (client) out = std::move(report);
+  co_return client;
+}
+
+asio::awaitable<void> serve(reactor::Reactor& reactor, Options options, std::vector<net::PortInfo> rails,
+                            ReportSink on_report) {
+  auto ex = co_await asio::this_coro::executor;
+  Report fatal;
+  fatal.role = "server";
+  stamp(fatal);
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(options.bind, ec);
+  if (ec) {
+    fatal.fatal = "bad --bind address '" + options.bind + "'";
+    on_report(fatal);
+    co_return;
+  }
+  asio::ip::tcp::acceptor acceptor(ex);
+  asio::ip::tcp::endpoint ep(addr, options.port);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    fatal.fatal = "cannot listen on " + options.bind + ":" + std::to_string(options.port) + ": " + ec.message();
+    on_report(fatal);
+    co_return;
+  }
+  if (options.count == 1)
+    std::fprintf(stderr, "ha-ping: server listening on %s:%u\n", options.bind.c_str(), options.port);
+  else if (options.count == 0)
+    std::fprintf(stderr, "ha-ping: server listening on %s:%u, serving clients until killed\n", options.bind.c_str(),
+                 options.port);
+  else
+    std::fprintf(stderr, "ha-ping: server listening on %s:%u for %u clients\n", options.bind.c_str(), options.port,
+                 options.count);
+  std::uint64_t served = 0;
+  while (options.count == 0 || served < options.count) {
+    using namespace asio::experimental::awaitable_operators;
+    // --serve waits for ever; a counted server gives up after --timeout without a client.
+    const auto wait = options.count == 0 ? milliseconds(std::chrono::hours(24 * 365)) : milliseconds(options.timeout_ms);
+    asio::steady_timer timer(ex, wait);
+    auto r = co_await (acceptor.async_accept(use_tuple) || timer.async_wait(use_tuple));
+    if (r.index() == 1) {
+      if (options.count == 0) continue;
+      fatal.fatal = "no client connected within " + std::to_string(options.timeout_ms / 1000) + " s";
+      if (served) fatal.fatal += " (" + std::to_string(served) + " of " + std::to_string(options.count) + " served)";
+      stamp(fatal);
+      on_report(fatal);
       co_return;
     }
-    start_reader();
-    const std::size_t n = hello->rails.size();
-    report.rails.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::string peer_rail = i < hello->rails.size() ? hello->rails[i] : "";
-      co_await run_rail(i, peer_rail, report.rails[i]);
+    auto [aec, sock] = std::move(std::get<0>(r));
+    if (aec) {
+      fatal.fatal = "accept failed: " + aec.message();
+      stamp(fatal);
+      on_report(fatal);
+      co_return;
     }
-    auto bye = co_await next_frame(phase_deadline());
-    if (!bye || bye->type != static_cast<std::uint16_t>(Msg::bye))
-      std::fprintf(stderr, "ha-ping: client did not say goodbye\n");
-    co_return;
+    Report report;
+    bool was_client = false;
+    {
+      Session session(reactor, options, rails);
+      was_client = co_await session.serve_client(sock, report);
+    }
+    if (!was_client) continue;
+    report.client = ++served;
+    on_report(report);
   }
 }
 

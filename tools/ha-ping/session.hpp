@@ -35,8 +35,12 @@ class Session {
  public:
   Session(nccl_ha::reactor::Reactor& reactor, Options options, std::vector<nccl_ha::net::PortInfo> rails);
 
-  // Runs the whole session; fills `report`. Never throws except on cancellation.
+  // Client: runs the whole session against options.peer; fills `report`. Never throws except
+  // on cancellation.
   asio::awaitable<void> run(Report& report);
+  // Server: one client's session on an accepted control connection. False when the connection
+  // was no ha-ping client (bad hello or token): nothing to report, `report` untouched.
+  asio::awaitable<bool> serve_client(asio::ip::tcp::socket& sock, Report& report);
 
  private:
   struct Outcome {
@@ -48,10 +52,13 @@ class Session {
     std::vector<std::uint64_t> sizes;
     std::uint32_t iters = 0, bw_iters = 0, window = 0;
     std::chrono::milliseconds timeout{0};
+    std::chrono::milliseconds duration{0};  // bandwidth phase length (0: bw_iters writes)
+    std::uint8_t tclass = 0, sl = 0;        // this side's QoS
   };
+  Settings settings() const;
+  asio::awaitable<void> finish();
 
   asio::awaitable<void> run_client(Report& report);
-  asio::awaitable<void> run_server(Report& report);
   asio::awaitable<void> run_rail(std::size_t index, const std::string& peer_name, RailReport& out);
 
   asio::awaitable<Outcome> latency_phase(Rail& rail, std::uint64_t size, SizeResult& out);
@@ -60,7 +67,8 @@ class Session {
   // Processes the rail's completions until done() or a failure (error completion, port event,
   // peer failure, lost control connection, no completion for the phase timeout).
   template <class Done, class OnWc>
-  asio::awaitable<Outcome> drive(Rail& rail, Done done, OnWc on_wc);
+  // `extra` lengthens the no-completion bound (the bandwidth receiver waits a whole --duration).
+  asio::awaitable<Outcome> drive(Rail& rail, Done done, OnWc on_wc, Clock::duration extra = Clock::duration::zero());
   // Sends our PhaseDone and collects the peer's (unless it already came: `peer_already`); a
   // failure on either side fails the phase.
   asio::awaitable<Outcome> finish_phase(const Outcome& mine, const PhaseDone* peer_already);
@@ -90,5 +98,12 @@ class Session {
   std::optional<std::string> control_error_;
   bool reader_running_ = false;
 };
+
+// Server: accepts clients one after another (options.count; 0: until killed), each in a fresh
+// Session; every client's report (and a fatal one: cannot listen, nobody came within
+// --timeout) goes to `on_report`. A failed client does not stop the server.
+using ReportSink = std::function<void(const Report&)>;
+asio::awaitable<void> serve(nccl_ha::reactor::Reactor& reactor, Options options,
+                            std::vector<nccl_ha::net::PortInfo> rails, ReportSink on_report);
 
 }  // namespace ha_ping

@@ -41,8 +41,11 @@ POST_FAILOVER_GAP_MIN_MS = 200
 
 PRIMARY, BACKUP = "rxe0:1", "rxe1:1"
 ncclSystemError = 2
-STATS_KEYS = ("event", "time_unix_ms", "pid", "comm", "kind", "primary", "backup", "active", "standby",
-              "failovers", "replayed", "duplicates_dropped", "heartbeats_sent", "heartbeat_failures", "messages")
+STATS_KEYS = ("event", "time_unix_ms", "host", "pid", "comm", "comm_id", "peer", "kind", "primary", "backup", "active",
+              "standby", "failovers", "replayed", "duplicates_dropped", "heartbeats_sent", "heartbeat_failures",
+              "messages", "bytes_sent", "bytes_received", "last_stall_ms", "failbacks", "reprotections",
+              "reprotect_attempts", "flush_reads")
+INIT_KEYS = ("event", "time_unix_ms", "host", "pid", "plugin_version")
 EVENT_KEYS = {"failover": ("from", "to", "cause", "stall_ms", "replayed_now"),
               "failback": ("from", "to", "cause", "stall_ms", "replayed_now"), "standby": ("state", "why"),
               "fatal": ("why",), "close": ()}
@@ -63,8 +66,9 @@ RANK = {"a": 0, "b": 1}
 
 # ---------------------------------------------------------------- recorded files
 
-def stats(run, role, name):
-    """The JSON lines of NAME.stats.jsonl, each checked for the documented keys."""
+def stats(run, role, name, inits=None):
+    """The JSON lines of NAME.stats.jsonl, each checked for the documented keys; the per-process
+    "init" records go to `inits` (a list, when given), not into the result."""
     path = run.out(role, f"{name}.stats.jsonl")
     if not path.exists():
         fail(f"{role} {name}: {path.name} is missing (HA_NCCL_STATS_FILE not written)")
@@ -76,6 +80,13 @@ def stats(run, role, name):
             e = json.loads(line)
         except ValueError as err:
             fail(f"{role} {name}: {path.name} line {n} is not JSON ({err}): {line[:200]}")
+        if e.get("event") == "init":
+            missing = [k for k in INIT_KEYS if k not in e]
+            if missing:
+                fail(f"{role} {name}: {path.name} line {n}: init record misses keys {missing}")
+            if inits is not None:
+                inits.append(e)
+            continue
         missing = [k for k in STATS_KEYS + EVENT_KEYS.get(e.get("event"), ()) if k not in e]
         if e.get("event") not in EVENT_KEYS or missing:
             fail(f"{role} {name}: {path.name} line {n}: event {e.get('event')!r}, missing keys {missing}")
@@ -318,3 +329,61 @@ def check_fatal(run, name, t_last_fault, a, b, first_fault=None):
         expect(rep["integrity"]["mismatches"] == 0 and rep["integrity"]["size_errors"] == 0,
                f"{role} {name}: what arrived before the end was verified")
     expect_no_crash(run, name)
+
+
+# ---------------------------------------------------------------- Prometheus snapshot
+
+PROM_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+PROM_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
+
+
+def prom(path, what):
+    """Parses a Prometheus text exposition file: {(name, frozenset(labels.items())): value} and
+    {name: type}. Fails on a malformed line, a sample without # TYPE, or a repeated series."""
+    if not path.exists():
+        fail(f"{what}: {path.name} is missing")
+    samples, types, helps = {}, {}, set()
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        if line.startswith("# HELP "):
+            helps.add(line.split(" ", 3)[2])
+            continue
+        if line.startswith("# TYPE "):
+            parts = line.split(" ")
+            if len(parts) != 4 or parts[3] not in ("counter", "gauge", "untyped", "summary", "histogram"):
+                fail(f"{what}: {path.name} line {n}: bad TYPE line {line!r}")
+            types[parts[2]] = parts[3]
+            continue
+        if line.startswith("#"):
+            continue
+        m = PROM_SAMPLE.match(line)
+        if not m:
+            fail(f"{what}: {path.name} line {n} is no sample: {line!r}")
+        name, body, value = m.groups()
+        labels = {}
+        pos = 0
+        while body and pos < len(body):
+            lm = PROM_LABEL.match(body, pos)
+            if not lm:
+                fail(f"{what}: {path.name} line {n}: malformed labels {body!r}")
+            labels[lm.group(1)] = re.sub(r"\\(.)", lambda x: {"n": "\n"}.get(x.group(1), x.group(1)), lm.group(2))
+            pos = lm.end()
+        if name not in types or name not in helps:
+            fail(f"{what}: {path.name} line {n}: {name} has no # TYPE / # HELP before it")
+        key = (name, frozenset(labels.items()))
+        if key in samples:
+            fail(f"{what}: {path.name} line {n}: series repeated: {line!r}")
+        try:
+            samples[key] = float(value)
+        except ValueError:
+            fail(f"{what}: {path.name} line {n}: value {value!r} is no number")
+    return samples, types
+
+
+def prom_value(samples, name, **labels):
+    """The value of the one sample of `name` whose labels include `labels` (None: no such sample)."""
+    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
+    if len(found) > 1:
+        fail(f"{name}{labels}: {len(found)} samples match")
+    return found[0] if found else None

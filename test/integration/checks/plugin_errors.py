@@ -190,6 +190,56 @@ def check(run):
     expect_warn(r0, r"NET/HA: (send|recv) comm \S+: no usable path left \(rxe0:1 failed: ", "'no usable path left' naming rxe0:1")
     expect(r0["peer_ok"] is None, "rank 0 peer-death: no result exchange with the dead peer")
 
+    # 7. IPv6 handshakes (NCCL_SOCKET_FAMILY=AF_INET6, a ULA address on eth2): the handle carries
+    # the IPv6 address, connect reaches it, the traffic passes.
+    for role, mine in (("a", "fd00:aa::1"), ("b", "fd00:aa::2")):
+        no_crash(run, role, "ipv6")
+        rc = run.rc(role, "ipv6")
+        r = run.report(role, "ipv6")
+        expect(rc == 0 and r["ok"] and r["exit_code"] == 0 and r["phase"] == "done",
+               f"ipv6: rank {r['rank']} exit {rc}, phase {r['phase']} (errors: {r['errors']})")
+        log = run.out(role, "ipv6.log").read_text(errors="replace")
+        pat = rf"NET/HA: \d+ device\(s\); handshakes on {re.escape(mine)} \(eth2\)"
+        expect(re.search(pat, log), f"ipv6: rank {r['rank']} logs 'handshakes on {mine} (eth2)'")
+        expect(warns(r) == [], f"ipv6: rank {r['rank']} no WARN ({warns(r)})")
+    log_a = run.out("a", "ipv6.log").read_text(errors="replace")
+    log_b = run.out("b", "ipv6.log").read_text(errors="replace")
+    expect(re.search(r"NET/HA: listening for \S+ on \[fd00:aa::1\]:\d+", log_a),
+           "ipv6: rank 0 listens on [fd00:aa::1]:port (the handle's address)")
+    expect(re.search(r"NET/HA: connected \S+ QP \d+ -> fd00:aa::1 QP \d+", log_b),
+           "ipv6: rank 1 connected to fd00:aa::1")
+
+    # 7b. Link-local IPv6 (only eth2's fe80:: address, NCCL_SOCKET_IFNAME==eth2): scoped end to end.
+    for role in ("a", "b"):
+        no_crash(run, role, "ipv6-link-local")
+        rc = run.rc(role, "ipv6-link-local")
+        r = run.report(role, "ipv6-link-local")
+        expect(rc == 0 and r["ok"] and r["exit_code"] == 0 and r["phase"] == "done",
+               f"ipv6-link-local: rank {r['rank']} exit {rc}, phase {r['phase']} (errors: {r['errors']})")
+        log = run.out(role, "ipv6-link-local.log").read_text(errors="replace")
+        expect(re.search(r"NET/HA: \d+ device\(s\); handshakes on fe80::[0-9a-f:]+%eth2 \(eth2\)", log),
+               f"ipv6-link-local: rank {r['rank']} logs 'handshakes on fe80::...%eth2 (eth2)'")
+        expect(re.search(r"NET/HA: connected \S+ QP \d+ -> fe80::[0-9a-f:]+%eth2 QP \d+", log),
+               f"ipv6-link-local: rank {r['rank']} connected to its peer's fe80:: address scoped to eth2")
+        expect(warns(r) == [], f"ipv6-link-local: rank {r['rank']} no WARN ({warns(r)})")
+
+    # 8. NCCL_SOCKET_IFNAME=nosuchif: init fails on both ranks with a WARN naming the variable and
+    # what was seen; no silent 127.0.0.1.
+    for role in ("a", "b"):
+        no_crash(run, role, "no-ifname")
+        rc = run.rc(role, "no-ifname")
+        r = run.report(role, "no-ifname")
+        tag = f"no-ifname: rank {r['rank']}"
+        expect(rc == 3 and r["exit_code"] == 3 and r["phase"] == "init", f"{tag}: exit {rc} in phase {r['phase']} (expected 3 in init)")
+        pe = r.get("plugin_error") or {}
+        expect(pe.get("call") == "init" and pe.get("code") == ncclSystemError,
+               f"{tag}: init returned ncclSystemError ({pe})")
+        hits = [w for w in warns(r) if re.search(r"NET/HA: NCCL_SOCKET_IFNAME='nosuchif' matches no usable interface; "
+                                                 r"seen: .*eth2 10\.30\.0\.\d \(not listed\)", w)]
+        expect(len(hits) == 1 and len(warns(r)) == 1,
+               f"{tag}: one WARN naming NCCL_SOCKET_IFNAME='nosuchif' and listing eth2 ({warns(r)})")
+        expect(not any("127.0.0.1" in w and "not listed" not in w for w in warns(r)), f"{tag}: no 127.0.0.1 fallback")
+
     total = sum(max(times[(n, "a")], times[(n, "b")]) for n in SCENARIOS)
     for n in SCENARIOS:
         print(f"check: info: {n}: {max(times[(n, 'a')], times[(n, 'b')])} ms wall")

@@ -1,5 +1,7 @@
 // Config::from_env (every HA_NCCL_* variable, booleans, WARN-and-default on bad values),
 // config_warnings, describe, and the APM checks against a fixture sysfs tree.
+#include <sys/socket.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -35,6 +37,9 @@ const IntVar kInts[] = {
     {"HA_NCCL_RETRY_WINDOW_MS", &Config::retry_window_ms, 1000, 86400000},
     {"HA_NCCL_FAILBACK_HOLD_MS", &Config::failback_hold_ms, 0, 3600000},
     {"HA_NCCL_FAILOVER_TIMEOUT_MS", &Config::failover_timeout_ms, 50, 60000},
+    {"HA_NCCL_IB_TC", &Config::ib_tc, -1, 255},
+    {"HA_NCCL_IB_SL", &Config::ib_sl, -1, 15},
+    {"HA_NCCL_PROM_INTERVAL_MS", &Config::prom_interval_ms, 100, 3600000},
 };
 
 struct BoolVar {
@@ -56,7 +61,8 @@ struct CleanEnv {
   CleanEnv() {
     for (const auto& v : kInts) env.unset(v.name);
     for (const auto& v : kBools) env.unset(v.name);
-    for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE"})
+    for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
+                          "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL"})
       env.unset(v);
   }
 };
@@ -96,6 +102,8 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.failover_timeout_ms == 1000);
   BOOST_TEST(c.backup_map.empty());
   BOOST_TEST(c.stats_file.empty());
+  BOOST_TEST(c.prom_file.empty());
+  BOOST_TEST(c.prom_interval_ms == 10000);
   BOOST_TEST(!c.force_ib_timeout);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
 }
@@ -116,6 +124,8 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   env.set("HA_NCCL_FAILOVER_TIMEOUT_MS", "250");
   env.set("HA_NCCL_BACKUP_MAP", "rxe0:rxe1,rxe1:rxe0");
   env.set("HA_NCCL_STATS_FILE", "/tmp/ha-stats.json");
+  env.set("HA_NCCL_PROM_FILE", "/tmp/ha_%h_%p.prom");
+  env.set("HA_NCCL_PROM_INTERVAL_MS", "500");
   env.set("HA_NCCL_FORCE_IB_TIMEOUT", "1");
   const Config c = Config::from_env();
   BOOST_TEST(c.test_max_poll == 32);
@@ -133,6 +143,8 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   BOOST_TEST(c.failover_timeout_ms == 250);
   BOOST_TEST(c.backup_map == "rxe0:rxe1,rxe1:rxe0");
   BOOST_TEST(c.stats_file == "/tmp/ha-stats.json");
+  BOOST_TEST(c.prom_file == "/tmp/ha_%h_%p.prom");  // expanded at init, not here
+  BOOST_TEST(c.prom_interval_ms == 500);
   BOOST_TEST(c.force_ib_timeout);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
 }
@@ -140,8 +152,24 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
 BOOST_FIXTURE_TEST_CASE(socket_ifname_falls_back_to_nccl_socket_ifname, CleanEnv) {
   env.set("NCCL_SOCKET_IFNAME", "^docker");
   BOOST_TEST(Config::from_env().socket_ifname == "^docker");
+  BOOST_TEST(Config::from_env().socket_ifname_var == "NCCL_SOCKET_IFNAME");
   env.set("HA_NCCL_SOCKET_IFNAME", "eth");
   BOOST_TEST(Config::from_env().socket_ifname == "eth");
+  BOOST_TEST(Config::from_env().socket_ifname_var == "HA_NCCL_SOCKET_IFNAME");
+}
+
+BOOST_FIXTURE_TEST_CASE(socket_family_follows_nccl_and_ha_wins, CleanEnv) {
+  BOOST_TEST(Config::from_env().socket_family == 0);
+  env.set("NCCL_SOCKET_FAMILY", "AF_INET6");
+  BOOST_TEST(Config::from_env().socket_family == AF_INET6);
+  env.set("HA_NCCL_SOCKET_FAMILY", "AF_INET");
+  BOOST_TEST(Config::from_env().socket_family == AF_INET);
+  BOOST_TEST(Config::from_env().socket_family_var == "HA_NCCL_SOCKET_FAMILY");
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  env.set("HA_NCCL_SOCKET_FAMILY", "ipv6");  // NCCL's spelling only: WARN, either family
+  BOOST_TEST(Config::from_env().socket_family == 0);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 1u, log.dump());
+  BOOST_TEST(contains(log.dump(), "HA_NCCL_SOCKET_FAMILY='ipv6'"), log.dump());
 }
 
 BOOST_FIXTURE_TEST_CASE(integer_bounds_are_inclusive, CleanEnv) {
@@ -300,11 +328,49 @@ BOOST_AUTO_TEST_CASE(backup_disabled_silences_the_failover_checks) {
 BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
   const Config c;
   BOOST_TEST(describe(c) ==
-             "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" "
+             "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" HA_NCCL_SOCKET_FAMILY=any "
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
-             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0");
+             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
+             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset");
+}
+
+BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {
+  CleanEnv clean;
+  // NCCL's variables are honoured; the HA_ ones win.
+  clean.env.set("NCCL_IB_TC", "96");
+  clean.env.set("NCCL_IB_SL", "3");
+  Config c = Config::from_env();
+  BOOST_TEST(c.ib_tc == 96);
+  BOOST_TEST(c.ib_sl == 3);
+  clean.env.set("HA_NCCL_IB_TC", "40");
+  c = Config::from_env();
+  BOOST_TEST(c.ib_tc == 40);
+  BOOST_TEST(c.ib_sl == 3);
+  // The variable beats the communicator's trafficClass (NCCL's rule) ...
+  Qos q = resolve_qos(c, 104);
+  BOOST_TEST(q.traffic_class == 40);
+  BOOST_TEST(q.service_level == 3);
+  // ... which is used when no variable is set, also as the SL when it fits 4 bits.
+  const Config unset;
+  q = resolve_qos(unset, 104);
+  BOOST_TEST(q.traffic_class == 104);
+  BOOST_TEST(q.service_level == 0);
+  q = resolve_qos(unset, 5);
+  BOOST_TEST(q.traffic_class == 5);
+  BOOST_TEST(q.service_level == 5);
+  q = resolve_qos(unset, -1);  // NCCL_NET_TRAFFIC_CLASS_UNDEF
+  BOOST_TEST(q.traffic_class == 0);
+  BOOST_TEST(q.service_level == 0);
+  // Out of range: WARN, the default (unset).
+  clean.env.set("HA_NCCL_IB_TC", "300");
+  clean.env.set("NCCL_IB_SL", "16");
+  c = Config::from_env();
+  BOOST_TEST(c.ib_tc == -1);
+  BOOST_TEST(c.ib_sl == -1);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_TC", "'300'"}) == 1u, clean.log.dump());
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"NCCL_IB_SL", "'16'"}) == 1u, clean.log.dump());
 }
 
 BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {
@@ -312,12 +378,16 @@ BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {
   c.socket_ifname = "eth0";
   c.backup_map = "rxe0:rxe1";
   c.stats_file = "/tmp/my stats";
+  c.prom_file = "/var/lib/node_exporter/nccl_ha_%h_%p.prom";
+  c.prom_interval_ms = 250;
   c.enable_backup = false;
   c.rto_ms = 1500;
   c.debug = 2;
   const std::string s = describe(c);
   for (const char* part : {"HA_NCCL_SOCKET_IFNAME=eth0 ", "HA_NCCL_BACKUP_MAP=rxe0:rxe1 ",
-                           "HA_NCCL_STATS_FILE=\"/tmp/my stats\" ", "HA_NCCL_ENABLE_BACKUP=0 ", "HA_NCCL_RTO_MS=1500 ",
+                           "HA_NCCL_STATS_FILE=\"/tmp/my stats\" ",
+                           "HA_NCCL_PROM_FILE=/var/lib/node_exporter/nccl_ha_%h_%p.prom ", "HA_NCCL_PROM_INTERVAL_MS=250 ",
+                           "HA_NCCL_ENABLE_BACKUP=0 ", "HA_NCCL_RTO_MS=1500 ",
                            "HA_NCCL_DEBUG=2 "})
     BOOST_TEST(contains(s, part), s << " lacks " << part);
   BOOST_TEST(s.find('\n') == std::string::npos);

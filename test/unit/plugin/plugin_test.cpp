@@ -1,11 +1,13 @@
 // libnccl-net-ha.so loaded the way NCCL loads it, on a host without RDMA devices, plus the
 // connection-handle checks.
 #define BOOST_TEST_MODULE plugin
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cstdarg>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -89,7 +91,15 @@ BOOST_AUTO_TEST_CASE(init_without_devices_and_bad_device_indices) {
         l.rfind(std::to_string(NCCL_LOG_WARN) + " " + std::to_string(NCCL_NET), 0) == 0)
       warned = true;
   BOOST_TEST(warned, "a WARN line on the NET subsystem names the bad device index");
+  // A pointer that is no context of ours: refused with a WARN, never dereferenced.
+  int not_a_context = 0;
+  g_lines.clear();
+  BOOST_TEST(net->listen(&not_a_context, 0, handle, &listen_comm) == ncclInvalidArgument);
+  BOOST_TEST(net->finalize(&not_a_context) == ncclInvalidArgument);
+  BOOST_TEST(g_lines.size() == 2u);
+  for (const auto& l : g_lines) BOOST_TEST(l.find("is not a context of this plugin") != std::string::npos, l);
   BOOST_TEST(net->finalize(ctx) == ncclSuccess);
+  BOOST_TEST(net->finalize(ctx) == ncclInvalidArgument, "a context is finalized once");
 }
 
 BOOST_AUTO_TEST_CASE(v6_table_initializes_too) {
@@ -127,4 +137,22 @@ BOOST_AUTO_TEST_CASE(handle_validation) {
   h.family = 99;
   BOOST_TEST(!validate_handle(h).ok());
   BOOST_TEST(sizeof(nccl_ha::plugin::Handle) <= NCCL_NET_HANDLE_MAXSIZE);
+}
+
+BOOST_AUTO_TEST_CASE(handle_addresses_ipv4_ipv6_and_scoped) {
+  using nccl_ha::plugin::handle_address;
+  auto h = good_handle();
+  const unsigned char v4[4] = {10, 30, 0, 1};
+  std::memcpy(h.addr, v4, sizeof v4);
+  BOOST_TEST(handle_address(h) == "10.30.0.1:4242");
+  h.family = AF_INET6;
+  BOOST_REQUIRE(inet_pton(AF_INET6, "fd00:aa::1", h.addr) == 1);
+  BOOST_TEST(handle_address(h) == "[fd00:aa::1]:4242");
+  // Link-local: the listener's interface index travels in the handle (offset 48).
+  BOOST_TEST(offsetof(nccl_ha::plugin::Handle, scope_id) == 48u);
+  BOOST_REQUIRE(inet_pton(AF_INET6, "fe80::1", h.addr) == 1);
+  h.scope_id = 1;
+  const std::string a = handle_address(h);
+  BOOST_TEST(a.rfind("[fe80::1%", 0) == 0u, a);
+  BOOST_TEST(a.substr(a.size() - 6) == "]:4242", a);
 }

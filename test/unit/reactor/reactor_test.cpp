@@ -1,6 +1,7 @@
 // Reactor: timers, post/run_sync threading, exception containment, cancellation at stop,
 // shutdown with pending work (no leaked threads or fds), restart.
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -116,6 +118,26 @@ BOOST_AUTO_TEST_CASE(start_and_stop_are_idempotent) {
     BOOST_TEST(!r.running());
   }
   BOOST_TEST(threads_settle_to(base_threads));
+}
+
+BOOST_AUTO_TEST_CASE(progress_thread_carries_its_name) {
+  auto name_on_thread = [](Reactor& r) {
+    std::string name;
+    r.run_sync([&] {
+      char buf[32] = {};
+      pthread_getname_np(pthread_self(), buf, sizeof buf);
+      name = buf;
+    });
+    return name;
+  };
+  Reactor plain;
+  plain.start();
+  BOOST_TEST(name_on_thread(plain) == "rdma-reactor");
+  plain.stop();
+  Reactor named;
+  named.start("ncclHaProgress-and-more");  // cut to the kernel's 15 characters
+  BOOST_TEST(name_on_thread(named) == "ncclHaProgress-");
+  named.stop();
 }
 
 BOOST_AUTO_TEST_CASE(timer_completes_no_earlier_than_its_duration) {

@@ -61,8 +61,9 @@ class Reactor {
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
 
-  // Starts the progress thread. No-op when already running.
-  void start();
+  // Starts the progress thread, named `thread_name` (what top -H, ps -L and gdb show; at most 15
+  // characters are kept, the kernel's limit). No-op when already running.
+  void start(const std::string& thread_name = "rdma-reactor");
 
   // Cancels all coroutines, waits up to `grace` for them to unwind, joins the thread.
   // Idempotent.

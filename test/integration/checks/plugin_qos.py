@@ -1,0 +1,98 @@
+"""plugin-qos: the traffic class the plugin gives its QPs reaches the wire (Soft-RoCE copies the GRH
+traffic class into the IP TOS byte of each RoCE v2 packet). Per case, each side's tcpdump captures
+of both rails (UDP 4791, both directions) must show only the expected TOS, with traffic on rail 0
+(the primary) and on rail 1 (the standby: heartbeats; in `env` the data after the failover), and
+the plugin's connect/accept lines must name the same tc (and sl). `env` also pulls rail 0 and
+restores it: the re-protected standby QP on rail 0 sends with the same TOS after the rail-up."""
+import re
+import struct
+
+from check import expect, expect_each, fail
+
+CASES = {  # case: (expected TOS, expected SL)
+    "env": (96, 3),
+    "config": (104, 0),
+    "override": (40, 0),  # HA_NCCL_IB_TC wins; no SL set, trafficClass 104 does not fit 4 bits
+    "default": (0, 0),
+}
+INIT_LINE = re.compile(r"NCCL INFO NET/HA: nccl-ha \S+ \(net API v6-v12\): HA on; 2 device\(s\): "
+                       r"\[0\] rxe0:1 RoCE \d+ Mbps maxComms \d+ backup rxe1:1 \[1\] rxe1:1 RoCE \d+ Mbps maxComms \d+ "
+                       r"backup rxe0:1; handshakes on 10\.30\.0\.\d \(eth2\); .*progress thread ncclHaProgress")
+CONNECT_LINE = re.compile(r"NET/HA: (connected|accepted) .*\(tc (\d+) sl (\d+)\)")
+
+
+def pcap_packets(path):
+    """(unix seconds, src ip, dst ip, tos) of every IPv4 packet of a classic pcap file (Ethernet,
+    or Linux cooked v1/v2 as `tcpdump -i any` writes)."""
+    data = path.read_bytes()
+    if len(data) < 24:
+        fail(f"{path}: not a pcap file ({len(data)} bytes)")
+    magic = struct.unpack("<I", data[:4])[0]
+    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    nano = magic in (0xA1B23C4D, 0x4D3CB2A1)
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    ip_at, proto_at = {1: (14, 12), 113: (16, 14), 276: (20, 0)}.get(linktype, (None, None))
+    if ip_at is None:
+        fail(f"{path.name}: link type {linktype} (expected Ethernet or Linux cooked)")
+    out, off = [], 24
+    while off + 16 <= len(data):
+        sec, frac, incl, _ = struct.unpack(endian + "IIII", data[off:off + 16])
+        pkt = data[off + 16:off + 16 + incl]
+        off += 16 + incl
+        if len(pkt) >= ip_at + 20 and pkt[proto_at:proto_at + 2] == b"\x08\x00":
+            ip = pkt[ip_at:]
+            src, dst = (".".join(str(b) for b in ip[i:i + 4]) for i in (12, 16))
+            out.append((sec + frac / (1e9 if nano else 1e6), src, dst, ip[1]))
+    return out
+
+
+def on_rail(packets, r):
+    """The packets of rail r (10.20.0.0/16 rail 0, 10.21.0.0/16 rail 1)."""
+    prefix = f"10.{20 + r}."
+    return [p for p in packets if p[1].startswith(prefix) and p[2].startswith(prefix)]
+
+
+def check_case(run, name, tos, sl):
+    for role in ("a", "b"):
+        expect(run.rc(role, name) == 0, f"{name}: {role}'s driver exit 0 (stream verified)")
+    for role in ("a", "b"):
+        log = run.text(role, f"{name}.log")
+        inits = INIT_LINE.findall(log)
+        expect(len(inits) == 1, f"{name}: {role}: one INIT|NET line (version, devices, backups, handshakes, "
+                                f"settings): {len(inits)}")
+        got = {(m.group(2), m.group(3)) for m in CONNECT_LINE.finditer(log)}
+        if name == "default":  # NCCL_DEBUG_SUBSYS=INIT: the NET lines stay hidden, as NCCL hides them
+            expect(not got and "NET/HA: listening" not in log, f"{name}: {role}: no NET-only INFO line shown")
+            continue
+        expect(got == {(str(tos), str(sl))}, f"{name}: {role}'s connect/accept lines say tc {tos} sl {sl}: {sorted(got)}")
+    for role in ("a", "b"):
+        captured = pcap_packets(run.out(role, f"{name}.pcap"))
+        for r in (0, 1):
+            pk = on_rail(captured, r)
+            tos_seen = sorted({p[3] for p in pk})
+            sources = sorted({p[1] for p in pk})
+            expect(len(pk) > 0 and len(sources) == 2,
+                   f"{name}: {role} rail {r}: {len(pk)} RoCE packets captured, both directions ({sources})")
+            expect(tos_seen == [tos], f"{name}: {role} rail {r}: every packet has TOS {tos} (seen {tos_seen})")
+    if name == "env":
+        faults = [line.split(" ", 2) for line in run.text("a", "env.fault_ms").splitlines()]
+        expect([f[2] for f in faults] == ["rail-down 0", "rail-up 0"], f"env: rail 0 pulled and restored on a: {faults}")
+        up_s = int(faults[1][1]) / 1000.0
+        after = [p for p in on_rail(pcap_packets(run.out("a", "env.pcap")), 0) if p[0] > up_s + 0.5]
+        expect(len(after) > 0 and {p[3] for p in after} == {tos},
+               f"env: after the rail-up, rail 0 carries the re-protected standby's packets ({len(after)}), TOS {tos}")
+        # Operators see it at NCCL_DEBUG=WARN: per comm, its failover and the return of protection
+        # are one WARN each (the loss is told by the failover line, not by a second one).
+        for role in ("a", "b"):
+            warns = run.report(role, "env")["plugin_warning_lines"]
+            fo = re.findall(r"NET/HA: failover of ((?:send|recv) comm \S+) rxe0:1 -> rxe1:1", "\n".join(warns))
+            back = re.findall(r"NET/HA: standby rxe0:1 of ((?:send|recv) comm \S+) is up \(re-protected on rxe0:1\): "
+                              r"protected again", "\n".join(warns))
+            lost = [w for w in warns if "NOT protected" in w]
+            expect(fo and sorted(fo) == sorted(set(fo)) and sorted(fo) == sorted(back) and not lost,
+                   f"env: {role}: one failover WARN and one 'protected again' WARN per comm, no extra loss line: "
+                   f"failovers {fo}, protected again {back}, loss lines {lost[:2]}")
+
+
+def check(run):
+    expect_each("plugin-qos", [(n, lambda n=n, q=q: check_case(run, n, *q)) for n, q in CASES.items()])

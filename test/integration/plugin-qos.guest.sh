@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Guest side of plugin-qos (issue #11 item 3): the traffic class the plugin gives its QPs reaches
+# the wire. Soft-RoCE copies a QP's GRH traffic class into the IP header's TOS byte of every RoCE
+# v2 packet, so tcpdump (-i any: it survives a link going down; rail 0 = 10.20/16 on eth0 = rxe0,
+# rail 1 = 10.21/16 on eth1 = rxe1; both directions) shows what every primary and standby QP was
+# set to. Each case is a --one-way stream b -> a on rxe0 (standby rxe1); capture $VM_OUT/CASE.pcap.
+#   env       NCCL_IB_TC=96 NCCL_IB_SL=3, 20 s; a pulls rail 0 at 3 s (the data moves to the standby QP on
+#             rail 1) and restores it at 6 s (re-protection builds a new standby QP on rail 0):
+#             every RoCE packet on both rails, before and after, carries TOS 96
+#   config    no variable; ncclConfig_t.trafficClass 104 (the driver's --traffic-class: init()'s
+#             ncclNetCommConfig, API v12): TOS 104, also on the listener's QPs
+#   override  NCCL_IB_TC=96 HA_NCCL_IB_TC=40 and trafficClass 104: HA_NCCL_IB_TC wins (40)
+#   default   nothing set: TOS 0 (the control: the captures do tell the cases apart); also NCCL's
+#             default subsystems (INIT): the plugin's INIT|NET line shows, its NET lines do not
+set -euo pipefail
+source "$(dirname "$0")/plugin-lib.sh"
+pl_failover_env
+ARGS=(--one-way --dev 0 --sizes 8,4K,64K,1M --group 4 --inflight 8 --timeout 120)
+
+capture_start() { # CASE
+  # -Z root: write the file as root (no privilege drop); -s 128: headers only; -U: flush per packet.
+  tcpdump -i any -n -U -s 128 -Z root -w "$VM_OUT/$1.pcap" udp port 4791 2>"$VM_OUT/$1.tcpdump.log" &
+  CAP_PID=$!
+  sleep 1  # tcpdump is listening
+}
+
+capture_stop() {
+  sleep 0.5  # the last acknowledgements
+  kill -INT "$CAP_PID" 2>/dev/null || true
+  wait "$CAP_PID" 2>/dev/null || true
+}
+
+qos_case() { # CASE PORT ENV... -- DRIVER-ARGS...
+  local name=$1 port=$2
+  shift 2
+  local env=()
+  while [[ $1 != -- ]]; do env+=("$1"); shift; done
+  shift
+  capture_start "$name"
+  vm_barrier "$name-capturing"
+  PL_ENV=(${env[@]+"${env[@]}"})
+  pl_stream "$name" "$port" "${ARGS[@]}" "$@"
+  capture_stop
+}
+
+PL_FAULTS=("a 3000 rail-down 0" "a 6000 rail-up 0")
+qos_case env 18760 NCCL_IB_TC=96 NCCL_IB_SL=3 -- --messages 300 --min-seconds 20
+vm_fault clear 0 >/dev/null 2>&1 || true
+qos_case config 18761 -- --messages 300 --traffic-class 104
+qos_case override 18762 NCCL_IB_TC=96 HA_NCCL_IB_TC=40 -- --messages 300 --traffic-class 104
+qos_case default 18763 NCCL_DEBUG_SUBSYS=INIT -- --messages 300

@@ -1,0 +1,314 @@
+// ha-ping --list: the nccl-ha plugin's view of this host, without traffic. Loads the plugin,
+// calls init (with HA_NCCL_DEBUG=1 and a logger that keeps its lines), devices and
+// getProperties of the newest API version it exports, and prints the devices together with
+// what the plugin logged about them (GID index, backup pairing, maxComms budget, settings).
+#include "plugin_list.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "nccl_ha/net/json.hpp"
+#include "nccl_ha/version.hpp"
+#include "nccl_net_abi.h"
+
+namespace ha_ping {
+namespace {
+
+struct LogLine {
+  int level;
+  std::string text;
+};
+std::mutex g_log_mutex;
+std::vector<LogLine> g_log;
+
+void capture(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_log.push_back({static_cast<int>(level), buf});
+}
+
+struct Device {
+  std::string name, pci;
+  int port = 0, speed = 0, ptr = 0, max_comms = 0, max_recvs = 0;
+  unsigned long long guid = 0;
+  float latency = 0;
+};
+
+// devices + getProperties of one table; the common fields of every properties version.
+template <class Net, class Props>
+std::string query(const Net* net, std::vector<Device>& out) {
+  int n = 0;
+  if (net->devices(&n) != ncclSuccess) return "devices() failed";
+  for (int i = 0; i < n; ++i) {
+    Props p{};
+    if (net->getProperties(i, &p) != ncclSuccess) return "getProperties(" + std::to_string(i) + ") failed";
+    Device d;
+    d.name = p.name ? p.name : "";
+    d.pci = p.pciPath ? p.pciPath : "";
+    d.port = p.port;
+    d.speed = p.speed;
+    d.ptr = p.ptrSupport;
+    d.max_comms = p.maxComms;
+    d.max_recvs = p.maxRecvs;
+    d.guid = static_cast<unsigned long long>(p.guid);
+    d.latency = p.latency;
+    out.push_back(d);
+  }
+  return "";
+}
+
+// Calls init and lists the devices of whichever table `sym` is (version v). "" or an error.
+std::string init_and_query(int v, const void* sym, std::vector<Device>& out) {
+  void* ctx = nullptr;
+  ncclNetCommConfig_v12_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  switch (v) {
+#define HA_PING_OLD_INIT(N)                                                              \
+  case N: {                                                                              \
+    auto* net = static_cast<const ncclNet_v##N##_t*>(sym);                               \
+    if (!net->init || net->init(&capture) != ncclSuccess) return "init failed";          \
+    return query<ncclNet_v##N##_t, ncclNetProperties_v##N##_t>(net, out);                \
+  }
+    HA_PING_OLD_INIT(6)
+    HA_PING_OLD_INIT(7)
+    HA_PING_OLD_INIT(8)
+    HA_PING_OLD_INIT(9)
+#undef HA_PING_OLD_INIT
+    case 10: {
+      auto* net = static_cast<const ncclNet_v10_t*>(sym);
+      if (!net->init || net->init(&capture, nullptr) != ncclSuccess) return "init failed";
+      return query<ncclNet_v10_t, ncclNetProperties_v10_t>(net, out);
+    }
+    case 11: {
+      auto* net = static_cast<const ncclNet_v11_t*>(sym);
+      ncclNetCommConfig_v11_t c11{config.trafficClass};
+      if (!net->init || net->init(&ctx, 0, &c11, &capture, nullptr) != ncclSuccess) return "init failed";
+      auto err = query<ncclNet_v11_t, ncclNetProperties_v11_t>(net, out);
+      if (net->finalize) net->finalize(ctx);
+      return err;
+    }
+    case 12: {
+      auto* net = static_cast<const ncclNet_v12_t*>(sym);
+      if (!net->init || net->init(&ctx, 0, &config, &capture, nullptr) != ncclSuccess) return "init failed";
+      auto err = query<ncclNet_v12_t, ncclNetProperties_v12_t>(net, out);
+      if (net->finalize) net->finalize(ctx);
+      return err;
+    }
+  }
+  return "unsupported API version " + std::to_string(v);
+}
+
+std::string exe_dir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string p(buf, static_cast<std::size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+// The plugin to load: --plugin, else libnccl-net-ha.so in ../lib next to ha-ping (installed),
+// else the build tree's, else by name through LD_LIBRARY_PATH.
+std::vector<std::string> candidates(const std::string& given) {
+  if (!given.empty()) return {given};
+  std::vector<std::string> out;
+  if (auto dir = exe_dir(); !dir.empty()) out.push_back(dir + "/../lib/libnccl-net-ha.so");
+#ifdef NCCL_HA_PLUGIN_BUILD_PATH
+  out.push_back(NCCL_HA_PLUGIN_BUILD_PATH);
+#endif
+  out.push_back("libnccl-net-ha.so");
+  return out;
+}
+
+// Text after `key` in the first captured line containing it ("" when none).
+std::string after(const std::string& line, const std::string& key) {
+  auto pos = line.find(key);
+  return pos == std::string::npos ? "" : line.substr(pos + key.size());
+}
+
+std::string ptr_text(int ptr) {
+  std::string s;
+  if (ptr & NCCL_PTR_HOST) s += "HOST";
+  if (ptr & NCCL_PTR_CUDA) s += s.empty() ? "CUDA" : "|CUDA";
+  if (ptr & NCCL_PTR_DMABUF) s += s.empty() ? "DMABUF" : "|DMABUF";
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+int run_list(const Options& o) {
+  ::setenv("HA_NCCL_DEBUG", "1", 1);  // the plugin logs its INFO lines (settings, backups, budgets)
+  void* dl = nullptr;
+  std::string path, errors;
+  for (const auto& c : candidates(o.plugin)) {
+    if (c.find('/') != std::string::npos && ::access(c.c_str(), F_OK) != 0 && o.plugin.empty()) continue;
+    dl = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (dl) {
+      path = c;
+      break;
+    }
+    errors += (errors.empty() ? "" : "; ") + std::string(::dlerror());
+  }
+  auto fail = [&](const std::string& msg) {
+    if (o.json) {
+      nccl_ha::net::JsonWriter j;
+      j.open('{');
+      j.kv("tool", "ha-ping");
+      j.kv("version", NCCL_HA_VERSION_STRING);
+      j.kv("mode", "list");
+      j.kv("plugin", path);
+      j.kv("ok", false);
+      j.kv("error", msg);
+      j.close('}');
+      std::printf("%s\n", j.str().c_str());
+    }
+    std::fprintf(stderr, "ha-ping: --list: %s\n", msg.c_str());
+    return 1;
+  };
+  if (!dl) return fail("cannot load the plugin (" + (errors.empty() ? std::string("not found") : errors) + ")");
+  int version = 0;
+  const void* sym = nullptr;
+  static const char* const kSymbols[] = {NCCL_HA_NET_PLUGIN_SYMBOL_V6,  NCCL_HA_NET_PLUGIN_SYMBOL_V7,
+                                         NCCL_HA_NET_PLUGIN_SYMBOL_V8,  NCCL_HA_NET_PLUGIN_SYMBOL_V9,
+                                         NCCL_HA_NET_PLUGIN_SYMBOL_V10, NCCL_HA_NET_PLUGIN_SYMBOL_V11,
+                                         NCCL_HA_NET_PLUGIN_SYMBOL_V12};
+  for (int v = 12; v >= 6 && !sym; --v)
+    if ((sym = ::dlsym(dl, kSymbols[v - 6]))) version = v;
+  if (!sym) return fail(path + " exports none of ncclNetPlugin_v12 .. ncclNetPlugin_v6");
+  const char* table_name = *static_cast<const char* const*>(sym);  // every table starts with `name`
+  std::vector<Device> devices;
+  const std::string err = init_and_query(version, sym, devices);
+
+  std::vector<LogLine> log;
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    log = g_log;
+  }
+  // What the plugin logged, by port id ("rxe0:1").
+  std::string settings, gpu, handshake;
+  std::map<std::string, std::string> backup, budget, dev_line;
+  for (const auto& l : log) {
+    const auto& t = l.text;
+    if (auto s = after(t, "NET/HA: settings: "); !s.empty()) settings = s;
+    else if (t.find("GPU peer memory") != std::string::npos || t.find("GPU peer-memory") != std::string::npos)
+      gpu = after(t, "NET/HA: ");
+    else if (auto h = after(t, "handshakes on "); !h.empty()) handshake = h;
+    else if (auto b = after(t, "NET/HA: backup of "); !b.empty()) {
+      auto is = b.find(" is ");
+      if (is != std::string::npos) backup[b.substr(0, is)] = b.substr(is + 4);
+    } else if (auto nb = t.find(" has no backup: "); nb != std::string::npos) {
+      backup[after(t.substr(0, nb), "NET/HA: ")] = "none (" + t.substr(nb + 16) + ")";
+    } else if (auto mb = t.find(" maxComms budget: "); mb != std::string::npos) {
+      budget[after(t.substr(0, mb), "NET/HA: ")] = t.substr(mb + 18);
+    } else if (auto d = after(t, "NET/HA: dev "); !d.empty()) {
+      auto colon = d.find(": ");
+      if (colon != std::string::npos) {
+        auto rest = d.substr(colon + 2);
+        dev_line[rest.substr(0, rest.find(' '))] = rest;
+      }
+    }
+  }
+  auto gid_of = [&](const std::string& id) -> int {
+    auto it = dev_line.find(id);
+    if (it == dev_line.end()) return -1;
+    auto g = after(it->second, " gid ");
+    return g.empty() ? -1 : std::atoi(g.c_str());
+  };
+  auto get = [](const std::map<std::string, std::string>& m, const std::string& k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::string() : it->second;
+  };
+
+  const bool ok = err.empty() && !devices.empty();
+  std::string message = !err.empty() ? "plugin " + err : devices.empty() ? "the plugin has no devices" : "";
+  if (!ok)  // the plugin's own words on why, when it said something
+    for (auto it = log.rbegin(); it != log.rend(); ++it)
+      if (it->level == NCCL_LOG_WARN || it->text.find("no verbs devices") != std::string::npos) {
+        auto why = after(it->text, "NET/HA: ");
+        message += " (plugin: " + (why.empty() ? it->text : why) + ")";
+        break;
+      }
+  if (o.json) {
+    nccl_ha::net::JsonWriter j;
+    j.open('{');
+    j.kv("tool", "ha-ping");
+    j.kv("version", NCCL_HA_VERSION_STRING);
+    j.kv("mode", "list");
+    j.kv("plugin", path);
+    j.kv("api_version", version);
+    j.kv("table", table_name ? table_name : "");
+    j.kv("ok", ok);
+    if (!ok) j.kv("error", message);
+    j.kv("settings", settings);
+    j.kv("gpu", gpu);
+    j.kv("handshake", handshake);
+    j.key("devices");
+    j.open('[');
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      const auto& d = devices[i];
+      const std::string id = d.name + ":" + std::to_string(d.port);
+      j.open('{');
+      j.kv("index", static_cast<unsigned long long>(i));
+      j.kv("name", d.name);
+      j.kv("port", d.port);
+      j.kv("id", id);
+      j.kv("speed_mbps", d.speed);
+      j.kv("gid_index", gid_of(id));
+      j.kv("backup", get(backup, id));
+      j.kv("max_comms", d.max_comms);
+      j.kv("max_comms_budget", get(budget, id));
+      j.kv("max_recvs", d.max_recvs);
+      j.kv("ptr_support", ptr_text(d.ptr));
+      j.kv("pci", d.pci);
+      j.kv("guid", d.guid);
+      j.kv("plugin_line", get(dev_line, id));
+      j.close('}');
+    }
+    j.close(']');
+    j.key("log");
+    j.open('[');
+    for (const auto& l : log) {
+      j.open('{');
+      j.kv("level", l.level == NCCL_LOG_WARN ? "WARN" : l.level == NCCL_LOG_INFO ? "INFO" : "TRACE");
+      j.kv("text", l.text);
+      j.close('}');
+    }
+    j.close(']');
+    j.close('}');
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("plugin %s (%s, ncclNetPlugin_v%d)\n", path.c_str(), table_name ? table_name : "?", version);
+    if (!settings.empty()) std::printf("settings: %s\n", settings.c_str());
+    if (!gpu.empty()) std::printf("%s\n", gpu.c_str());
+    if (!handshake.empty()) std::printf("handshakes on %s\n", handshake.c_str());
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      const auto& d = devices[i];
+      const std::string id = d.name + ":" + std::to_string(d.port);
+      const auto b = get(backup, id), bud = get(budget, id);
+      const int gid = gid_of(id);
+      std::printf("dev %zu: %s port %d speed %d Mbps gid-index %s backup %s maxComms %d ptrSupport %s\n", i,
+                  d.name.c_str(), d.port, d.speed, gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
+                  ptr_text(d.ptr).c_str());
+      if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
+    }
+    for (const auto& l : log)
+      if (l.level == NCCL_LOG_WARN) std::printf("plugin WARN: %s\n", l.text.c_str());
+  }
+  if (!ok) {
+    std::fprintf(stderr, "ha-ping: --list: %s\n", message.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ha_ping

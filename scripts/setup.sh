@@ -9,6 +9,7 @@ PACKAGES=(
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
   qemu-system-x86 busybox-static cpio kmod iproute2 python3
   tcpdump  # plugin-qos, ha-ping-rails: the TOS byte of RoCE packets on the wire
+  rpm   # rpmbuild: CPack's .rpm packages (scripts/package-check.sh)
 )
 
 missing=()

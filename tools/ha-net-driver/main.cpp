@@ -9,6 +9,8 @@
 #include <random>
 #include <thread>
 
+#include <nccl_ha/version.hpp>
+
 #include "fault.hpp"
 #include "logger.hpp"
 #include "mgmt.hpp"
@@ -341,6 +343,10 @@ int main(int argc, char** argv) {
   }
   if (o.help) {
     std::fputs(usage(), stdout);
+    return 0;
+  }
+  if (o.version) {
+    std::printf("ha-net-driver %s\n", NCCL_HA_VERSION_STRING);
     return 0;
   }
   log::configure(o.rank);

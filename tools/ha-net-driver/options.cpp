@@ -81,6 +81,7 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
                        bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev (see README)
   -h, --help           this text
+  --version            print "ha-net-driver <version>" and exit
 Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1.
 Exit status: 0 all verified, 1 verification failed, 2 usage, 3 plugin error, 4 timeout, 5 peer error.
 )";
@@ -134,6 +135,7 @@ Options parse_options(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "-h" || a == "--help") o.help = true;
+    else if (a == "--version") o.version = true;
     else if (a == "--plugin") o.plugin = val();
     else if (a == "--api") o.api = static_cast<int>(parse_num(a, val(), 6, 12));
     else if (a == "--rank") o.rank = static_cast<int>(parse_num(a, val(), 0, 1));
@@ -193,7 +195,7 @@ Options parse_options(int argc, char** argv) {
     }
     else fail(Fail::usage, "unknown option '" + a + "' (see --help)");
   }
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   if (o.plugin.empty()) fail(Fail::usage, "--plugin PATH is required");
   if (o.rank < 0) fail(Fail::usage, "--rank 0|1 is required");
   if (o.rank == 1 && o.peer_host.empty()) fail(Fail::usage, "rank 1 needs --peer HOST:PORT");

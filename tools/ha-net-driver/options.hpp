@@ -52,6 +52,7 @@ struct Options {
   std::vector<IdleWindow> idle;       // --idle AT_MS:DURATION_MS[,...] (repeatable): integrity phase
                                       // windows without any plugin call, sorted, not overlapping
   bool help = false;
+  bool version = false;                // --version: print "ha-net-driver <version>", exit 0
 };
 
 // Throws DriverError(usage).

@@ -39,6 +39,15 @@ run_pair() {
   echo "ok   $name (exit $rc0/$rc1)"
 }
 
+# --version: "ha-net-driver <version>" on stdout, exit 0, no other option needed.
+version_out=$("$DRIVER" --version 2>&1)
+rc=$?
+if [[ $rc -ne 0 || ! $version_out =~ ^ha-net-driver\ [0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+  echo "FAIL version: exit $rc, output '$version_out'"; failures=$((failures + 1))
+else
+  echo "ok   version ($version_out)"
+fi
+
 # check_json NAME PYTHON-EXPR...: each expression is evaluated with r = the report of each rank.
 check_json() {
   local name=$1

@@ -34,7 +34,7 @@ def main(logdir, svg_path):
           f"{t['duration_ms'] / 1000:.1f} s")
     for role, kind in (("b", "send"), ("a", "recv")):
         for e in events(out, role):
-            if e["kind"] == kind and e["event"] in ("failover", "failback", "fatal"):
+            if e.get("kind") == kind and e["event"] in ("failover", "failback", "fatal"):  # not the init record
                 what = e.get("cause") or e.get("why")
                 print(f"  {role} {kind} comm: {e['event']} {e.get('from', '')} -> {e.get('to', '')}: {what}; "
                       f"replayed {e.get('replayed_now', 0)}, plugin stall {e.get('stall_ms', 0):.1f} ms, "

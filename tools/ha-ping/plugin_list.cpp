@@ -144,6 +144,17 @@ std::string ptr_text(int ptr) {
   return s.empty() ? "none" : s;
 }
 
+// The opening members of every --list JSON report (the object is left open).
+nccl_ha::net::JsonWriter list_report_head(const std::string& plugin) {
+  nccl_ha::net::JsonWriter j;
+  j.open('{');
+  j.kv("tool", "ha-ping");
+  j.kv("version", NCCL_HA_VERSION_STRING);
+  j.kv("mode", "list");
+  j.kv("plugin", plugin);
+  return j;
+}
+
 }  // namespace
 
 int run_list(const Options& o) {
@@ -161,12 +172,7 @@ int run_list(const Options& o) {
   }
   auto fail = [&](const std::string& msg) {
     if (o.json) {
-      nccl_ha::net::JsonWriter j;
-      j.open('{');
-      j.kv("tool", "ha-ping");
-      j.kv("version", NCCL_HA_VERSION_STRING);
-      j.kv("mode", "list");
-      j.kv("plugin", path);
+      auto j = list_report_head(path);
       j.kv("ok", false);
       j.kv("error", msg);
       j.close('}');
@@ -239,12 +245,7 @@ int run_list(const Options& o) {
         break;
       }
   if (o.json) {
-    nccl_ha::net::JsonWriter j;
-    j.open('{');
-    j.kv("tool", "ha-ping");
-    j.kv("version", NCCL_HA_VERSION_STRING);
-    j.kv("mode", "list");
-    j.kv("plugin", path);
+    auto j = list_report_head(path);
     j.kv("api_version", version);
     j.kv("table", table_name ? table_name : "");
     j.kv("ok", ok);

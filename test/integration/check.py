@@ -97,6 +97,7 @@ def ha_ping_rails(run):
     expect_each("ha-ping-rails", [
         ("report fields", lambda: ha_ping_report_fields(run)),
         ("min-bw percent, tx-depth, duration, Gb/s", lambda: ha_ping_percent(run)),
+        ("-d / -i / -x select the device, port and GID index", lambda: ha_ping_selected(run)),
         ("qos", lambda: ha_ping_qos(run)),
         ("server serves clients one after another", lambda: ha_ping_serve_clients(run)),
         ("list", lambda: ha_ping_list(run)),
@@ -134,6 +135,21 @@ def ha_ping_percent(run):
         expect("not checked" in r["reason"], f"percent: unknown link speed said: {r['reason']}")
     txt = run.text("a", "percent.txt")
     expect(" Gb/s" in txt, "percent: text report says Gb/s")
+
+
+def ha_ping_selected(run):
+    for role in ("a", "b"):
+        expect(run.rc(role, "selected") == 0, f"selected: {role} exit 0")
+        rep = run.report(role, "selected")
+        st = rep["settings"]
+        expect(st["ib_dev"] == "rxe1" and st["ib_port"] == 1 and st["gid_index"] == 1,
+               f"selected: {role}: -d rxe1 -i 1 -x 1 -> {st['ib_dev']}, {st['ib_port']}, {st['gid_index']}")
+        locals_ = [r["local"] for r in rep["rails"]]
+        expect(locals_ == ["rxe1:1"], f"selected: {role}: only rxe1:1 checked ({locals_})")
+        r = rep["rails"][0]
+        if role == "a":
+            expect(r["status"] == "healthy", f"selected: rxe1:1 healthy ({r['reason']})")
+        expect(r["qos"] and r["qos"]["gid_index"] == 1, f"selected: {role}: the QP uses GID index 1 ({r['qos']})")
 
 
 def ha_ping_qos(run):

@@ -39,6 +39,7 @@ run() { # NAME ARGS... : runs ha-ping, records text, JSON and exit code under $V
 run healthy --sizes 8,64K,1M
 run degraded --sizes 64K --rails 0 --min-bw 1000000
 run percent --sizes 1M --rails 0 --min-bw 1% -t 16 -D 1 --report_gbits
+run selected --sizes 8,64K -d rxe1 -i 1 -x 1  # perftest-style device, port and GID index
 
 # QoS: tcpdump on rail 0 (eth0) of a while the client runs with --tclass 96 --sl 3.
 if [[ $VM_ROLE == a ]] && command -v tcpdump >/dev/null; then

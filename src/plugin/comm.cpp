@@ -93,7 +93,10 @@ net::QpTimeouts rc_attrs(const Path& p) {
 
 Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth,
                                           std::weak_ptr<CommBase> owner) {
-  auto p = std::make_shared<Path>();
+  // Whoever drops its last reference, the path goes to the reaper (never destroyed on NCCL's
+  // thread or the progress thread); without the plugin state (tests) it is an ordinary one.
+  State* st = state();
+  std::shared_ptr<Path> p = st ? st->reaper.new_path(dev) : std::make_shared<Path>();
   p->dev = &dev;
   p->slot = slot;
   const bool wakes = !owner.expired() && dev.channel;

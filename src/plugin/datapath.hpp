@@ -38,6 +38,17 @@ class Hold {
 void hold_blocking(CommBase& c) noexcept;
 
 // ---- posting (p2p.cpp); each returns 0 or the errno of ibv_post_*
+// How many WRs of the chain `first` (at most n, linked by `next`) a post that returned `rc` and
+// `bad` did post: all of them on success; on a failure the ones before `bad`, the first WR not
+// posted (the verbs contract); none when `bad` is not in the chain. Pure; unit-tested.
+template <class Wr>
+int wrs_posted(const Wr* first, int n, int rc, const Wr* bad) noexcept {
+  if (rc == 0) return n;
+  int k = 0;
+  for (const Wr* w = first; w && k < n; w = w->next, ++k)
+    if (w == bad) return k;
+  return 0;
+}
 int post_data(SendComm& c, Request& r, Path& p);                 // r's WRITE_WITH_IMM on p
 int post_recvs(Path& p, std::uint64_t slot, int n);              // n receive WRs (data or control)
 int post_cts(RecvComm& c, Path& p, std::uint64_t slot);          // outbox[slot] -> peer FIFO
@@ -54,6 +65,10 @@ int post_heartbeat(CommBase& c, Path& p);
 Status setup_flush(RecvComm& c);
 void close_flush(RecvComm& c);                   // the loopback QPs go to the reaper
 ncclResult_t test_flush(Request& r, int* done);  // test() of an iflush request
+
+// A comm NCCL never closed, at the last finalize: closed as closeSend / closeRecv would (NCCL's
+// reference dropped too). The reactor is stopped by then.
+void close_at_finalize(CommBase& c);
 
 // ---- completions (p2p.cpp): a successful completion on path p
 void on_success(CommBase& c, Path& p, const ibv_wc& wc);

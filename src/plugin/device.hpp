@@ -72,6 +72,10 @@ struct Device {
   net::ChannelPtr channel;
   // Comms with a path on this device, woken by its port events. Progress thread only.
   std::vector<std::weak_ptr<CommBase>> watchers;
+  // Paths on this device not destroyed yet, and of those the ones queued or being destroyed at
+  // the reaper: the device is closed after its last path (reaper.cpp). The reaper's mutex.
+  int live_paths = 0;
+  int reaping = 0;
 };
 
 }  // namespace nccl_ha::plugin

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <list>
@@ -292,21 +293,80 @@ ncclResult_t create_state() {
   return ncclSuccess;
 }
 
-void destroy_state() {
+// Finalize returns within about 2 s whatever the network does: the reactor gets this long to
+// unwind its coroutines, and the reaper until kFinalizeBound after finalize started to destroy
+// the last paths; what is left then is destroyed in the background (reaper.hpp).
+constexpr std::chrono::milliseconds kReactorGrace{1000};
+constexpr std::chrono::milliseconds kFinalizeBound{1500};
+
+// Comms NCCL did not close before the last finalize (an abort path, a leak): closed here as
+// closeSend / closeRecv would, NCCL's reference dropped too, so their QPs reach the reaper
+// within finalize's bound. The reactor is stopped: nothing else holds them.
+void close_open_comms(State& s) {
+  std::vector<std::shared_ptr<CommBase>> open;
+  {
+    std::lock_guard<std::mutex> lock(s.comms.mutex);
+    for (const auto& e : s.comms.live)
+      if (auto c = e.comm.lock()) open.push_back(std::move(c));
+  }
+  if (open.empty()) return;
+  HA_WARN("NET/HA: finalize: %zu comm(s) were never closed (closeSend / closeRecv): closing them now", open.size());
+  for (const auto& c : open) close_at_finalize(*c);
+}
+
+// `bounded`: finalize (NCCL may dlclose the plugin next; a background reaper is safe because the
+// plugin then pins itself). Not at unload (UnloadGuard): a library being dlclose'd cannot keep
+// itself mapped, so the reaper is waited for, however long that takes.
+void destroy_state(bool bounded) {
+  if (!g_state) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  State& s = *g_state;
+  // 1. No coroutine runs any more (they are cancelled; the stubborn ones abandoned), so nothing
+  //    below races with the progress thread; state() stays valid for the comms closed in 2.
+  s.reactor.stop(kReactorGrace);
+  for (auto& d : s.devices) {  // they live on the reactor: before it goes
+    d->subscription.reset();
+    d->events.reset();
+  }
+  // 2. What NCCL left open.
+  close_open_comms(s);
+  // 3. The reactor goes, and with it the frames it abandoned (control tasks holding comms,
+  //    handshakes, verbs jobs): their comms and paths reach the reaper while the devices, taken
+  //    out of the state first, are still open.
+  auto devices = std::move(s.devices);
+  Reaper reaper = std::move(s.reaper);
   g_state_ptr.store(nullptr, std::memory_order_release);
-  if (g_state) g_state->reactor.stop();
   g_state.reset();
+  // 4. The reaper destroys the rest, the devices close after their last path.
+  const auto out = reaper.finish(std::move(devices), bounded ? t0 + kFinalizeBound : std::chrono::steady_clock::time_point::max(), bounded);
+  if (out.handed_off)
+    HA_WARN("NET/HA: finalize: %d QP(s) not destroyed within %lld ms (%s): they are destroyed in the background "
+            "(their ports' devices close after them; the plugin stays loaded until the process exits)",
+            out.pending, static_cast<long long>(kFinalizeBound.count()), out.ports.c_str());
+  if (out.held > 0)
+    HA_WARN("NET/HA: finalize: %d path(s) still held by connections that were never closed or accepted: their "
+            "devices stay open", out.held);
+  HA_INFO("NET/HA: finalize took %.1f ms (reaper waited %.1f ms)",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), out.waited_ms);
 }
 
 // At unload, the progress thread must be gone before the code it runs is unmapped.
 struct UnloadGuard {
   ~UnloadGuard() {
     std::lock_guard<std::mutex> lock(g_init_mutex);
-    destroy_state();
+    destroy_state(false);
   }
 } g_unload_guard;
 
 }  // namespace
+
+State::~State() {
+  for (auto& d : devices)
+    if (d) {
+      d->subscription.reset();
+      d->events.reset();
+    }
+}
 
 State* state() noexcept { return g_state_ptr.load(std::memory_order_acquire); }
 
@@ -355,7 +415,7 @@ ncclResult_t context_finalize(void* ctx) {
     return ncclInvalidArgument;
   }
   g_contexts.erase(it);
-  if (g_contexts.empty()) destroy_state();  // NCCL may dlclose us next
+  if (g_contexts.empty()) destroy_state(true);  // NCCL may dlclose us next
   return ncclSuccess;
 }
 

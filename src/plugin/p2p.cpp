@@ -95,18 +95,15 @@ void heartbeat_done(CommBase& c, Path& p) {
     set_standby(c, StandbyHealth::up, "heartbeats answered again");
 }
 
-// The QPs go to ERROR at once (nothing the peer still sends lands in a buffer NCCL reuses), then
-// to the reaper (destroying one on a dead port can block); the comm itself goes when its control
-// task has let go of it.
+// The paths are retired: their QPs go to ERROR at once (nothing the peer still sends lands in a
+// buffer NCCL reuses), then to the reaper (destroying one on a dead port can block); the comm
+// itself goes when its control task has let go of it.
 void close_comm(CommBase& c) {
   hold_blocking(c);
   c.closing.store(true, std::memory_order_relaxed);
   write_stats(c, "close");
   unregister_comm(c);
-  for (auto& p : c.paths) {
-    if (p && p->qp) (void)net::qp_to_error(p->qp.get());
-    retire(std::move(p));
-  }
+  for (auto& p : c.paths) retire(std::move(p));
   retire_job(c);
   c.owned.store(false, std::memory_order_release);
   wake(c);
@@ -146,7 +143,9 @@ int post_recvs(Path& p, std::uint64_t slot, int n) {
   }
   ibv_recv_wr* bad = nullptr;
   const int rc = ibv_post_recv(p.qp.get(), wrs, &bad);
-  if (rc == 0) p.recvs_out += static_cast<std::uint32_t>(n);
+  // A failure midway leaves the WRs before `bad` posted: each will complete (or be flushed), so
+  // each is counted; the rest were not posted.
+  p.recvs_out += static_cast<std::uint32_t>(wrs_posted(wrs, n, rc, bad));
   return rc;
 }
 
@@ -356,6 +355,13 @@ ncclResult_t close_recv(void* recv_comm) {
   close_flush(c);
   close_comm(c);
   return ncclSuccess;
+}
+
+void close_at_finalize(CommBase& c) {
+  if (c.kind == CommKind::send)
+    close_send(&c);
+  else
+    close_recv(&c);
 }
 
 }  // namespace nccl_ha::plugin

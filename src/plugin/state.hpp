@@ -32,11 +32,22 @@ struct CommRegistry {
   CommCounters closed;
 };
 
+// Teardown (init.cpp destroy_state) runs in this order: the reactor stops (its coroutines are
+// cancelled; those that do not unwind within the grace are abandoned), the devices' event pumps
+// close (they live on the reactor), the comms NCCL left open are closed, then the reactor is
+// destroyed with the frames it abandoned (control tasks, handshakes, verbs jobs: their comms and
+// paths go to the reaper), and only then does the reaper finish and the devices close (or go to
+// the reaper with their last paths). The member order gives the same order to ~State: reactor
+// first, then the reaper, then the devices.
 struct State {
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State();  // closes the devices' event pumps before the reactor goes
+
   Config config;
-  reactor::Reactor reactor;
   std::vector<std::unique_ptr<Device>> devices;
-  Reaper reaper;  // after `devices`: destroyed (joined) before them
+  Reaper reaper;  // after `devices`: finished (joined) before they are closed
   std::string handshake_ip;  // the address listen() advertises in handles ("fe80::1%eth0" if link-local)
   std::string handshake_if;  // its interface
   std::string host;        // gethostname(), read once at init
@@ -44,6 +55,9 @@ struct State {
   std::string prom_path;   // HA_NCCL_PROM_FILE with %h / %p expanded ("": no snapshot)
   CommRegistry comms;
   bool gpu_memory = false;   // a GPU peer-memory client is loaded (gdr.hpp): ptrSupport has CUDA
+  // Last member: destroyed first, with whatever coroutine frames it still holds, while the
+  // devices and the reaper those frames' comms and paths need are still there.
+  reactor::Reactor reactor;
   // Receive comms get loopback QPs for RDMA READ flushes (HA_NCCL_FORCE_FLUSH, or GPU memory).
   bool flush_qps() const { return config.force_flush || gpu_memory; }
 };

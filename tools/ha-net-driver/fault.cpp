@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "logger.hpp"
 #include "pattern.hpp"
@@ -17,9 +19,13 @@
 namespace hnd {
 namespace {
 
-constexpr const char* kFaults[] = {"bad-handle", "bad-token", "close-listen", "oversize", "peer-death", "bad-dev"};
+constexpr const char* kFaults[] = {"bad-handle", "bad-token",   "close-listen", "oversize",     "peer-death",
+                                   "bad-dev",    "late-writes", "dead-rail",    "finalize-open"};
 constexpr std::size_t kH = NCCL_NET_HANDLE_MAXSIZE;
 constexpr std::uint32_t kEpochFault = 400;
+constexpr std::uint32_t kEpochLate = 401;
+constexpr std::uint32_t kEpochRail = 402;
+constexpr std::uint32_t kEpochOpen = 403;
 
 // nccl-ha's handle layout (src/plugin/handle.hpp): u32 magic, u16 version, u16 length at 0, 4, 6;
 // u64 token at 32. The bad-handle and bad-token scenarios corrupt these fields.
@@ -516,13 +522,286 @@ void bad_dev(Ctx& f) {
   f.mgmt.barrier("bad-dev done", f.o.timeout_s);
 }
 
+
+// Waits for the request to complete (true) or for the deadline (false); plugin errors throw.
+bool wait_done(Ctx& f, void* req, const char* what, Deadline& d, int* size = nullptr) {
+  for (unsigned turn = 1;; ++turn) {
+    int done = 0;
+    check(f.net.test(req, &done, size), what);
+    if (done) return true;
+    if (d.expired()) return false;
+    if ((turn & 1023) == 0) f.mgmt.check_abort();
+    ::sched_yield();
+  }
+}
+
+// Calls isend / irecv (n = 1, tag 0) until the plugin returns a request; plugin errors throw.
+void* post_until(Ctx& f, bool send, void* comm, void* data, std::size_t size, void* mh, const char* what) {
+  Deadline d(f.o.timeout_s);
+  for (;;) {
+    void* req = nullptr;
+    if (send) {
+      check(f.net.isend(comm, data, size, 0, mh, &req), what);
+    } else {
+      int tag = 0;
+      check(f.net.irecv(comm, 1, &data, &size, &tag, &mh, &req), what);
+    }
+    if (req) return req;
+    d.check(f.o.timeout_s, what);
+    ::sched_yield();
+  }
+}
+
+// 7. Rank 0 posts 8 receives (their clear-to-send entries reach rank 1), receives two messages,
+//    then closes its recv comm with six receives still posted. Its buffers stay registered (a
+//    second registration through its send comm, as NCCL's global registration cache keeps them)
+//    and are poisoned right after closeRecv. Rank 1 then isends into the six entries it holds:
+//    nothing may land (the plugin moves the closed comm's QPs to ERROR at once, whenever the
+//    reaper destroys them), and rank 1's sends must fail or never complete.
+void late_writes(Ctx& f) {
+  constexpr int kSlots = 8, kEarly = 2;
+  constexpr double kWindowS = 20;  // rank 1 tries this long
+  const std::size_t n = *std::max_element(f.o.sizes.begin(), f.o.sizes.end());
+  std::vector<Link> ring = open_links(f.net, f.mgmt, f.o.dev, 1, f.o.timeout_s, &f.rep.connect);
+  Link& link = ring[0];
+  Buffers buf(n, kSlots);
+  if (f.o.rank == 0) {
+    void* rmh = nullptr;
+    void* keep = nullptr;
+    check(f.net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
+    check(f.net.regMr(link.send, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &keep),
+          "regMr(send comm, the receive buffers again)");
+    std::vector<void*> reqs;
+    for (int i = 0; i < kSlots; ++i) reqs.push_back(post_until(f, false, link.recv, buf.recv_slot(i), n, rmh, "irecv"));
+    Deadline d(f.o.timeout_s);
+    for (int i = 0; i < kEarly; ++i) {
+      int size = -1;
+      if (!wait_done(f, reqs[static_cast<std::size_t>(i)], "test(irecv)", d, &size))
+        fail(Fail::timeout, "late-writes: the first messages did not arrive");
+      pattern::Mismatch m;
+      pattern::verify(buf.recv_slot(i), 0, n, pattern::seed(1, kEpochLate, static_cast<std::uint64_t>(i)), &m);
+      f.rep.check(strf("fault late-writes: message %d verified before the close", i), m.bytes == 0 && size == static_cast<int>(n),
+                  strf("%d bytes, %llu wrong", size, static_cast<unsigned long long>(m.bytes)));
+    }
+    f.mgmt.barrier("late-writes ready", f.o.timeout_s);
+    check(f.net.deregMr(link.recv, rmh), "deregMr(recv comm)");
+    std::int64_t t0 = now_ns();
+    record(f, make_step(strf("closeRecv with %d receives posted", kSlots - kEarly), Entry::closeRecv, false,
+                        f.net.closeRecv(link.recv), t0, 1));
+    link.recv = nullptr;
+    for (int i = kEarly; i < kSlots; ++i) std::memset(buf.recv_slot(i), 0x5a, buf.stride());
+    f.mgmt.barrier("late-writes closed", f.o.timeout_s);
+    f.mgmt.barrier("late-writes sent", f.o.timeout_s + kWindowS);
+    std::size_t landed = 0;
+    for (int i = kEarly; i < kSlots; ++i)
+      landed += static_cast<std::size_t>(std::count_if(buf.recv_slot(i), buf.recv_slot(i) + buf.stride(),
+                                                       [](std::uint8_t b) { return b != 0x5a; }));
+    FaultStep s = make_step("the closed comm's buffers stay poisoned while the peer sends", Entry::closeRecv, false,
+                            ncclSuccess, t0, 1);
+    s.ok = landed == 0;
+    record(f, s, strf("%zu byte(s) written after closeRecv", landed));
+    check(f.net.deregMr(link.send, keep), "deregMr(send comm)");
+  } else {
+    void* smh = nullptr;
+    check(f.net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
+    for (int i = 0; i < kSlots; ++i)
+      pattern::fill(buf.send_slot(i), 0, n, pattern::seed(1, kEpochLate, static_cast<std::uint64_t>(i)));
+    Deadline d(f.o.timeout_s);
+    for (int i = 0; i < kEarly; ++i)
+      if (!wait_done(f, post_until(f, true, link.send, buf.send_slot(i), n, smh, "isend"), "test(isend)", d))
+        fail(Fail::timeout, "late-writes: the first messages were not delivered");
+    // Their clear-to-send entries were written after the first ones, over the same RC QP.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    f.mgmt.barrier("late-writes ready", f.o.timeout_s);
+    f.mgmt.barrier("late-writes closed", f.o.timeout_s);
+    const std::int64_t t0 = now_ns();
+    std::vector<void*> reqs;
+    ncclResult_t rc = ncclSuccess;
+    int completed = 0, posted = 0;
+    Deadline window(kWindowS);
+    for (int i = kEarly; i < kSlots && rc == ncclSuccess; ++i) {
+      void* req = nullptr;
+      while (rc == ncclSuccess && !req && !window.expired()) {
+        rc = f.net.isend(link.send, buf.send_slot(i), n, 0, smh, &req);
+        if (!req) ::sched_yield();
+      }
+      if (req) {
+        reqs.push_back(req);
+        ++posted;
+      }
+    }
+    std::vector<bool> done(reqs.size(), false);
+    while (rc == ncclSuccess && !window.expired()) {
+      for (std::size_t i = 0; i < reqs.size() && rc == ncclSuccess; ++i) {
+        if (done[i]) continue;
+        int d1 = 0;
+        rc = f.net.test(reqs[i], &d1, nullptr);
+        if (d1) {
+          done[i] = true;
+          ++completed;
+        }
+      }
+      ::sched_yield();
+    }
+    FaultStep s = make_step("sends into the closed receiver's clear-to-send entries fail or never complete",
+                            Entry::test, true, rc, t0, static_cast<std::uint64_t>(posted));
+    s.ok = completed == 0;  // an error, or nothing completed within the window
+    record(f, s, strf("%d posted, %d completed, %s after %.1f ms", posted, completed,
+                      rc == ncclSuccess ? "no error" : result_name(rc), ms_since(t0)));
+    f.mgmt.barrier("late-writes sent", f.o.timeout_s);
+    check(f.net.deregMr(link.send, smh), "deregMr(send comm)");
+  }
+  close_link(f.net, link);
+  // With the plugin's HA_NCCL_TEST_REAPER_DELAY_MS, the QPs just closed are destroyed that much
+  // later: wait for it, so that finalize finds nothing left to destroy.
+  if (const char* delay = std::getenv("HA_NCCL_TEST_REAPER_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay) + 1000));
+  f.mgmt.barrier("late-writes done", f.o.timeout_s + 60);
+}
+
+// One comm pair per link, each direction carrying a stream of 64-byte messages, one at a time.
+struct Stream {
+  std::vector<Link> links;
+  void* mem = nullptr;
+  std::size_t bytes = 0;
+  std::vector<void*> smh, rmh, sreq, rreq;
+  std::uint64_t messages = 0;
+  static constexpr std::size_t kMsg = 64, kPage = 4096;
+  std::uint8_t* sbuf(std::size_t i) const { return static_cast<std::uint8_t*>(mem) + i * 2 * kPage; }
+  std::uint8_t* rbuf(std::size_t i) const { return sbuf(i) + kPage; }
+};
+
+void open_stream(Ctx& f, Stream& st, std::uint32_t epoch) {
+  st.links = open_links(f.net, f.mgmt, f.o.dev, f.o.comms, f.o.timeout_s, &f.rep.connect);
+  const std::size_t n = st.links.size();
+  st.bytes = n * 2 * Stream::kPage;
+  st.mem = ::mmap(nullptr, st.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (st.mem == MAP_FAILED) fail(Fail::usage, "cannot allocate the comms' buffers");
+  st.smh.assign(n, nullptr);
+  st.rmh.assign(n, nullptr);
+  st.sreq.assign(n, nullptr);
+  st.rreq.assign(n, nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    check(f.net.regMr(st.links[i].send, st.sbuf(i), Stream::kPage, NCCL_PTR_HOST, &st.smh[i]), "regMr(send comm)");
+    check(f.net.regMr(st.links[i].recv, st.rbuf(i), Stream::kPage, NCCL_PTR_HOST, &st.rmh[i]), "regMr(recv comm)");
+    pattern::fill(st.sbuf(i), 0, Stream::kMsg, pattern::seed(f.o.rank, epoch, i));
+  }
+}
+
+// One turn over every link: post what is not posted (if `post`), test what is outstanding and
+// verify what arrived. Returns the requests still outstanding.
+std::size_t stream_turn(Ctx& f, Stream& st, std::uint32_t epoch, bool post) {
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < st.links.size(); ++i) {
+    Link& l = st.links[i];
+    if (post && !st.rreq[i]) {
+      void* data = st.rbuf(i);
+      std::size_t cap = Stream::kPage;
+      int tag = 0;
+      std::memset(st.rbuf(i), 0xa5, Stream::kMsg);
+      check(f.net.irecv(l.recv, 1, &data, &cap, &tag, &st.rmh[i], &st.rreq[i]), "irecv");
+    }
+    if (post && !st.sreq[i]) check(f.net.isend(l.send, st.sbuf(i), Stream::kMsg, 0, st.smh[i], &st.sreq[i]), "isend");
+    int done = 0, size = -1;
+    if (st.rreq[i]) {
+      check(f.net.test(st.rreq[i], &done, &size), "test(irecv)");
+      if (done) {
+        pattern::Mismatch m;
+        pattern::verify(st.rbuf(i), 0, Stream::kMsg, pattern::seed(1 - f.o.rank, epoch, i), &m);
+        if (m.bytes || size != static_cast<int>(Stream::kMsg))
+          fail(Fail::verify, strf("link %zu: %d bytes received, %llu wrong", i, size, static_cast<unsigned long long>(m.bytes)));
+        if (f.net.has_irecvConsumed()) check(f.net.irecvConsumed(l.recv, 1, st.rreq[i]), "irecvConsumed");
+        st.rreq[i] = nullptr;
+        ++st.messages;
+      } else {
+        ++out;
+      }
+    }
+    if (st.sreq[i]) {
+      done = 0;
+      check(f.net.test(st.sreq[i], &done, nullptr), "test(isend)");
+      if (done) st.sreq[i] = nullptr;
+      else ++out;
+    }
+  }
+  return out;
+}
+
+// 8. --comms N pairs stream 64-byte messages until --wait-file exists (meanwhile the guest script
+//    takes a rail down: the comms fail over and go on), then every comm is closed and the plugin
+//    finalized. The QPs left on the dead port take the kernel tens of seconds each to destroy:
+//    finalize must still return within its bound (the JSON's calls.finalize), the rest being
+//    destroyed in the background. The resource checks after finalize are informational here.
+void dead_rail(Ctx& f) {
+  Stream st;
+  open_stream(f, st, kEpochRail);
+  note_phase(f.o, f.rep, "traffic");
+  f.mgmt.barrier("dead-rail traffic", f.o.timeout_s);
+  Deadline d(f.o.timeout_s);
+  for (unsigned turn = 1;; ++turn) {
+    stream_turn(f, st, kEpochRail, true);
+    if ((turn & 255) == 0) {
+      f.mgmt.check_abort();
+      if (f.o.wait_file.empty() || ::access(f.o.wait_file.c_str(), F_OK) == 0) break;
+      d.check(f.o.timeout_s, "waiting for --wait-file");
+    }
+  }
+  // Drain: every message posted arrives (over the standby once the rail is down).
+  Deadline drain(f.o.timeout_s);
+  while (stream_turn(f, st, kEpochRail, false) > 0) {
+    drain.check(f.o.timeout_s, "completing the messages in flight after the rail went down");
+    ::sched_yield();
+  }
+  log::info("fault dead-rail: %llu messages received over %zu links", static_cast<unsigned long long>(st.messages),
+            st.links.size());
+  f.rep.check("fault dead-rail: messages flowed on every link", st.messages >= st.links.size(),
+              strf("%llu messages received over %zu links", static_cast<unsigned long long>(st.messages), st.links.size()));
+  f.mgmt.barrier("dead-rail close", f.o.timeout_s);
+  note_phase(f.o, f.rep, "close");
+  const std::int64_t t0 = now_ns();
+  for (std::size_t i = 0; i < st.links.size(); ++i) {
+    check(f.net.deregMr(st.links[i].send, st.smh[i]), "deregMr(send comm)");
+    check(f.net.deregMr(st.links[i].recv, st.rmh[i]), "deregMr(recv comm)");
+    close_link(f.net, st.links[i]);
+  }
+  record(f, make_step(strf("close %zu comm pairs after the rail went down", st.links.size()), Entry::closeSend, false,
+                      ncclSuccess, t0, static_cast<std::uint64_t>(2 * st.links.size())));
+  ::munmap(st.mem, st.bytes);
+}
+
+// 9. --comms N pairs, each with two receives posted and one send in flight in each direction;
+//    then finalize without closing anything (NCCL's abort path at its worst). Rank 1 finalizes
+//    300 ms after rank 0, so its control tasks are busy with rank 0's vanished QPs (failovers,
+//    error completions) when its own finalize comes. Finalize must close what NCCL left open and
+//    release everything (the usual resource checks after finalize apply), without a crash.
+void finalize_open(Ctx& f) {
+  static Stream open;  // never freed: the plugin may still use the comms' memory until finalize
+  Stream* st = &open;
+  open_stream(f, *st, kEpochOpen);
+  f.mgmt.barrier("finalize-open posting", f.o.timeout_s);
+  stream_turn(f, *st, kEpochOpen, true);   // one receive and one send per comm
+  for (std::size_t i = 0; i < st->links.size(); ++i) {  // a second receive each
+    void* data = st->rbuf(i);
+    std::size_t cap = Stream::kPage;
+    int tag = 1;
+    void* req = nullptr;
+    check(f.net.irecv(st->links[i].recv, 1, &data, &cap, &tag, &st->rmh[i], &req), "irecv");
+  }
+  f.mgmt.barrier("finalize-open posted", f.o.timeout_s);
+  log::info("fault finalize-open: finalize with %zu comm pairs open and requests outstanding%s", st->links.size(),
+            f.o.rank == 1 ? ", 300 ms after the peer's" : "");
+  if (f.o.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+}
+
 }  // namespace
 
 bool is_fault_name(const std::string& name) {
   return std::any_of(std::begin(kFaults), std::end(kFaults), [&](const char* n) { return name == n; });
 }
 
-const char* fault_names() { return "bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev"; }
+const char* fault_names() {
+  return "bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev, late-writes, dead-rail, finalize-open";
+}
 
 void run_fault(const Options& o, Plugin& net, Mgmt& mgmt, Report& rep) {
   Ctx f{o, net, mgmt, rep};
@@ -534,6 +813,9 @@ void run_fault(const Options& o, Plugin& net, Mgmt& mgmt, Report& rep) {
   else if (o.fault == "oversize") oversize(f);
   else if (o.fault == "peer-death") peer_death(f);
   else if (o.fault == "bad-dev") bad_dev(f);
+  else if (o.fault == "late-writes") late_writes(f);
+  else if (o.fault == "dead-rail") dead_rail(f);
+  else if (o.fault == "finalize-open") finalize_open(f);
   else fail(Fail::usage, "unknown --fault " + o.fault);
 }
 

@@ -72,14 +72,19 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --timeout S          bound for every phase, every wait for the peer and every plugin call (default 60)
   --json FILE          write the JSON report to FILE
   --phase-file F       write "<phase> <unix_ms>" to F (atomically) whenever a phase starts
+  --wait-file F        --fault dead-rail: after the traffic, wait until F exists (a script faults the
+                       rail meanwhile), then close every comm
   --outlive-peer S     if the peer aborts during a data phase, keep driving this rank's plugin for up
                        to S s, so that its own error is reported (exit 3) rather than the abort (5)
   --idle AT:DUR        integrity phase, this rank only: AT ms after the phase start, make no plugin
                        call at all for DUR ms (an NCCL proxy busy elsewhere), then resume; a comma
                        list or repeated for several windows (bounded by --timeout)
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
+  --linger S           after dlclose, wait up to S s until the thread count is back to its value before
+                       init (a plugin's background threads), before the last snapshot and the exit
   --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
-                       bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev (see README)
+                       bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev,
+                       late-writes, dead-rail, finalize-open (see README)
   -h, --help           this text
   --version            print "ha-net-driver <version>" and exit
 Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1.
@@ -186,6 +191,8 @@ Options parse_options(int argc, char** argv) {
     }
     else if (a == "--min-seconds") o.min_seconds = parse_seconds(a, val(), true);
     else if (a == "--phase-file") o.phase_file = val();
+    else if (a == "--wait-file") o.wait_file = val();
+    else if (a == "--linger") o.linger_s = parse_seconds(a, val(), true);
     else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
     else if (a == "--idle") parse_idle(val(), o.idle);
     else if (a == "--fault") {
@@ -201,6 +208,9 @@ Options parse_options(int argc, char** argv) {
   if (o.rank == 1 && o.peer_host.empty()) fail(Fail::usage, "rank 1 needs --peer HOST:PORT");
   if (o.rank == 0 && !o.peer_host.empty()) fail(Fail::usage, "--peer is for rank 1; rank 0 uses --listen-port");
   if (o.sizes.empty()) fail(Fail::usage, "--sizes: empty list");
+  if ((o.fault == "dead-rail" || o.fault == "finalize-open") && o.comms < 1)
+    fail(Fail::usage, "--fault " + o.fault + " needs --comms N >= 1 (the comm pairs it opens)");
+  if (!o.wait_file.empty() && o.fault != "dead-rail") fail(Fail::usage, "--wait-file is for --fault dead-rail");
   if (o.fault == "peer-death" && o.messages < 2)
     fail(Fail::usage, "--fault peer-death needs --messages >= 2 (rank 1 dies after half of them)");
   if (o.min_seconds > 0 && o.messages == 0) fail(Fail::usage, "--min-seconds needs an integrity phase (--messages >= 1)");

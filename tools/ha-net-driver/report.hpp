@@ -170,6 +170,7 @@ struct Report {
   std::vector<BwResult> bandwidth;
   CommsResult comms;
   std::optional<Snapshot> before_init, after_close, after_dlclose;
+  std::optional<double> linger_ms;  // --linger: how long after dlclose the thread count took to return
   FaultReport fault;
   std::uint64_t plugin_warnings = 0, profiler_events = 0;
   std::vector<std::string> plugin_warning_lines;

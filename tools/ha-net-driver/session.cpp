@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -60,6 +61,16 @@ std::vector<Link> open_links(Plugin& net, Mgmt& mgmt, int dev, int n, double tim
   }
   st->ms += static_cast<double>(now_ns() - t0) / 1e6;
   return links;
+}
+
+void note_phase(const Options& o, Report& rep, const std::string& phase, std::int64_t unix_ms) {
+  rep.phase = phase;
+  if (o.phase_file.empty()) return;
+  std::string tmp = o.phase_file + ".tmp";
+  if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%s %lld\n", phase.c_str(), static_cast<long long>(unix_ms ? unix_ms : wall_ms()));
+    if (std::fclose(f) == 0) std::rename(tmp.c_str(), o.phase_file.c_str());
+  }
 }
 
 void close_link(Plugin& net, Link& l) {

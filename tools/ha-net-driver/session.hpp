@@ -1,6 +1,8 @@
 // ha-net-driver: connection setup and teardown between the two ranks, as NCCL's proxy does it.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "mgmt.hpp"
@@ -22,7 +24,11 @@ struct Link {
 // until ready) until every link has both comms or the timeout expires. The same handle buffer
 // is passed to every connect() retry of a link (plugins may keep connection state in it).
 std::vector<Link> open_links(Plugin& net, Mgmt& mgmt, int dev, int n, double timeout_s, ConnectStats* st);
-void close_link(Plugin& net, Link& l);  // closeSend, closeRecv, closeListen (whichever are open)
+void close_link(Plugin& net, Link& l);
+
+// --phase-file: "<phase> <unix_ms>" whenever a phase starts (written atomically through F.tmp), so
+// scripts can time faults against the phases. Also sets rep.phase.
+void note_phase(const Options& o, Report& rep, const std::string& phase, std::int64_t unix_ms = 0);  // closeSend, closeRecv, closeListen (whichever are open)
 
 // --comms N: open N links, move one verified 64-byte message over each in both directions,
 // snapshot RSS/fds, close them all, snapshot again.

@@ -1,0 +1,128 @@
+"""Check of the plugin-teardown VM test (plugin-teardown.guest.sh): retired QPs accept nothing,
+finalize is bounded with QPs stuck on a dead port, and finalize with comms still open releases
+everything without a crash.
+
+Rank 0 ran in VM a, rank 1 in VM b; each run left NAME.rc / NAME.ms / NAME.json / NAME.log.
+"""
+import re
+
+from check import expect, expect_each, fail
+
+FINALIZE_BOUND_US = 2_000_000  # the issue's bound on finalize (dead-rail)
+FINALIZE_OPEN_US = 2_500_000   # finalize-open: healthy ports, generous for the 1-vCPU guests
+CRASH_TEXT = re.compile(r"Segmentation fault|core dumped|Aborted|terminate called|AddressSanitizer|"
+                        r"UndefinedBehaviorSanitizer|runtime error:|double free|stack smashing|"
+                        r"SIGSEGV|SIGABRT|SIGBUS|Illegal instruction|Bus error")
+
+
+def no_crash(run, role, name):
+    log = run.out(role, f"{name}.log")
+    text = log.read_text(errors="replace") if log.exists() else ""
+    m = CRASH_TEXT.search(text)
+    expect(m is None, f"{role} {name}: no crash/abort text in the driver log" + (f" (found '{m.group(0)}')" if m else ""))
+    return text
+
+
+def step(rep, name):
+    steps = {s["name"]: s for s in rep["fault"]["steps"]}
+    if name not in steps:
+        fail(f"rank {rep['rank']} {rep['fault']['name']}: no step '{name}' (steps: {list(steps)})")
+    return steps[name]
+
+
+def check_named(rep, prefix):
+    c = [x for x in rep["checks"] if x["name"].startswith(prefix)]
+    expect(len(c) == 1 and c[0]["ok"], f"rank {rep['rank']}: {prefix} ({c[0]['detail'] if c else 'missing'})")
+    return c[0]
+
+
+def warns(rep):
+    return rep.get("plugin_warning_lines", [])
+
+
+def finalize_us(rep):
+    return rep["calls"]["finalize"]["max_us"]
+
+
+def late_writes(run):
+    for role in ("a", "b"):
+        no_crash(run, role, "late-writes")
+        rep = run.report(role, "late-writes")
+        expect(run.rc(role, "late-writes") == 0 and rep["ok"] and rep["phase"] == "done",
+               f"late-writes: rank {rep['rank']} exit 0, phase done (errors: {rep['errors']})")
+    r0 = run.report("a", "late-writes")
+    expect(any("HA_NCCL_TEST_REAPER_DELAY_MS=5000" in w for w in warns(r0)),
+           "late-writes: rank 0's reaper delays every destruction by 5 s (the retired QPs stay alive meanwhile)")
+    for i in (0, 1):
+        check_named(r0, f"fault late-writes: message {i} verified before the close")
+    s = step(r0, "closeRecv with 6 receives posted")
+    expect(s["ok"] and s["code"] == 0, f"late-writes: rank 0 closeRecv returned {s['result']} after {s['ms']:.1f} ms")
+    s = step(r0, "the closed comm's buffers stay poisoned while the peer sends")
+    expect(s["ok"], f"late-writes: rank 0: nothing landed in the closed comm's registered buffers ({s['detail']})")
+    r1 = run.report("b", "late-writes")
+    s = step(r1, "sends into the closed receiver's clear-to-send entries fail or never complete")
+    expect(s["ok"], f"late-writes: rank 1's sends after the close: {s['detail']}")
+    expect(re.search(r"^(\d+) posted", s["detail"]) and int(s["detail"].split()[0]) >= 1,
+           f"late-writes: rank 1 really wrote into the closed comm's entries ({s['detail']})")
+
+
+def finalize_open(run):
+    for role in ("a", "b"):
+        no_crash(run, role, "finalize-open")
+        rep = run.report(role, "finalize-open")
+        tag = f"finalize-open: rank {rep['rank']}"
+        expect(run.rc(role, "finalize-open") == 0 and rep["ok"] and rep["phase"] == "done",
+               f"{tag}: exit 0, phase done (errors: {rep['errors']})")
+        for name in ("fds returned after finalize", "QPs destroyed after finalize", "MRs released after finalize",
+                     "no plugin threads left after dlclose"):
+            check_named(rep, name)
+        hits = [w for w in warns(rep) if re.search(r"NET/HA: finalize: 16 comm\(s\) were never closed", w)]
+        expect(len(hits) == 1, f"{tag}: one WARN says finalize closed the 16 comms NCCL left open ({warns(rep)[:3]})")
+        expect(not any("not destroyed within" in w or "still held" in w for w in warns(rep)),
+               f"{tag}: nothing left for the background, nothing held")
+        us = finalize_us(rep)
+        expect(us <= FINALIZE_OPEN_US, f"{tag}: finalize took {us / 1000:.0f} ms (<= {FINALIZE_OPEN_US // 1000} ms)")
+
+
+def dead_rail(run):
+    handed = 0
+    for role in ("a", "b"):
+        text = no_crash(run, role, "dead-rail")
+        rep = run.report(role, "dead-rail")
+        tag = f"dead-rail: rank {rep['rank']}"
+        expect(run.rc(role, "dead-rail") == 0 and rep["ok"] and rep["phase"] == "done",
+               f"{tag}: exit 0, phase done (errors: {rep['errors']})")
+        check_named(rep, "fault dead-rail: messages flowed on every link")
+        expect(re.search(r"NET/HA: (failover|failback) of \S+ comm \S+ rxe0:1 -> rxe1:1", text),
+               f"{tag}: the comms failed over from the dead rail 0 to rail 1")
+        close = step(rep, "close 64 comm pairs after the rail went down")
+        us = finalize_us(rep)
+        exit_ms = run.text(role, "dead-rail.exit_ms") if run.out(role, "dead-rail.exit_ms").exists() else "?"
+        print(f"check: info: {tag}: close of 64 pairs {close['ms']:.0f} ms, finalize {us / 1000:.0f} ms, "
+              f"process exit {exit_ms} ms after its report, linger {rep.get('linger_ms')}")
+        expect(us <= FINALIZE_BOUND_US, f"{tag}: finalize returned within 2 s ({us / 1000:.0f} ms)")
+        bg = [w for w in warns(rep) if "not destroyed within" in w]
+        if bg:
+            handed += 1
+            expect(len(bg) == 1 and re.search(r"finalize: \d+ QP\(s\) not destroyed within 1500 ms \(rxe0:1: \d+", bg[0]),
+                   f"{tag}: one WARN accounts for the QPs left, naming rxe0:1 ({bg[0]})")
+        if role == "a":  # lingered after dlclose until the background reaper was done
+            if bg:
+                expect(re.search(r"NET/HA: background reaper finished: \d+ QP\(s\) destroyed [\d.]+ s after finalize; "
+                                 r"closed .*rxe0", text),
+                       f"{tag}: the background reaper said at INFO that it finished and closed rxe0")
+            after = rep["resources"]["after_dlclose"]
+            before = rep["resources"]["before_init"]
+            expect(after["threads"] <= before["threads"] and after["fds"] <= before["fds"],
+                   f"{tag}: after the linger, threads {before['threads']} -> {after['threads']}, "
+                   f"fds {before['fds']} -> {after['fds']} (the background closed everything)")
+    expect(handed >= 1, f"dead-rail: QPs on the dead port outlived finalize's bound on {handed} rank(s) "
+                        "(the scenario exercised the background hand-off)")
+
+
+def check(run):
+    expect_each("plugin-teardown", [
+        ("late-writes", lambda: late_writes(run)),
+        ("finalize-open", lambda: finalize_open(run)),
+        ("dead-rail", lambda: dead_rail(run)),
+    ])

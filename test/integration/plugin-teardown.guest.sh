@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Guest side of plugin-teardown (issue #10): closing and finalizing through the real
+# libnccl-net-ha.so, real verbs on rxe, real processes. Rank 0 in VM a, rank 1 in VM b.
+#   late-writes    rank 0 closes a recv comm whose clear-to-send entries rank 1 holds, keeps its
+#                  buffers registered and poisons them; rank 1 isends into them: nothing lands,
+#                  rank 1's sends fail or never complete. Rank 0's reaper waits 5 s before each
+#                  destruction (HA_NCCL_TEST_REAPER_DELAY_MS, as on a dead port), so only the
+#                  ERROR transition at close can keep the data out.
+#   finalize-open  8 comm pairs with requests outstanding, finalize without closing them (rank 1
+#                  300 ms later, its control tasks busy with rank 0's vanished QPs): no crash,
+#                  everything released (fds, QPs, MRs, threads), a WARN naming the open comms.
+#   dead-rail      64 comm pairs stream 64-byte messages; each VM takes rail 0 down (fault.sh) 2 s
+#                  into the stream; the comms fail over to rail 1; 3 s later every comm is closed
+#                  and the plugin finalized. The QPs left on the dead port take the kernel long to
+#                  destroy: finalize must return within 2 s (calls.finalize in the JSON). Rank 0
+#                  lingers after dlclose until the plugin's background reaper is done (its INFO
+#                  line, its threads gone, fds back); rank 1 exits at once: dead-rail.exit_ms is
+#                  how long the process took to exit after writing its report (QPs still in the
+#                  kernel). Rail 0 comes back up afterwards.
+# Each run records NAME.rc, NAME.ms (wall), NAME.json and NAME.log in $VM_OUT; check.py
+# (checks/plugin_teardown.py) judges them. The script itself always exits 0.
+# TEARDOWN_PLUGIN=PATH runs the same with another build of the plugin (a "before" measurement).
+set -euo pipefail
+source "$(dirname "$0")/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver, test/vm/lib.sh
+
+PLUGIN=${TEARDOWN_PLUGIN:-$PLUGIN}
+export NCCL_SOCKET_IFNAME=eth2
+unset HA_NCCL_QP_RETRY_CNT HA_NCCL_QP_TIMEOUT HA_NCCL_IB_HCA NCCL_IB_HCA
+
+record() { # NAME
+  echo "$PL_RC" >"$VM_OUT/$1.rc"
+  echo "$PL_MS" >"$VM_OUT/$1.ms"
+  vm_log "$1: exit $PL_RC after $PL_MS ms"
+  vm_barrier "$1-done"
+}
+
+export NCCL_DEBUG=WARN
+[[ $VM_ROLE == a ]] && PL_ENV=(HA_NCCL_TEST_REAPER_DELAY_MS=5000)
+pl_driver late-writes 18731 --fault late-writes --sizes 64K --timeout 60
+PL_ENV=()
+record late-writes
+
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+pl_driver finalize-open 18732 --fault finalize-open --comms 8 --timeout 60
+record finalize-open
+
+# dead-rail: the rail goes down under traffic; then close and finalize.
+name=dead-rail
+phase=$VM_OUT/$name.phase
+go=/tmp/$name.go
+rm -f "$phase" "$go"
+linger=()
+[[ $VM_ROLE == a ]] && linger=(--linger 300)
+pl_driver_start "$name" 18733 --fault dead-rail --comms 64 --timeout 120 --phase-file "$phase" --wait-file "$go" \
+  ${linger[@]+"${linger[@]}"}
+if start=$(pl_wait_phase "$phase" traffic "$PL_PID" 300); then
+  sleep 2
+  t0=$(pl_now_ms)
+  vm_fault rail-down 0 || vm_log "$name: rail-down failed"
+  echo "$t0 $(pl_now_ms) rail-down 0" >"$VM_OUT/$name.fault_ms"
+  vm_log "$name: rail 0 down at +$((t0 - start)) ms"
+  sleep 3
+fi
+touch "$go"
+pl_driver_wait
+end=$(pl_now_ms)
+line=$(cat "$phase" 2>/dev/null || true)
+if [[ $line == exit-* ]]; then  # the report was written at "exit-N <ms>": the rest is the exit
+  echo $((end - ${line#* })) >"$VM_OUT/$name.exit_ms"
+fi
+record "$name"
+vm_fault rail-up 0 || vm_log "rail-up 0 failed"

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -32,9 +33,12 @@ struct Reaper::Core {
   Clock::time_point handoff_at{};
   std::uint64_t destroyed_since_handoff = 0;
   std::string closed_names;          // devices the pool closed after the hand-off (INFO line)
-  // HA_NCCL_TEST_REAPER_DELAY_MS (tests only): every destruction waits this long first, as on a
-  // dead port, so that a test can show what a retired QP still accepts meanwhile.
+  // HA_NCCL_TEST_REAPER_DELAY_MS=MS[:down] (tests only): every destruction (with ":down", of a
+  // path whose port is down) waits this long first, as the kernel does on a dead Soft-RoCE port
+  // under some loads, so that a test can show what a retired QP still accepts meanwhile and what
+  // finalize does with destructions that outlast its bound.
   std::chrono::milliseconds delay{0};
+  bool delay_down_only = false;
 };
 
 namespace {
@@ -85,7 +89,8 @@ void run(std::shared_ptr<Reaper::Core> core) {
     std::unique_ptr<Path> p = take_next(c.queue);
     Device& dev = *p->dev;
     lock.unlock();
-    if (c.delay.count() > 0) std::this_thread::sleep_for(c.delay);
+    if (c.delay.count() > 0 && (!c.delay_down_only || !dev.port_up.load(std::memory_order_relaxed)))
+      std::this_thread::sleep_for(c.delay);
     p.reset();  // ibv_destroy_qp, ibv_destroy_cq: tens of seconds on a dead Soft-RoCE port
     lock.lock();
     --dev.reaping;
@@ -130,7 +135,9 @@ struct PathDeleter {
 Reaper::Reaper() : core_(std::make_shared<Core>()) {
   if (const char* d = std::getenv("HA_NCCL_TEST_REAPER_DELAY_MS"); d && std::atoi(d) > 0) {
     core_->delay = std::chrono::milliseconds(std::atoi(d));
-    HA_WARN("NET/HA: HA_NCCL_TEST_REAPER_DELAY_MS=%d: every QP destruction is delayed (a test setting)", std::atoi(d));
+    core_->delay_down_only = std::strstr(d, ":down") != nullptr;
+    HA_WARN("NET/HA: HA_NCCL_TEST_REAPER_DELAY_MS=%s: QP destructions%s are delayed (a test setting)", d,
+            core_->delay_down_only ? " on ports that are down" : "");
   }
   std::lock_guard<std::mutex> lock(core_->mutex);
   for (int i = 0; i < kThreads; ++i) {

@@ -659,22 +659,27 @@ void late_writes(Ctx& f) {
   f.mgmt.barrier("late-writes done", f.o.timeout_s + 60);
 }
 
-// One comm pair per link, each direction carrying a stream of 64-byte messages, one at a time.
+// One comm pair per link, each direction carrying a stream of messages of the largest --sizes
+// entry, one at a time.
 struct Stream {
   std::vector<Link> links;
   void* mem = nullptr;
   std::size_t bytes = 0;
+  std::size_t msg = 64;    // message size
+  std::size_t slot = 0;    // msg rounded up to pages
   std::vector<void*> smh, rmh, sreq, rreq;
   std::uint64_t messages = 0;
-  static constexpr std::size_t kMsg = 64, kPage = 4096;
-  std::uint8_t* sbuf(std::size_t i) const { return static_cast<std::uint8_t*>(mem) + i * 2 * kPage; }
-  std::uint8_t* rbuf(std::size_t i) const { return sbuf(i) + kPage; }
+  static constexpr std::size_t kPage = 4096;
+  std::uint8_t* sbuf(std::size_t i) const { return static_cast<std::uint8_t*>(mem) + i * 2 * slot; }
+  std::uint8_t* rbuf(std::size_t i) const { return sbuf(i) + slot; }
 };
 
 void open_stream(Ctx& f, Stream& st, std::uint32_t epoch) {
   st.links = open_links(f.net, f.mgmt, f.o.dev, f.o.comms, f.o.timeout_s, &f.rep.connect);
   const std::size_t n = st.links.size();
-  st.bytes = n * 2 * Stream::kPage;
+  st.msg = std::max<std::size_t>(1, *std::max_element(f.o.sizes.begin(), f.o.sizes.end()));
+  st.slot = (st.msg + Stream::kPage - 1) / Stream::kPage * Stream::kPage;
+  st.bytes = n * 2 * st.slot;
   st.mem = ::mmap(nullptr, st.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (st.mem == MAP_FAILED) fail(Fail::usage, "cannot allocate the comms' buffers");
   st.smh.assign(n, nullptr);
@@ -682,33 +687,35 @@ void open_stream(Ctx& f, Stream& st, std::uint32_t epoch) {
   st.sreq.assign(n, nullptr);
   st.rreq.assign(n, nullptr);
   for (std::size_t i = 0; i < n; ++i) {
-    check(f.net.regMr(st.links[i].send, st.sbuf(i), Stream::kPage, NCCL_PTR_HOST, &st.smh[i]), "regMr(send comm)");
-    check(f.net.regMr(st.links[i].recv, st.rbuf(i), Stream::kPage, NCCL_PTR_HOST, &st.rmh[i]), "regMr(recv comm)");
-    pattern::fill(st.sbuf(i), 0, Stream::kMsg, pattern::seed(f.o.rank, epoch, i));
+    check(f.net.regMr(st.links[i].send, st.sbuf(i), st.slot, NCCL_PTR_HOST, &st.smh[i]), "regMr(send comm)");
+    check(f.net.regMr(st.links[i].recv, st.rbuf(i), st.slot, NCCL_PTR_HOST, &st.rmh[i]), "regMr(recv comm)");
+    pattern::fill(st.sbuf(i), 0, st.msg, pattern::seed(f.o.rank, epoch, i));
   }
 }
 
-// One turn over every link: post what is not posted (if `post`), test what is outstanding and
-// verify what arrived. Returns the requests still outstanding.
-std::size_t stream_turn(Ctx& f, Stream& st, std::uint32_t epoch, bool post) {
+// One turn over every link: post the receive and the send that are not posted (receives only if
+// `post_recv`), test what is outstanding and verify what arrived. Returns the requests still
+// outstanding. (An isend without the peer's receive returns no request: nothing is posted.)
+std::size_t stream_turn(Ctx& f, Stream& st, std::uint32_t epoch, bool post_recv, bool post_send = true) {
   std::size_t out = 0;
   for (std::size_t i = 0; i < st.links.size(); ++i) {
     Link& l = st.links[i];
+    const bool post = post_recv;
     if (post && !st.rreq[i]) {
       void* data = st.rbuf(i);
-      std::size_t cap = Stream::kPage;
+      std::size_t cap = st.msg;
       int tag = 0;
-      std::memset(st.rbuf(i), 0xa5, Stream::kMsg);
+      std::memset(st.rbuf(i), 0xa5, st.msg);
       check(f.net.irecv(l.recv, 1, &data, &cap, &tag, &st.rmh[i], &st.rreq[i]), "irecv");
     }
-    if (post && !st.sreq[i]) check(f.net.isend(l.send, st.sbuf(i), Stream::kMsg, 0, st.smh[i], &st.sreq[i]), "isend");
+    if (post_send && !st.sreq[i]) check(f.net.isend(l.send, st.sbuf(i), st.msg, 0, st.smh[i], &st.sreq[i]), "isend");
     int done = 0, size = -1;
     if (st.rreq[i]) {
       check(f.net.test(st.rreq[i], &done, &size), "test(irecv)");
       if (done) {
         pattern::Mismatch m;
-        pattern::verify(st.rbuf(i), 0, Stream::kMsg, pattern::seed(1 - f.o.rank, epoch, i), &m);
-        if (m.bytes || size != static_cast<int>(Stream::kMsg))
+        pattern::verify(st.rbuf(i), 0, st.msg, pattern::seed(1 - f.o.rank, epoch, i), &m);
+        if (m.bytes || size != static_cast<int>(st.msg))
           fail(Fail::verify, strf("link %zu: %d bytes received, %llu wrong", i, size, static_cast<unsigned long long>(m.bytes)));
         if (f.net.has_irecvConsumed()) check(f.net.irecvConsumed(l.recv, 1, st.rreq[i]), "irecvConsumed");
         st.rreq[i] = nullptr;
@@ -746,9 +753,25 @@ void dead_rail(Ctx& f) {
       d.check(f.o.timeout_s, "waiting for --wait-file");
     }
   }
-  // Drain: every message posted arrives (over the standby once the rail is down).
+  // Drain: no new receives; sends go on while the peer still has receives posted (their isend
+  // returns a request), until both ranks have nothing outstanding. Every message posted arrives
+  // (over the standby once the rail is down).
+  const std::string drained = "dead-rail drained";
+  bool said = false, peer = false;
   Deadline drain(f.o.timeout_s);
-  while (stream_turn(f, st, kEpochRail, false) > 0) {
+  for (;;) {
+    const std::size_t out = stream_turn(f, st, kEpochRail, false, true);
+    if (out == 0 && !said) {
+      f.mgmt.send(MsgType::barrier, drained);
+      said = true;
+    }
+    if (!peer && f.mgmt.has_message()) {
+      f.mgmt.check_abort();
+      if (f.mgmt.recv(MsgType::barrier, drain, drained.c_str()) != drained)
+        fail(Fail::peer, "management protocol: the peer is at another barrier than '" + drained + "'");
+      peer = true;
+    }
+    if (said && peer && out == 0) break;
     drain.check(f.o.timeout_s, "completing the messages in flight after the rail went down");
     ::sched_yield();
   }
@@ -779,10 +802,10 @@ void finalize_open(Ctx& f) {
   Stream* st = &open;
   open_stream(f, *st, kEpochOpen);
   f.mgmt.barrier("finalize-open posting", f.o.timeout_s);
-  stream_turn(f, *st, kEpochOpen, true);   // one receive and one send per comm
+  stream_turn(f, *st, kEpochOpen, true);   // one receive and (once the peer's is there) one send per comm
   for (std::size_t i = 0; i < st->links.size(); ++i) {  // a second receive each
     void* data = st->rbuf(i);
-    std::size_t cap = Stream::kPage;
+    std::size_t cap = st->msg;
     int tag = 1;
     void* req = nullptr;
     check(f.net.irecv(st->links[i].recv, 1, &data, &cap, &tag, &st->rmh[i], &req), "irecv");

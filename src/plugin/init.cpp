@@ -323,13 +323,17 @@ void destroy_state(bool bounded) {
   State& s = *g_state;
   // 1. No coroutine runs any more (they are cancelled; the stubborn ones abandoned), so nothing
   //    below races with the progress thread; state() stays valid for the comms closed in 2.
+  using Ms = std::chrono::duration<double, std::milli>;
+  auto since = [t0] { return Ms(std::chrono::steady_clock::now() - t0).count(); };
   s.reactor.stop(kReactorGrace);
   for (auto& d : s.devices) {  // they live on the reactor: before it goes
     d->subscription.reset();
     d->events.reset();
   }
+  const double stopped_ms = since();
   // 2. What NCCL left open.
   close_open_comms(s);
+  const double closed_ms = since();
   // 3. The reactor goes, and with it the frames it abandoned (control tasks holding comms,
   //    handshakes, verbs jobs): their comms and paths reach the reaper while the devices, taken
   //    out of the state first, are still open.
@@ -337,6 +341,7 @@ void destroy_state(bool bounded) {
   Reaper reaper = std::move(s.reaper);
   g_state_ptr.store(nullptr, std::memory_order_release);
   g_state.reset();
+  const double frames_ms = since();
   // 4. The reaper destroys the rest, the devices close after their last path.
   const auto out = reaper.finish(std::move(devices), bounded ? t0 + kFinalizeBound : std::chrono::steady_clock::time_point::max(), bounded);
   if (out.handed_off)
@@ -346,8 +351,9 @@ void destroy_state(bool bounded) {
   if (out.held > 0)
     HA_WARN("NET/HA: finalize: %d path(s) still held by connections that were never closed or accepted: their "
             "devices stay open", out.held);
-  HA_INFO("NET/HA: finalize took %.1f ms (reaper waited %.1f ms)",
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), out.waited_ms);
+  HA_INFO("NET/HA: finalize took %.1f ms (reactor stopped at %.1f, open comms closed at %.1f, its frames gone at "
+          "%.1f, then the reaper waited %.1f ms)",
+          since(), stopped_ms, closed_ms, frames_ms, out.waited_ms);
 }
 
 // At unload, the progress thread must be gone before the code it runs is unmapped.

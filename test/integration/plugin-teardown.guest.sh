@@ -31,6 +31,14 @@ want() { [[ $CASES == *" $1 "* ]]; }
 export NCCL_SOCKET_IFNAME=eth2
 unset HA_NCCL_QP_RETRY_CNT HA_NCCL_QP_TIMEOUT HA_NCCL_IB_HCA NCCL_IB_HCA
 
+# NAME.exit_ms: from the report written ("exit-N <ms>" in NAME.phase) to the process's end, i.e.
+# what the exit cost (with QPs still being destroyed by the kernel, if any).
+exit_cost() { # NAME END_MS
+  local line
+  line=$(cat "$VM_OUT/$1.phase" 2>/dev/null || true)
+  if [[ $line == exit-* ]]; then echo $(($2 - ${line#* })) >"$VM_OUT/$1.exit_ms"; fi
+}
+
 record() { # NAME
   echo "$PL_RC" >"$VM_OUT/$1.rc"
   echo "$PL_MS" >"$VM_OUT/$1.ms"
@@ -48,7 +56,9 @@ fi
 
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 if want finalize-open; then
-  pl_driver finalize-open 18732 --fault finalize-open --comms 8 --sizes 1M --timeout 60
+  pl_driver finalize-open 18732 --fault finalize-open --comms 8 --sizes 1M --timeout 60 \
+    --phase-file "$VM_OUT/finalize-open.phase"
+  exit_cost finalize-open "$(pl_now_ms)"
   record finalize-open
 fi
 want dead-rail || exit 0
@@ -76,10 +86,6 @@ fi
 touch "$go"
 PL_ENV=()
 pl_driver_wait
-end=$(pl_now_ms)
-line=$(cat "$phase" 2>/dev/null || true)
-if [[ $line == exit-* ]]; then  # the report was written at "exit-N <ms>": the rest is the exit
-  echo $((end - ${line#* })) >"$VM_OUT/$name.exit_ms"
-fi
+exit_cost "$name" "$(pl_now_ms)"
 record "$name"
 vm_fault rail-up 0 || vm_log "rail-up 0 failed"

@@ -77,10 +77,16 @@ def finalize_open(run):
         for name in ("fds returned after finalize", "QPs destroyed after finalize", "MRs released after finalize",
                      "no plugin threads left after dlclose"):
             check_named(rep, name)
-        hits = [w for w in warns(rep) if re.search(r"NET/HA: finalize: 16 comm\(s\) were never closed", w)]
-        expect(len(hits) == 1, f"{tag}: one WARN says finalize closed the 16 comms NCCL left open ({warns(rep)[:3]})")
-        expect(not any("not destroyed within" in w or "still held" in w for w in warns(rep)),
-               f"{tag}: nothing left for the background, nothing held")
+        text = run.out(role, "finalize-open.log").read_text(errors="replace")
+        hits = re.findall(r"NET/HA: finalize: 16 comm\(s\) were never closed", text)
+        expect(len(hits) == 1, f"{tag}: one WARN says finalize closed the 16 comms NCCL left open")
+        expect("still held" not in text, f"{tag}: no path held by anything after finalize")
+        took = re.search(r"NET/HA: finalize took .*", text)
+        print(f"check: info: {tag}: {took.group(0) if took else 'no finalize INFO line'}")
+        if run.out(role, "finalize-open.exit_ms").exists():
+            print(f"check: info: {tag}: process exit {run.text(role, 'finalize-open.exit_ms')} ms after its report")
+        for w in re.findall(r"NET/HA: finalize: \d+ QP\(s\) not destroyed within.*", text):
+            print(f"check: info: {tag}: {w}")
         us = finalize_us(rep)
         expect(us <= FINALIZE_OPEN_US, f"{tag}: finalize took {us / 1000:.0f} ms (<= {FINALIZE_OPEN_US // 1000} ms)")
 
@@ -102,7 +108,7 @@ def dead_rail(run):
         print(f"check: info: {tag}: close of 64 pairs {close['ms']:.0f} ms, finalize {us / 1000:.0f} ms, "
               f"process exit {exit_ms} ms after its report, linger {rep.get('linger_ms')}")
         expect(us <= FINALIZE_BOUND_US, f"{tag}: finalize returned within 2 s ({us / 1000:.0f} ms)")
-        bg = [w for w in warns(rep) if "not destroyed within" in w]
+        bg = re.findall(r"NET/HA: finalize: \d+ QP\(s\) not destroyed within .*", text)
         if bg:
             handed += 1
             expect(len(bg) == 1 and re.search(r"finalize: \d+ QP\(s\) not destroyed within 1500 ms \(rxe0:1: \d+", bg[0]),

@@ -8,7 +8,9 @@
 #                  ERROR transition at close can keep the data out.
 #   finalize-open  8 comm pairs with requests outstanding, finalize without closing them (rank 1
 #                  300 ms later, its control tasks busy with rank 0's vanished QPs): no crash,
-#                  everything released (fds, QPs, MRs, threads), a WARN naming the open comms.
+#                  finalize bounded, a WARN naming the open comms, everything released (fds, QPs,
+#                  MRs, threads) once the plugin's background threads are done (--linger: QPs
+#                  whose peer vanished with writes in flight can take the kernel long).
 #   dead-rail      64 comm pairs stream 1 MiB messages; each VM takes rail 0 down (fault.sh) 2 s
 #                  into the stream; the comms fail over to rail 1; 3 s later every comm is closed
 #                  and the plugin finalized. The QPs left on the dead port take long to destroy
@@ -56,7 +58,7 @@ fi
 
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 if want finalize-open; then
-  pl_driver finalize-open 18732 --fault finalize-open --comms 8 --sizes 1M --timeout 60 \
+  pl_driver finalize-open 18732 --fault finalize-open --comms 8 --sizes 1M --timeout 60 --linger 120 \
     --phase-file "$VM_OUT/finalize-open.phase"
   exit_cost finalize-open "$(pl_now_ms)"
   record finalize-open

@@ -131,7 +131,7 @@ void finish(const Options& o, Report& rep, Plugin& net) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       rep.linger_ms = static_cast<double>(now_ns() - t0) / 1e6;
     }
-    rep.after_dlclose = snapshot(false);
+    rep.after_dlclose = snapshot(o.linger_s > 0);
   }
   note_phase(o, rep, "done");
 }
@@ -305,9 +305,11 @@ void evaluate(const Options& o, Report& rep) {
     rep.check("comms test: fd count returned after closing", rep.comms.fds_returned,
               strf("%d before, %d after close", rep.comms.before.fds, rep.comms.after_close.fds));
   }
-  // --fault dead-rail: QPs on the dead port are still being destroyed in the background after
-  // finalize (their device's fd stays open, the plugin's reaper threads run): informational.
-  const bool background = o.fault == "dead-rail";
+  // --fault dead-rail / finalize-open: QPs on a dead port, or whose peer vanished with writes in
+  // flight, may still be destroyed in the background after finalize (their device's fd stays
+  // open, the plugin's reaper threads run): informational here; with --linger the same checks
+  // apply after the linger instead.
+  const bool background = o.fault == "dead-rail" || o.fault == "finalize-open";
   auto resource_check = [&rep, background](const std::string& name, bool ok, const std::string& detail) {
     if (background) rep.checks.push_back({name + " (informational: QPs on the dead port are destroyed in the background)", true, detail});
     else rep.check(name, ok, detail);
@@ -328,6 +330,14 @@ void evaluate(const Options& o, Report& rep) {
   if (rep.before_init && rep.after_dlclose)
     resource_check("no plugin threads left after dlclose", rep.after_dlclose->threads <= rep.before_init->threads,
                    strf("%d threads before init, %d after dlclose", rep.before_init->threads, rep.after_dlclose->threads));
+  if (rep.linger_ms && rep.before_init && rep.after_dlclose) {
+    const Snapshot& b = *rep.before_init;
+    const Snapshot& a = *rep.after_dlclose;
+    const bool qps_ok = !b.qps || !a.qps || *a.qps <= *b.qps;
+    rep.check("threads, fds and QPs back after the linger", a.threads <= b.threads && a.fds <= b.fds && qps_ok,
+              strf("after %.0f ms: threads %d -> %d, fds %d -> %d, QPs %d -> %d", *rep.linger_ms, b.threads, a.threads,
+                   b.fds, a.fds, b.qps.value_or(-1), a.qps.value_or(-1)));
+  }
 }
 
 }  // namespace

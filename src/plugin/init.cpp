@@ -109,6 +109,10 @@ ncclResult_t pick_handshake_address(State& s) {
 }
 
 constexpr const char* kProgressThreadName = "ncclHaProgress";  // <= 15 characters
+// The reactor's workers: blocking verbs work (handshakes, re-protection, flush QPs) and file I/O
+// (stats, Prometheus), off the progress thread. Created on demand.
+constexpr const char* kWorkerThreadName = "ncclHaWorker";
+constexpr std::size_t kWorkerThreads = 2;
 
 // The INIT|NET line: version, devices with their backup pairing, handshake interface, budget and
 // the HA settings that matter, in one line an operator can grep for.
@@ -282,6 +286,7 @@ ncclResult_t create_state() {
             static_cast<unsigned long long>(p.guid));
   }
   log_init_line(init_summary(*s));
+  s->reactor.set_workers(kWorkerThreads, kWorkerThreadName);
   s->reactor.start(kProgressThreadName);
   if (s->config.use_progress_thread)
     for (auto& d : s->devices) watch_port_events(*s, *d);

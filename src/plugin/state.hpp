@@ -32,6 +32,14 @@ struct CommRegistry {
   CommCounters closed;
 };
 
+// HA_NCCL_STATS_FILE lines not yet appended (stats.cpp): written by one offloaded job at a time,
+// in order. Any thread appends under `mutex`.
+struct StatsOutbox {
+  std::mutex mutex;
+  std::string pending;
+  bool writing = false;  // a job is appending `pending`
+};
+
 struct State {
   Config config;
   reactor::Reactor reactor;
@@ -43,6 +51,7 @@ struct State {
   std::string stats_path;  // HA_NCCL_STATS_FILE with %h / %p expanded ("": no stats records)
   std::string prom_path;   // HA_NCCL_PROM_FILE with %h / %p expanded ("": no snapshot)
   CommRegistry comms;
+  StatsOutbox stats_out;
   bool gpu_memory = false;   // a GPU peer-memory client is loaded (gdr.hpp): ptrSupport has CUDA
   // Receive comms get loopback QPs for RDMA READ flushes (HA_NCCL_FORCE_FLUSH, or GPU memory).
   bool flush_qps() const { return config.force_flush || gpu_memory; }

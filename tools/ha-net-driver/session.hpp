@@ -1,6 +1,8 @@
 // ha-net-driver: connection setup and teardown between the two ranks, as NCCL's proxy does it.
 #pragma once
 
+#include <functional>
+
 #include <vector>
 
 #include "mgmt.hpp"
@@ -26,6 +28,8 @@ void close_link(Plugin& net, Link& l);  // closeSend, closeRecv, closeListen (wh
 
 // --comms N: open N links, move one verified 64-byte message over each in both directions,
 // snapshot RSS/fds, close them all, snapshot again.
-CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank);
+// `hold_started`: called when the --comms-hold wait begins (after both ranks' messages).
+CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
+                           const std::function<void()>& hold_started = {});
 
 }  // namespace hnd

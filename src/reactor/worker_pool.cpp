@@ -1,20 +1,27 @@
 #include "nccl_ha/reactor/worker_pool.hpp"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "nccl_ha/reactor/log.hpp"
 
 namespace nccl_ha::reactor {
 
-WorkerPool::WorkerPool(std::size_t max_threads, std::string name)
-    : max_threads_(max_threads ? max_threads : 1), name_(std::move(name)) {}
+WorkerPool::WorkerPool(std::size_t max_threads, std::string name, int nice)
+    : max_threads_(max_threads ? max_threads : 1), name_(std::move(name)), nice_(nice) {}
 
 WorkerPool::~WorkerPool() { stop(); }
 
-void WorkerPool::configure(std::size_t max_threads, std::string name) {
+void WorkerPool::configure(std::size_t max_threads, std::string name, int nice) {
   std::lock_guard<std::mutex> lock(mutex_);
   max_threads_ = max_threads ? max_threads : 1;
   name_ = std::move(name);
+  nice_ = nice;
 }
 
 bool WorkerPool::submit(std::unique_ptr<Job> job) {
@@ -46,11 +53,20 @@ bool WorkerPool::submit(std::unique_ptr<Job> job) {
 
 void WorkerPool::run_worker() {
   std::string name;
+  int nice = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     name = name_.substr(0, 15);
+    nice = nice_;
   }
   pthread_setname_np(pthread_self(), name.c_str());
+  if (nice != 0) {  // Linux: the nice value of this thread only
+    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno != 0 || setpriority(PRIO_PROCESS, tid, now + nice) != 0)
+      HA_DEBUG("reactor: worker %s: nice %+d not applied: %s", name.c_str(), nice, std::strerror(errno));
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     ++idle_;

@@ -2,6 +2,12 @@
 // the progress thread stays responsive while a job blocks; stop() with work in flight or queued;
 // workers created on demand, bounded, named, and joined by stop(); restart.
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
@@ -90,18 +96,22 @@ BOOST_AUTO_TEST_SUITE(reactor_offload)
 BOOST_AUTO_TEST_CASE(co_await_runs_off_the_progress_thread_and_resumes_on_it) {
   LogCapture log;
   Reactor r;
-  r.set_workers(2, "test-worker");
+  r.set_workers(2, "test-worker", 5);
   r.start("test-progress");
   const auto progress = progress_id(r);
+  errno = 0;
+  const int base_nice = getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
   struct Where {
     std::thread::id job, resumed;
     std::string job_name;
+    int nice = 0;
   };
   const auto where = run_co(r, [&r]() -> asio::awaitable<std::pair<Where, int>> {
     Where w;
     auto work = [&w] {
       w.job = std::this_thread::get_id();
       w.job_name = thread_name();
+      w.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
       return 41;
     };
     const int v = co_await r.offload(work);
@@ -112,6 +122,7 @@ BOOST_AUTO_TEST_CASE(co_await_runs_off_the_progress_thread_and_resumes_on_it) {
   BOOST_TEST((where.first.job != progress));
   BOOST_TEST((where.first.job != std::this_thread::get_id()));
   BOOST_TEST(where.first.job_name == "test-worker");
+  BOOST_TEST(where.first.nice == std::min(base_nice + 5, 19));  // the worker alone runs at a lower priority
   BOOST_TEST((where.first.resumed == progress));
 }
 

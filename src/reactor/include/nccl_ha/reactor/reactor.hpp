@@ -137,9 +137,11 @@ class Reactor {
     using Job = offload_detail::CallbackJob<F, Done, Executor>;
     pool_.submit(std::make_unique<Job>(std::move(fn), std::move(done), ctx_.get_executor()));
   }
-  // The workers' maximum and their thread name (at most 15 characters are kept); for threads
-  // created from now on.
-  void set_workers(std::size_t max_threads, std::string name) { pool_.configure(max_threads, std::move(name)); }
+  // The workers' maximum, their thread name (at most 15 characters are kept) and nice increment
+  // (worker_pool.hpp); for threads created from now on.
+  void set_workers(std::size_t max_threads, std::string name, int nice = 0) {
+    pool_.configure(max_threads, std::move(name), nice);
+  }
   WorkerPool& workers() noexcept { return pool_; }
 
  private:

@@ -223,7 +223,7 @@ struct StandbyHealth {
 };
 
 // Building a new standby after a failover (reprotect.cpp).
-struct PathJob;  // reprotect.cpp: verbs work on the progress thread
+struct PathJob;  // path_job.hpp: verbs work on the reactor's worker threads
 struct ReprotectState {
   enum Step : std::uint8_t { idle, building, requested, connecting, hello };
   Step step = idle;
@@ -272,6 +272,7 @@ struct CommStats {
   std::uint64_t bytes_sent = 0;      // completed sends (a replayed message counts once)
   std::uint64_t bytes_received = 0;  // completed receives
   std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
+  std::uint64_t flush_rebuilds[kSlots] = {};  // flush QPs replaced per device slot (flush.cpp)
   double last_stall_ms = 0;
 };
 
@@ -350,9 +351,18 @@ struct RecvComm : CommBase {
   std::array<Request, kMaxRequests> reqs{};
   Request flushed{ReqType::flush};  // returned by iflush when nothing is to be read back: complete
   // RDMA READ flushes (flush.cpp), with HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP per
-  // device slot, the 8 bytes each READ lands in, and a ring of flush requests.
+  // device slot, the 8 bytes each READ lands in, and a ring of flush requests. The loopback QPs
+  // are rebuilt by the control plane (with re-protection, or when one failed or its port came
+  // back); iflush / test only ever read flush_paths.
   bool force_flush = false;  // HA_NCCL_FORCE_FLUSH: host buffers are read back too
-  std::shared_ptr<Path> flush_paths[kSlots];
+  bool flush_on = false;     // the comm has loopback QPs
+  std::shared_ptr<Path> flush_paths[kSlots];   // in use (replaced by the control plane, under `owned`)
+  std::shared_ptr<Path> flush_next[kSlots];    // built, installed once no read is outstanding on the old one
+  std::shared_ptr<PathJob> flush_job[kSlots];  // a rebuild of its own (a failed or stale QP)
+  std::uint32_t flush_gen[kSlots] = {};        // the device's recover_gen the slot's QP was built for
+  bool flush_want[kSlots] = {};                // a new QP is wanted (the old one failed, or is stale)
+  std::uint64_t flush_retry_ns[kSlots] = {};   // after a failed rebuild: next attempt
+  std::uint64_t flush_backoff_ns[kSlots] = {};
   alignas(8) std::uint64_t flush_sink[kSlots] = {};
   net::MrPtr flush_sink_mr[kSlots];
   std::array<Request, kMaxRequests> flushes{};

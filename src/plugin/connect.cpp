@@ -1,5 +1,8 @@
 // listen / connect / accept / closeListen. None of them waits for the peer or the network:
-// each does local work and returns; the handshakes run as coroutines on the reactor.
+// each does local work and returns; the handshakes run as coroutines on the reactor. Their
+// verbs work (creating the comm's CQs, QPs and registrations, the INIT->RTR->RTS transitions,
+// the flush QPs) is offloaded to the reactor's workers (co_await Reactor::offload), so that a
+// burst of handshakes never sits in front of port events and failovers on the progress thread.
 //
 //   connector (sender)                         listener (receiver)
 //   TCP connect to the handle's address  --->  accept
@@ -104,9 +107,13 @@ void make_single_path(CommBase& c) {
 asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endpoint& remote, std::uint64_t token,
                                   Millis timeout) {
   path.remote = remote;
-  auto local = net::connect_rc_qp(path.qp.get(), path.local, remote, rc_attrs(path));
-  if (local)
-    if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) local = errno_error(Errc::verbs, "posting control receives", rc);
+  auto connect_standby = [&path, &remote] {  // verbs work: on a reactor worker
+    auto done = net::connect_rc_qp(path.qp.get(), path.local, remote, rc_attrs(path));
+    if (done)
+      if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) done = errno_error(Errc::verbs, "posting control receives", rc);
+    return done;
+  };
+  auto local = co_await state()->reactor.offload(connect_standby);
   const std::string mine = local ? std::string() : local.error().message;
   const std::vector<std::uint8_t> payload(mine.begin(), mine.end());
   const auto type = static_cast<std::uint16_t>(local ? HandshakeMsg::standby_up : HandshakeMsg::standby_failed);
@@ -172,7 +179,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
                                     Millis timeout, StandbyPlan& plan) {
   auto sock = co_await net::connect_with_retry(peer, timeout);
   if (!sock) co_return std::move(sock).error();
-  auto comm = make_send_comm(*dev, backup_for(*dev, peer_ha, "send"));
+  Device* const backup = backup_for(*dev, peer_ha, "send");
+  auto create = [dev, backup] { return make_send_comm(*dev, backup); };  // verbs work: on a reactor worker
+  auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
   SendComm& c = **comm;
   c.params = op.params;
@@ -195,9 +204,12 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     co_return make_error(Errc::bad_length, "malformed connection reply");
   if (!(flags & kOfferStandby) || !remote_standby) make_single_path(c);
   c.paths[0]->remote = *remote;
-  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) co_return s;
-  if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
-    co_return errno_error(Errc::verbs, "posting control receives", rc);
+  auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
+    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) return s;
+    if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+    return {};
+  };
+  if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
   const std::vector<std::uint8_t> none;
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, none, timeout); !s)
     co_return s;
@@ -254,7 +266,9 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   std::uint32_t flags = 0;
   r.u32(flags);
   const bool peer_offers = (flags & kOfferStandby) && remote_standby;
-  auto comm = make_recv_comm(*ls->dev, backup_for(*ls->dev, peer_offers, "recv"));
+  Device* const backup = backup_for(*ls->dev, peer_offers, "recv");
+  auto create = [ls, backup] { return make_recv_comm(*ls->dev, backup); };  // verbs work: on a reactor worker
+  auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
   RecvComm& c = **comm;
   c.params = ls->params;
@@ -267,10 +281,12 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     co_return make_error(Errc::bad_length, "malformed connection request");
   set_qos(c, qos);  // the connector's, as NCCL does
   c.paths[0]->remote = *remote;
-  if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) co_return s;
-  if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
-    co_return errno_error(Errc::verbs, "posting control receives", rc);
-  if (auto s = setup_flush(c); !s) co_return s;
+  auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
+    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) return s;
+    if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+    return setup_flush(c);
+  };
+  if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
   std::vector<std::uint8_t> reply = net::encode_endpoint(c.paths[0]->local);
   net::ByteWriter w(reply);
   w.u32(c.paths[1] ? kOfferStandby : 0);

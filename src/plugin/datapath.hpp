@@ -60,11 +60,23 @@ int post_heartbeat(CommBase& c, Path& p);
 
 // ---- RDMA READ flushes (flush.cpp)
 // With HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP and a sink on every device of the
-// comm (the primary's is required, a backup's failure is WARNed about). Nothing otherwise. Runs
-// on the reactor.
+// comm (the primary's is required, a backup's failure is WARNed about). Nothing otherwise.
+// Verbs work: runs on a reactor worker (Reactor::offload), before the comm is handed to NCCL.
 Status setup_flush(RecvComm& c);
-void close_flush(RecvComm& c);                   // the loopback QPs go to the reaper
+void close_flush(RecvComm& c);                   // closing, comm held: the loopback QPs go to the reaper
 ncclResult_t test_flush(Request& r, int* done);  // test() of an iflush request
+// A new loopback path on d, slot `slot`, connected to itself with the port's GID as it is now.
+// Verbs work (any thread, a worker's).
+Expected<std::shared_ptr<Path>> build_flush_path(Device& d, int slot);
+// Re-protection building a standby on `slot` builds the slot's flush QP too when this says so.
+bool flush_rebuilt_with_standby(const RecvComm& c, int slot);
+struct PathJob;
+// The flush path a finished job built for `slot` (control plane, comm held): it replaces the
+// slot's QP as soon as no READ is outstanding on that one.
+void offer_flush_path(RecvComm& c, int slot, PathJob& job);
+// Control plane, comm held: installs waiting flush QPs, rebuilds failed and stale ones. Returns
+// when it wants to run again (0: no wish).
+std::uint64_t tend_flush(RecvComm& c, std::uint64_t now);
 
 // A comm NCCL never closed, at the last finalize: closed as closeSend / closeRecv would (NCCL's
 // reference dropped too). The reactor is stopped by then.

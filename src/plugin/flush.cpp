@@ -12,17 +12,38 @@
 // After a failover the reads go to the new active device: a READ still outstanding on the old one, or
 // one that fails, is posted once more on the other device's loopback QP (a late completion of the
 // first attempt is recognised by its wr_id and ignored) before the comm fails.
+//
+// The loopback QPs follow the comm. A READ posted while its port's link is down (its GID gone)
+// fails and leaves that QP in ERROR for good, and a port that came back may have a new GID: so
+// the control plane (tend_flush, on the progress thread) replaces them. With re-protection: the
+// verbs job that builds a standby on a device builds that device's loopback QP too (path_job.hpp,
+// reprotect.cpp). On its own: a QP that failed (an error completion, a failed post), and one whose
+// port came back or changed its GID since it was built (Device::recover_gen), are rebuilt on a
+// worker thread when the port is up (backoff 100 ms .. 5 s after a failed attempt). A new QP
+// waits in flush_next until no READ is outstanding on the one it replaces, then the control plane
+// swaps it in while it holds the comm (CommBase::owned): iflush / test just use flush_paths, with
+// no lock and no allocation of their own. Meanwhile reads prefer a QP that has not failed.
 #include <cstring>
 
 #include "core.hpp"
 #include "datapath.hpp"
+#include "path_job.hpp"
 #include "reaper.hpp"
+#include "nccl_ha/net/discovery.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
 namespace {
 
 constexpr int kFlushDepth = 2 * kMaxRequests;  // each flush may have two attempts outstanding
+constexpr std::uint64_t kFirstRebuildBackoffNs = 100'000'000;
+constexpr std::uint64_t kMaxRebuildBackoffNs = 5'000'000'000;
+constexpr std::uint64_t kDrainPollNs = 2'000'000;  // a new QP waits for the old one's reads
+
+bool usable(const RecvComm& c, int slot) {
+  const Path* p = c.flush_paths[slot].get();
+  return p && p->link.load(std::memory_order_relaxed) != Path::failed;
+}
 
 // A flush request: seq = its number, index = the slot read on, done_mask = the attempt (0, 1).
 std::uint64_t flush_wr_value(const Request& r) { return (r.seq << 1) | r.done_mask; }
@@ -44,14 +65,19 @@ int post_flush_read(RecvComm& c, Request& r, int slot) {
   if (rc == 0) {
     r.index = static_cast<std::uint8_t>(slot);
     ++p.sends_out;
+  } else {
+    p.link.store(Path::failed, std::memory_order_relaxed);  // the control plane replaces it
   }
   return rc;
 }
 
-// The slot whose loopback QP reads for the active path (the other one if it has none).
+// The slot whose loopback QP reads for the active path: the active device's unless its QP failed
+// (then the other's, until the control plane has replaced it); -1: none at all.
 int flush_slot(const RecvComm& c) {
-  if (c.flush_paths[c.active]) return c.active;
   const int other = 1 - c.active;
+  if (usable(c, c.active)) return c.active;
+  if (usable(c, other)) return other;
+  if (c.flush_paths[c.active]) return c.active;
   return c.flush_paths[other] ? other : -1;
 }
 
@@ -93,43 +119,172 @@ ncclResult_t poll_flush(RecvComm& c, int slot) {
       ++c.stats.flush_reads[slot];
       continue;
     }
+    p.link.store(Path::failed, std::memory_order_relaxed);  // in ERROR now: the control plane replaces it
     const std::string why = std::string("failed (") + ibv_wc_status_str(wcs[i].status) + " on " + p.dev->port.id() + ")";
     if (auto rc = read_again(c, r, 1 - slot, why); rc != ncclSuccess) return rc;
   }
   return ncclSuccess;
 }
 
+// Replaces the slot's QP by the waiting one once no READ is outstanding on it (reaping what it can).
+// Returns false while it has to wait.
+bool install_next(RecvComm& c, int s) {
+  Path* cur = c.flush_paths[s].get();
+  if (cur && cur->sends_out > 0 && poll_flush(c, s) != ncclSuccess) return true;  // the comm failed
+  if (cur && cur->sends_out > 0) return false;
+  const bool replaced = cur != nullptr;
+  retire(std::move(c.flush_paths[s]));
+  c.flush_paths[s] = std::move(c.flush_next[s]);
+  if (replaced) ++c.stats.flush_rebuilds[s];
+  HA_INFO("NET/HA: %s: flush QP %u on %s %s", c.id.c_str(), c.flush_paths[s]->local.qpn,
+          c.devs[s]->port.id().c_str(), replaced ? "replaces the old one" : "installed");
+  return true;
+}
+
+// A rebuild of the slot's loopback QP on its own (no re-protection brings one).
+void start_rebuild(RecvComm& c, int s) {
+  Device* d = c.devs[s];
+  const std::uint32_t gen = d->recover_gen.load(std::memory_order_relaxed);
+  c.flush_want[s] = false;
+  HA_INFO("NET/HA: %s: rebuilding the flush QP on %s (%s)", c.id.c_str(), d->port.id().c_str(),
+          usable(c, s) ? "its port came back or changed its GID" : "it failed");
+  c.flush_job[s] = start_job(c, nullptr, [d, s, gen](PathJob& job) -> Status {
+    auto p = build_flush_path(*d, s);
+    if (!p) return std::move(p).error();
+    job.flush = std::move(p).value();
+    job.flush_gen = gen;
+    return {};
+  });
+}
+
 }  // namespace
+
+Expected<std::shared_ptr<Path>> build_flush_path(Device& d, int slot) {
+  auto port = net::query_port(d.ctx.get(), d.port.device, d.port.port);  // the GID as it is now
+  if (!port) return std::move(port).error();
+  if (!port->active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port->state));
+  auto p = make_path(d, slot, kFlushDepth, 1);
+  if (!p) return std::move(p).error();
+  Path& path = **p;
+  path.local = net::local_endpoint(path.qp.get(), *port, path.local.psn);
+  if (auto s = net::connect_rc_qp(path.qp.get(), path.local, path.local, d.timeouts); !s) return std::move(s).error();
+  path.link.store(Path::up, std::memory_order_relaxed);
+  return std::move(p).value();
+}
 
 Status setup_flush(RecvComm& c) {
   const State* st = state();
   if (!st || !st->flush_qps()) return {};
   c.force_flush = st->config.force_flush;
+  c.flush_on = true;
   for (int s = 0; s < kSlots; ++s) {
     Device* dev = c.devs[s];
     if (!dev) continue;
-    auto p = make_path(*dev, s, kFlushDepth, 1);
-    Status ok = p ? Status{} : Status(std::move(p).error());
-    if (ok) ok = net::connect_rc_qp((*p)->qp.get(), (*p)->local, (*p)->local, dev->timeouts);
+    c.flush_gen[s] = dev->recover_gen.load(std::memory_order_relaxed);
+    Status ok;
+    if (auto mr = net::register_mr(dev->pd.get(), &c.flush_sink[s], sizeof c.flush_sink[s], IBV_ACCESS_LOCAL_WRITE))
+      c.flush_sink_mr[s] = std::move(mr).value();
+    else
+      ok = std::move(mr).error();
     if (ok) {
-      auto mr = net::register_mr(dev->pd.get(), &c.flush_sink[s], sizeof c.flush_sink[s], IBV_ACCESS_LOCAL_WRITE);
-      if (mr) c.flush_sink_mr[s] = std::move(mr).value();
-      else ok = std::move(mr).error();
+      if (auto p = build_flush_path(*dev, s))
+        c.flush_paths[s] = std::move(p).value();
+      else
+        ok = std::move(p).error();
     }
     if (!ok) {
       if (s == 0) return ok;  // the primary's flush QP is required
-      HA_WARN("NET/HA: %s: no flush QP on %s (%s); after a failover flushes read through %s", c.id.c_str(),
+      HA_WARN("NET/HA: %s: no flush QP on %s (%s); flushes read through %s until one is built", c.id.c_str(),
               dev->port.id().c_str(), ok.error().message.c_str(), c.devs[0]->port.id().c_str());
-      continue;
+      c.flush_want[s] = c.flush_sink_mr[s] != nullptr;  // the control plane builds it when it can
     }
-    c.flush_paths[s] = std::move(p).value();
   }
   for (auto& r : c.flushes) r.comm = &c;
   return {};
 }
 
 void close_flush(RecvComm& c) {
-  for (auto& p : c.flush_paths) retire(std::move(p));
+  for (int s = 0; s < kSlots; ++s) {
+    retire(std::move(c.flush_paths[s]));
+    retire(std::move(c.flush_next[s]));
+    if (c.flush_job[s]) c.flush_job[s]->cancelled.store(true, std::memory_order_relaxed);
+    c.flush_job[s].reset();
+  }
+}
+
+bool flush_rebuilt_with_standby(const RecvComm& c, int slot) {
+  return c.flush_on && c.devs[slot] && c.flush_sink_mr[slot];
+}
+
+void offer_flush_path(RecvComm& c, int slot, PathJob& job) {
+  if (!c.flush_on) return;
+  if (!job.flush) {
+    if (!job.flush_why.empty()) {
+      HA_INFO("NET/HA: %s: the flush QP on %s was not rebuilt with the standby: %s", c.id.c_str(),
+              c.devs[slot]->port.id().c_str(), job.flush_why.c_str());
+      c.flush_want[slot] = true;
+    }
+    return;
+  }
+  retire(std::move(c.flush_next[slot]));
+  c.flush_next[slot] = std::move(job.flush);
+  c.flush_gen[slot] = job.flush_gen;
+  c.flush_want[slot] = false;
+  if (c.flush_job[slot]) c.flush_job[slot]->cancelled.store(true, std::memory_order_relaxed);  // not needed now
+  c.flush_job[slot].reset();
+  install_next(c, slot);
+}
+
+std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
+  if (!c.flush_on || c.error != ncclSuccess) return 0;
+  std::uint64_t next = 0;
+  const auto soonest = [&next](std::uint64_t t) { next = next == 0 ? t : std::min(next, t); };
+  for (int s = 0; s < kSlots; ++s) {
+    Device* d = c.devs[s];
+    if (!d || !c.flush_sink_mr[s]) continue;
+    if (const auto& job = c.flush_job[s]) {  // a rebuild of its own
+      const int o = job_outcome(*job);
+      if (o == 0) continue;  // it wakes us
+      if (o > 0) {
+        auto done = job;
+        offer_flush_path(c, s, *done);
+        if (c.error != ncclSuccess) return 0;
+      } else {
+        c.flush_want[s] = true;
+        c.flush_backoff_ns[s] =
+            c.flush_backoff_ns[s] ? std::min(c.flush_backoff_ns[s] * 2, kMaxRebuildBackoffNs) : kFirstRebuildBackoffNs;
+        c.flush_retry_ns[s] = now + c.flush_backoff_ns[s];
+        HA_INFO("NET/HA: %s: rebuilding the flush QP on %s failed (%s); next attempt in %llu ms", c.id.c_str(),
+                d->port.id().c_str(), job->why.c_str(),
+                static_cast<unsigned long long>(c.flush_backoff_ns[s] / 1000000));
+        c.flush_job[s].reset();
+      }
+    }
+    if (c.flush_next[s]) {
+      if (!install_next(c, s)) soonest(now + kDrainPollNs);
+      if (c.error != ncclSuccess) return 0;
+      continue;
+    }
+    if (c.flush_job[s]) continue;
+    if (const auto gen = d->recover_gen.load(std::memory_order_relaxed); gen != c.flush_gen[s]) {
+      c.flush_gen[s] = gen;  // the port came back, or its GID changed, since the QP was built
+      c.flush_want[s] = true;
+    }
+    if (!usable(c, s)) c.flush_want[s] = true;
+    if (!c.flush_want[s]) {
+      c.flush_backoff_ns[s] = 0;
+      continue;
+    }
+    // The standby's device without a standby up: re-protection builds it, with the flush QP.
+    if (s == c.standby_slot() && (c.rp.job || c.standby.state != StandbyHealth::up)) continue;
+    if (!d->port_up.load(std::memory_order_relaxed)) continue;  // PORT_ACTIVE brings us back
+    if (now < c.flush_retry_ns[s]) {
+      soonest(c.flush_retry_ns[s]);
+      continue;
+    }
+    start_rebuild(c, s);
+  }
+  return next;
 }
 
 ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request) {

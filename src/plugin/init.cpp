@@ -110,6 +110,12 @@ ncclResult_t pick_handshake_address(State& s) {
 }
 
 constexpr const char* kProgressThreadName = "ncclHaProgress";  // <= 15 characters
+// The reactor's workers: blocking verbs work (handshakes, re-protection, flush QPs) and file I/O
+// (stats, Prometheus), off the progress thread. Created on demand; nice +10, so that on a busy
+// core the progress thread (port events, failovers) gets the CPU before a burst of rebuilds.
+constexpr const char* kWorkerThreadName = "ncclHaWorker";
+constexpr std::size_t kWorkerThreads = 2;
+constexpr int kWorkerNice = 10;
 
 // The INIT|NET line: version, devices with their backup pairing, handshake interface, budget and
 // the HA settings that matter, in one line an operator can grep for.
@@ -283,6 +289,7 @@ ncclResult_t create_state() {
             static_cast<unsigned long long>(p.guid));
   }
   log_init_line(init_summary(*s));
+  s->reactor.set_workers(kWorkerThreads, kWorkerThreadName, kWorkerNice);
   s->reactor.start(kProgressThreadName);
   if (s->config.use_progress_thread)
     for (auto& d : s->devices) watch_port_events(*s, *d);

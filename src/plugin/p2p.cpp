@@ -103,6 +103,7 @@ void close_comm(CommBase& c) {
   c.closing.store(true, std::memory_order_relaxed);
   write_stats(c, "close");
   unregister_comm(c);
+  if (c.kind == CommKind::recv) close_flush(static_cast<RecvComm&>(c));  // held: the control plane swaps them
   for (auto& p : c.paths) retire(std::move(p));
   retire_job(c);
   c.owned.store(false, std::memory_order_release);
@@ -352,7 +353,6 @@ ncclResult_t close_send(void* send_comm) {
 ncclResult_t close_recv(void* recv_comm) {
   auto& c = *static_cast<RecvComm*>(recv_comm);
   const std::shared_ptr<CommBase> nccl_ref = std::move(c.self);
-  close_flush(c);
   close_comm(c);
   return ncclSuccess;
 }

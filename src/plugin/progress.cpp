@@ -204,6 +204,8 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   std::uint64_t next = now + std::max(kMinTickNs, std::min(c.heartbeat_ns, c.rto_ns / 4));
   next = soonest(next, reprotect(c, now));
   if (c.error != ncclSuccess) return 0;
+  if (c.kind == CommKind::recv) next = soonest(next, tend_flush(static_cast<RecvComm&>(c), now));
+  if (c.error != ncclSuccess) return 0;
   if (c.failback && c.kind == CommKind::send && c.active != 0 && c.paths[0] &&
       c.standby.state == StandbyHealth::up) {
     const std::uint64_t at = c.standby.up_since_ns + c.failback_hold_ns;

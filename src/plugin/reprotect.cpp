@@ -13,45 +13,27 @@
 // A request with a newer gen replaces whatever the receive side built for an older one. Every
 // message is a write with immediate data: its completion wakes the peer's control plane.
 // The verbs work ([reactor]: QP creation and state transitions, tens of milliseconds under
-// emulation) runs as a PathJob on the progress thread, which wakes the comm when it is done.
+// emulation) runs as a PathJob (path_job.hpp) on the reactor's worker threads, never on the
+// progress thread; the comm is woken when it is done. On a receive comm with flush QPs
+// (flush.cpp) the same job builds a new loopback QP on the standby's device, installed with the
+// standby: a flush QP never outlives the port state it was built in.
 // A PORT_ACTIVE or GID-change event of the standby's device starts the next attempt at once;
 // the backoff only paces attempts that failed.
 #include <cstring>
 #include <functional>
 
 #include "datapath.hpp"
+#include "path_job.hpp"
 #include "reaper.hpp"
 #include "nccl_ha/net/discovery.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
 
-// Verbs work done on the progress thread for the comm. The comm may be closed meanwhile: the
-// job (and its Path) lives as long as either side holds it.
-struct PathJob {
-  enum : int { running, done, failed };
-  std::atomic<int> state{running};
-  std::shared_ptr<Path> path;
-  std::string why;
-};
-
 namespace {
 
 constexpr std::uint64_t kFirstBackoffNs = 100'000'000;
 constexpr std::uint64_t kMaxBackoffNs = 5'000'000'000;
-
-std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work) {
-  auto job = std::make_shared<PathJob>();
-  job->path = std::move(path);
-  State* st = state();
-  st->reactor.post([job, work = std::move(work), owner = c.weak_from_this()] {
-    Status s = work(*job);
-    if (!s) job->why = s.error().message;
-    job->state.store(s ? PathJob::done : PathJob::failed, std::memory_order_release);
-    if (auto comm = owner.lock()) wake_here(*comm);
-  });
-  return job;
-}
 
 // A fresh path on `dev`, with the port (and its GID) queried again.
 Status build_path(PathJob& job, Device& d, int slot, int send_depth, int recv_depth, std::weak_ptr<CommBase> owner) {
@@ -81,22 +63,30 @@ std::shared_ptr<PathJob> start_build(CommBase& c, int slot, const net::Endpoint*
   const int rd = c.kind == CommKind::send ? kSendRecvQueueDepth : kRecvQueueDepth;
   const bool connect = remote_to_connect != nullptr;
   const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
-  return start_job(c, nullptr, [d, slot, sd, rd, connect, remote, qos = c.qos, owner = c.weak_from_this()](PathJob& job) {
+  const bool flush = c.kind == CommKind::recv && flush_rebuilt_with_standby(static_cast<RecvComm&>(c), slot);
+  const std::uint32_t gen = d->recover_gen.load(std::memory_order_relaxed);  // before the port is queried
+  return start_job(c, nullptr, [d, slot, sd, rd, connect, remote, flush, gen, qos = c.qos,
+                                owner = c.weak_from_this()](PathJob& job) {
     Status s = build_path(job, *d, slot, sd, rd, owner);
     if (s) job.path->qos = qos;  // a rebuilt standby keeps the connection's QoS
     if (s && connect) s = connect_path(job, remote);
+    if (s && flush) {  // the device's flush QP too; its failure does not fail the standby
+      auto f = build_flush_path(*d, slot);
+      if (f) {
+        job.flush = std::move(f).value();
+        job.flush_gen = gen;
+      } else {
+        job.flush_why = f.error().message;
+      }
+    }
     return s;
   });
 }
 
-// The job's outcome once finished: 1 done, -1 failed (job->why), 0 still running.
-int job_outcome(const PathJob& job) {
-  const int s = job.state.load(std::memory_order_acquire);
-  return s == PathJob::done ? 1 : s == PathJob::failed ? -1 : 0;
-}
-
-// Installs `p` as the standby.
-void install(CommBase& c, std::shared_ptr<Path> p, std::uint64_t now) {
+// Installs the job's path as the standby (and, on a receive comm, its flush path).
+void install(CommBase& c, PathJob& job, std::uint64_t now) {
+  std::shared_ptr<Path> p = job.path;
+  if (c.kind == CommKind::recv) offer_flush_path(static_cast<RecvComm&>(c), p->slot, job);
   c.rp.job.reset();
   p->link.store(Path::up, std::memory_order_relaxed);
   const std::string dev = p->dev->port.id();
@@ -225,7 +215,8 @@ std::uint64_t drive(CommBase& c, std::uint64_t now) {
         return rp.next_try_ns;
       }
       if (p.sends_out == 0) {
-        install(c, rp.job->path, now);
+        const auto job = rp.job;
+        install(c, *job, now);
         return now + 1;
       }
       if (now > rp.deadline_ns) {
@@ -282,9 +273,8 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
     HelloMsg hello;
     if (c.inbox.hello && read_record(c.ctrl.hello, hello) && hello.gen == rp.gen) {
       c.inbox.hello = false;
-      auto path = rp.job->path;
-      install(c, std::move(path), now);
-      rp.job.reset();
+      const auto job = rp.job;
+      install(c, *job, now);
       return now + 1;
     }
   }
@@ -295,14 +285,15 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
 
 bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now) {
   if (!via || !c.rp.job || c.rp.job->path.get() != via || job_outcome(*c.rp.job) <= 0) return false;
-  auto path = c.rp.job->path;
-  install(c, std::move(path), now);
-  c.rp.job.reset();
+  const auto job = c.rp.job;
+  install(c, *job, now);
   return true;
 }
 
 void retire_job(CommBase& c) {
-  if (c.rp.job && job_outcome(*c.rp.job) != 0) retire(std::move(c.rp.job->path));
+  // A job still queued does nothing; one running finishes and its paths go to the reaper with the
+  // last reference (~PathJob), whichever thread drops it.
+  if (c.rp.job) c.rp.job->cancelled.store(true, std::memory_order_relaxed);
   c.rp.job.reset();
 }
 

@@ -32,6 +32,14 @@ struct CommRegistry {
   CommCounters closed;
 };
 
+// HA_NCCL_STATS_FILE lines not yet appended (stats.cpp): written by one offloaded job at a time,
+// in order. Any thread appends under `mutex`.
+struct StatsOutbox {
+  std::mutex mutex;
+  std::string pending;
+  bool writing = false;  // a job is appending `pending`
+};
+
 // Teardown (init.cpp destroy_state) runs in this order: the reactor stops (its coroutines are
 // cancelled; those that do not unwind within the grace are abandoned), the devices' event pumps
 // close (they live on the reactor), the comms NCCL left open are closed, then the reactor is
@@ -54,6 +62,7 @@ struct State {
   std::string stats_path;  // HA_NCCL_STATS_FILE with %h / %p expanded ("": no stats records)
   std::string prom_path;   // HA_NCCL_PROM_FILE with %h / %p expanded ("": no snapshot)
   CommRegistry comms;
+  StatsOutbox stats_out;
   bool gpu_memory = false;   // a GPU peer-memory client is loaded (gdr.hpp): ptrSupport has CUDA
   // Last member: destroyed first, with whatever coroutine frames it still holds, while the
   // devices and the reaper those frames' comms and paths need are still there.

@@ -1,7 +1,8 @@
 // Observability: standby state changes and the per-comm counters, as NCCL INFO lines and as
-// JSON lines in HA_NCCL_STATS_FILE (one object per event; appended by the progress thread so
-// the caller never waits for the file system), and the Prometheus snapshot HA_NCCL_PROM_FILE
-// (written by a timer on the progress thread; formatted by monitor.cpp).
+// JSON lines in HA_NCCL_STATS_FILE (one object per event; appended by a reactor worker so that
+// neither the caller nor the progress thread waits for the file system), and the Prometheus
+// snapshot HA_NCCL_PROM_FILE (taken by a timer on the progress thread, formatted by monitor.cpp,
+// written by a worker).
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -10,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -28,16 +30,43 @@ std::int64_t unix_ms() {
       .count();
 }
 
-// Appends one line to the stats file, on the progress thread.
-void append_stats_line(State& st, std::string line) {
-  line += '\n';
-  st.reactor.post([path = st.stats_path, line = std::move(line)] {
-    if (FILE* f = std::fopen(path.c_str(), "a")) {
-      std::fputs(line.c_str(), f);
+// Appends what is pending to the stats file until nothing is (a reactor worker).
+void write_pending_stats(State& st) {
+  StatsOutbox& out = st.stats_out;
+  for (;;) {
+    std::string chunk;
+    {
+      std::lock_guard<std::mutex> lock(out.mutex);
+      if (out.pending.empty()) {
+        out.writing = false;
+        return;
+      }
+      chunk.swap(out.pending);
+    }
+    if (FILE* f = std::fopen(st.stats_path.c_str(), "a")) {
+      std::fputs(chunk.c_str(), f);
       std::fclose(f);
     } else {
-      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s", path.c_str());
+      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s", st.stats_path.c_str());
     }
+  }
+}
+
+// Appends one line to the stats file: the file I/O runs on a reactor worker, never on the caller's
+// thread nor the progress thread; lines keep their order (one writing job at a time).
+void append_stats_line(State& st, std::string line) {
+  line += '\n';
+  {
+    std::lock_guard<std::mutex> lock(st.stats_out.mutex);
+    st.stats_out.pending += line;
+    if (st.stats_out.writing) return;  // the job under way takes it
+    st.stats_out.writing = true;
+  }
+  // The State outlives the job: finalize stops the reactor (which runs what is queued) first.
+  st.reactor.offload([&st] { write_pending_stats(st); }, [&st](std::exception_ptr refused) {
+    if (!refused) return;
+    std::lock_guard<std::mutex> lock(st.stats_out.mutex);  // the reactor stops: nobody writes now
+    st.stats_out.writing = false;
   });
 }
 
@@ -123,6 +152,10 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.open('[');
   for (const std::uint64_t n : c.stats.flush_reads) j.num(n);
   j.close(']');
+  j.key("flush_rebuilds");
+  j.open('[');
+  for (const std::uint64_t n : c.stats.flush_rebuilds) j.num(n);
+  j.close(']');
   if (extra) extra(j);
   j.close('}');
   append_stats_line(*st, j.take());
@@ -191,15 +224,15 @@ namespace {
 
 namespace asio = boost::asio;
 
+// File I/O: on a reactor worker (one write at a time: the snapshot loop awaits it).
 void write_prom_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
   bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (f) ok = std::fclose(f) == 0 && ok;
   if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
-  static bool warned = false;  // progress thread only: one WARN, not one per interval
-  if (!ok && !warned) {
-    warned = true;
+  static std::atomic<bool> warned{false};  // one WARN, not one per interval
+  if (!ok && !warned.exchange(true)) {
     HA_WARN("NET/HA: cannot write HA_NCCL_PROM_FILE %s: %s", path.c_str(), std::strerror(errno));
   }
 }
@@ -211,7 +244,8 @@ asio::awaitable<void> prom_loop(State& st) {
   for (;;) {
     const PromSnapshot snap = take_snapshot(st);
     const std::string text = format_prom(snap);
-    write_prom_file(st.prom_path, text);
+    auto write = [&st, &text] { write_prom_file(st.prom_path, text); };
+    co_await st.reactor.offload(write);
     timer.expires_after(interval);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;

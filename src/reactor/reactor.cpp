@@ -14,6 +14,7 @@ Reactor::~Reactor() { stop(); }
 void Reactor::start(const std::string& thread_name) {
   if (running_.exchange(true)) return;
   stopping_ = false;
+  pool_.restart();
   ctx_.restart();
   work_.emplace(ctx_.get_executor());
   run_done_ = std::promise<void>();
@@ -37,12 +38,16 @@ void Reactor::start(const std::string& thread_name) {
 }
 
 void Reactor::stop(std::chrono::milliseconds grace) {
-  if (!running_.load()) return;
+  if (!running_.load()) {
+    if (!in_progress_thread()) pool_.stop();  // work offloaded without ever starting
+    return;
+  }
   if (in_progress_thread()) {
     // Cannot join ourselves: request the stop; the owner's stop() from another thread joins.
     stopping_ = true;
     cancel_all_tasks();
     work_.reset();
+    pool_.request_stop();
     return;
   }
   std::lock_guard<std::mutex> serialize(stop_mutex_);  // concurrent stop() calls: one joins
@@ -57,6 +62,9 @@ void Reactor::stop(std::chrono::milliseconds grace) {
     cancel_all_tasks();
     work_.reset();
   });
+  // The workers finish what is queued (new jobs are refused) and are joined; the outcomes they
+  // post keep run() going until delivered, so coroutines waiting for them unwind normally.
+  pool_.stop();
   if (finished.wait_for(grace) == std::future_status::timeout) {
     HA_WARN("reactor: %zu coroutine(s) did not finish within %lld ms of stop; abandoning them",
             live_tasks_.load(), static_cast<long long>(grace.count()));

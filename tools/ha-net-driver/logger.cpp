@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdarg>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,9 @@ std::atomic<std::uint64_t> g_prof_events{0};
 const std::int64_t g_t0 = now_ns();
 std::mutex g_lines_mutex;
 std::vector<std::string> g_warning_lines;  // guarded by g_lines_mutex
+// NCCL_DEBUG_TIMESTAMP_LEVELS / _FORMAT: which levels get a wall-clock prefix, and its format.
+unsigned g_stamp_levels = 0;  // bit (1 << ncclDebugLogLevel)
+std::string g_stamp_format = "[%F %T] ";
 
 struct Subsys {
   const char* name;
@@ -41,6 +45,37 @@ constexpr Subsys kSubsys[] = {{"INIT", NCCL_INIT},     {"COLL", NCCL_COLL},     
                               {"BOOTSTRAP", NCCL_BOOTSTRAP}, {"REG", NCCL_REG},   {"PROFILE", NCCL_PROFILE},
                               {"RAS", NCCL_RAS},       {"DESTROY", NCCL_DESTROY}, {"ALLOC_HOST", NCCL_ALLOC_HOST},
                               {"ALL", ~0ul}};
+
+// The wall-clock prefix: strftime(g_stamp_format) of the local time, where %Nf (N = 1..9) is
+// the fraction of the second with N digits (NCCL's extension), e.g. "%s.%6f " -> "1795468583.123456 ".
+std::string stamp() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::string fmt;
+  const std::string& f = g_stamp_format;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == '%' && i + 2 < f.size() && f[i + 1] >= '1' && f[i + 1] <= '9' && f[i + 2] == 'f') {
+      const int digits = f[i + 1] - '0';
+      char frac[16];
+      std::snprintf(frac, sizeof frac, "%09ld", ts.tv_nsec);
+      fmt.append(frac, static_cast<std::size_t>(digits));
+      i += 2;
+    } else if (f[i] == '%' && i + 1 < f.size()) {
+      fmt += f[i];
+      fmt += f[++i];  // any other conversion (or %%) is strftime's
+    } else {
+      fmt += f[i];
+    }
+  }
+  tm local{};
+  localtime_r(&ts.tv_sec, &local);
+  char buf[256];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"  // the user's NCCL_DEBUG_TIMESTAMP_FORMAT, as NCCL takes it
+  const std::size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &local);
+#pragma GCC diagnostic pop
+  return std::string(buf, n);
+}
 
 void write_line(std::string& line) {
   if (line.empty() || line.back() != '\n') line.push_back('\n');
@@ -72,16 +107,16 @@ __attribute__((format(printf, 5, 6))) void nccl_log(ncclDebugLogLevel level, uns
   }
   if (!print) return;
   long tid = ::syscall(SYS_gettid);
-  std::string out;
+  std::string out = (g_stamp_levels >> level) & 1u ? stamp() : std::string();
   const char* lvl = warn ? "WARN" : level == NCCL_LOG_TRACE ? "TRACE" : "INFO";
   if (level == NCCL_LOG_TRACE)
-    out = strf("%s:%d:%ld [%d] %.3f %s:%d NCCL %s ", g_host, static_cast<int>(::getpid()), tid, g_rank,
-               static_cast<double>(now_ns() - g_t0) / 1e6, file ? file : "?", line, lvl);
+    out += strf("%s:%d:%ld [%d] %.3f %s:%d NCCL %s ", g_host, static_cast<int>(::getpid()), tid, g_rank,
+                static_cast<double>(now_ns() - g_t0) / 1e6, file ? file : "?", line, lvl);
   else if (warn)
-    out = strf("%s:%d:%ld [%d] %s:%d NCCL %s ", g_host, static_cast<int>(::getpid()), tid, g_rank, file ? file : "?",
-               line, lvl);
+    out += strf("%s:%d:%ld [%d] %s:%d NCCL %s ", g_host, static_cast<int>(::getpid()), tid, g_rank, file ? file : "?",
+                line, lvl);
   else
-    out = strf("%s:%d:%ld [%d] NCCL %s ", g_host, static_cast<int>(::getpid()), tid, g_rank, lvl);
+    out += strf("%s:%d:%ld [%d] NCCL %s ", g_host, static_cast<int>(::getpid()), tid, g_rank, lvl);
   out += buf;
   write_line(out);
 }
@@ -130,6 +165,25 @@ void configure(int rank) {
     }
     g_mask = invert ? ~mask : mask;
   }
+  if (const char* s = std::getenv("NCCL_DEBUG_TIMESTAMP_LEVELS")) {
+    struct Level {
+      const char* name;
+      ncclDebugLogLevel level;
+    };
+    constexpr Level kLevels[] = {{"VERSION", NCCL_LOG_VERSION}, {"WARN", NCCL_LOG_WARN}, {"INFO", NCCL_LOG_INFO},
+                                 {"ABORT", NCCL_LOG_ABORT}, {"TRACE", NCCL_LOG_TRACE}};
+    std::string list(s);
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+      std::size_t comma = list.find(',', pos);
+      std::string tok = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      for (const auto& l : kLevels)
+        if (!strcasecmp(tok.c_str(), l.name) || !strcasecmp(tok.c_str(), "ALL")) g_stamp_levels |= 1u << l.level;
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+  if (const char* f = std::getenv("NCCL_DEBUG_TIMESTAMP_FORMAT")) g_stamp_format = f;
 }
 
 ncclDebugLogger_t logger() { return &nccl_log; }

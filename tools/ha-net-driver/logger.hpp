@@ -11,8 +11,12 @@
 
 namespace hnd::log {
 
-// Reads NCCL_DEBUG (VERSION|WARN|INFO|ABORT|TRACE; unset = WARN) and NCCL_DEBUG_SUBSYS
-// (comma list of INIT,NET,...; leading ^ excludes; unset = ALL). `rank` is printed as [rank].
+// Reads NCCL_DEBUG (VERSION|WARN|INFO|ABORT|TRACE; unset = WARN), NCCL_DEBUG_SUBSYS
+// (comma list of INIT,NET,...; leading ^ excludes; unset = NCCL's default) and, as NCCL does,
+// NCCL_DEBUG_TIMESTAMP_LEVELS (levels whose lines start with the wall clock: a comma list of
+// VERSION,WARN,INFO,ABORT,TRACE or ALL; unset = none, where NCCL's default is WARN) and
+// NCCL_DEBUG_TIMESTAMP_FORMAT (strftime, %Nf = N digits of the second's fraction; "[%F %T] ").
+// `rank` is printed as [rank].
 void configure(int rank);
 
 // ncclDebugLogger_t for the plugin. Lines look like NCCL's:

@@ -283,7 +283,7 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
 
   if (o.comms > 0) {
     note_phase(o, rep, "comms test");
-    rep.comms = run_comms_test(*net, *mgmt, o, o.rank);
+    rep.comms = run_comms_test(*net, *mgmt, o, o.rank, [&] { note_phase(o, rep, "comms hold"); });
   }
 
   finish(o, rep, *net);

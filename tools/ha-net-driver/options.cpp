@@ -68,6 +68,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --bw-messages N      messages per size and direction (default 64; capped at 1 GiB, at least W)
   --bw-bytes B         instead: B / size messages per size and direction (e.g. 64M; same caps)
   --comms N            open N send/recv comm pairs at once, measure RSS and fds, close them
+  --comms-hold S       after their messages, keep the N pairs open S seconds without any plugin
+                       call (phase 'comms hold'), e.g. to fault the rails under many live comms
   --traffic-class N    ncclNetCommConfig.trafficClass (v10+; default -1 = undefined)
   --timeout S          bound for every phase, every wait for the peer and every plugin call (default 60)
   --json FILE          write the JSON report to FILE
@@ -178,6 +180,7 @@ Options parse_options(int argc, char** argv) {
       o.bw_bytes = v[0];
     }
     else if (a == "--comms") o.comms = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+    else if (a == "--comms-hold") o.comms_hold_s = parse_seconds(a, val(), true);
     else if (a == "--traffic-class") o.traffic_class = static_cast<int>(parse_num(a, val(), -1, 255));
     else if (a == "--timeout") o.timeout_s = parse_seconds(a, val(), false);
     else if (a == "--json") o.json = val();
@@ -214,6 +217,7 @@ Options parse_options(int argc, char** argv) {
   if (o.fault == "peer-death" && o.messages < 2)
     fail(Fail::usage, "--fault peer-death needs --messages >= 2 (rank 1 dies after half of them)");
   if (o.min_seconds > 0 && o.messages == 0) fail(Fail::usage, "--min-seconds needs an integrity phase (--messages >= 1)");
+  if (o.comms_hold_s > 0 && (o.comms == 0 || !o.fault.empty())) fail(Fail::usage, "--comms-hold needs --comms N (and no --fault)");
   if (o.min_seconds >= o.timeout_s)
     fail(Fail::usage, strf("--min-seconds %g must be below --timeout %g (the bound of the whole phase)", o.min_seconds,
                            o.timeout_s));
@@ -255,6 +259,7 @@ std::string shared_params(const Options& o) {
   if (o.sampled_verify) s += " verify=sampled";
   if (o.min_seconds > 0) s += strf(" min_seconds=%g", o.min_seconds);
   if (o.pingpong) s += strf(" lat_ahead=%d", o.lat_ahead);
+  if (o.comms_hold_s > 0) s += strf(" comms_hold=%g", o.comms_hold_s);
   return s;
 }
 

@@ -37,6 +37,7 @@ struct Options {
   std::uint64_t bw_messages = 64;     // --bw-messages N per size
   std::uint64_t bw_bytes = 0;         // --bw-bytes B: per size, B / size messages instead (0: off)
   int comms = 0;                      // --comms N (0: skip)
+  double comms_hold_s = 0;            // --comms-hold S: keep the N pairs open (no plugin call) S seconds
   int traffic_class = -1;             // --traffic-class N (v10+ config)
   double timeout_s = 60;              // --timeout S: per phase, per peer wait, per plugin call
   std::string json;                   // --json FILE

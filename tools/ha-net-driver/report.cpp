@@ -345,6 +345,7 @@ bool write_json(const Report& r, const std::string& path) {
     j.kv("n", r.comms.n);
     j.kv("connect_ms", r.comms.connect_ms);
     j.kv("messages_ok", r.comms.messages_ok);
+    j.kv("held_s", r.comms.held_s);
     json_snapshot(j, "before", r.comms.before);
     json_snapshot(j, "after_open", r.comms.after_open);
     json_snapshot(j, "after_close", r.comms.after_close);

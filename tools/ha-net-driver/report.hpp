@@ -116,6 +116,7 @@ struct CommsResult {
   double rss_per_comm_kib = 0;   // (after_open - before) / n, one comm = one send + one recv comm
   bool fds_returned = false;
   std::uint64_t messages_ok = 0;  // one small message per pair and direction, verified
+  double held_s = 0;              // --comms-hold: seconds the pairs were kept open after their messages
 };
 
 struct ConnectStats {

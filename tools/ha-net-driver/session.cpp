@@ -80,7 +80,8 @@ void close_link(Plugin& net, Link& l) {
   l = Link{};
 }
 
-CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank) {
+CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
+                           const std::function<void()>& hold_started) {
   CommsResult r;
   r.ran = true;
   r.n = o.comms;
@@ -154,6 +155,16 @@ CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank) 
     d.check(o.timeout_s, "moving one message over each comm of the comms test");
   }
   r.after_open = snapshot(false);
+  if (o.comms_hold_s > 0) {  // the pairs stay open, untouched: the plugin's control plane alone tends them
+    mgmt.barrier("comms hold", o.timeout_s);
+    if (hold_started) hold_started();
+    const std::int64_t until = now_ns() + static_cast<std::int64_t>(o.comms_hold_s * 1e9);
+    while (now_ns() < until) {
+      mgmt.check_abort();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    r.held_s = o.comms_hold_s;
+  }
   mgmt.barrier("comms close", o.timeout_s);
   for (std::size_t i = 0; i < links.size(); ++i) {
     check(net.deregMr(links[i].send, p[i].smh), "deregMr(send comm)");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ void note_phase(const Options& o, Report& rep, const std::string& phase, std::in
 
 // --comms N: open N links, move one verified 64-byte message over each in both directions,
 // snapshot RSS/fds, close them all, snapshot again.
-CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank);
+// `hold_started`: called when the --comms-hold wait begins (after both ranks' messages).
+CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
+                           const std::function<void()>& hold_started = {});
 
 }  // namespace hnd

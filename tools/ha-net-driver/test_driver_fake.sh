@@ -193,6 +193,21 @@ check_pair fail-timing 'not a["ok"] and a["timeline"]["duration_ms"] < 5000' \
   'b["peer_abort"] is None' \
   '((b["exit_code"] == 5 and b["plugin_error"] is None and "peer aborted" in b["errors"][0]) or
     (b["exit_code"] == 3 and b["plugin_error"]["code"] == 2))'
+# NCCL_DEBUG_TIMESTAMP_LEVELS / _FORMAT: the plugin's WARN line starts with the wall clock (here
+# "<unix s>.<ms>|"), taken when it was logged: after the phase started, before the report.
+RANK0_ENV="FAKE_FAIL_AFTER=40 NCCL_DEBUG_TIMESTAMP_LEVELS=WARN NCCL_DEBUG_TIMESTAMP_FORMAT=%s.%3f|" \
+  run_pair stamped 3 "3|5" "$FAKE10" --one-way --min-seconds 5 --messages 10 --sizes 64K --timeout 30
+stamp=$(grep -m1 -oE '^[0-9]{10}\.[0-9]{3}\|[^ ]+ \[0\] [^ ]+ NCCL WARN' "$WORK/stamped/rank0.log" | cut -d'|' -f1)
+if [[ -z $stamp ]]; then
+  echo "FAIL stamped: no WARN line with a '<s>.<ms>|' timestamp in rank 0's log"; failures=$((failures + 1))
+else
+  check_pair stamped "a[\"phase_start_unix_ms\"] <= round($stamp * 1000) <= a[\"exit_unix_ms\"]"
+fi
+# --comms-hold: the pairs stay open (no plugin call) for the hold, then close as usual.
+run_pair comms-hold 0 0 "$FAKE10" --messages 0 --comms 4 --comms-hold 1.5 --timeout 30
+check_pair comms-hold 'a["comms_test"]["held_s"] == 1.5 and b["comms_test"]["held_s"] == 1.5' \
+  'a["comms_test"]["messages_ok"] == 4 and a["comms_test"]["fds_returned"]' \
+  '"comms_hold=1.5" in a["params"]'
 # --outlive-peer: rank 1 keeps driving its plugin after the abort, until its own error (exit 3) ...
 RANK0_ENV=FAKE_FAIL_AFTER=40 RANK1_ARGS="--outlive-peer 10" run_pair outlive 3 3 "$FAKE10" --one-way \
   --min-seconds 5 --messages 10 --sizes 64K --timeout 30

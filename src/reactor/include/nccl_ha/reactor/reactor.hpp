@@ -25,6 +25,29 @@
 //  * spawn() before start() queues the coroutine for the first run; after stop() (until the
 //    next start()) it is dropped with a DEBUG line.
 //  * The reactor can be started again after stop().
+//
+// Blocking work
+// -------------
+// Work that can block (QP/CQ creation, modify_qp to RTR/RTS - on RoCE it resolves the GID and
+// route -, ibv_query_port, file I/O) must not sit in front of port events and failover
+// conversations on the progress thread: offload() runs it on the Reactor's worker threads
+// (worker_pool.hpp: created on demand, 2 at most unless set_workers() says otherwise) and hands
+// the outcome back to the progress thread:
+//  * `co_await reactor.offload(fn)` in a coroutine: fn() on a worker; the coroutine resumes on
+//    its executor with fn's result, or with what fn threw rethrown. fn is a named lvalue (GCC 12:
+//    no temporaries in co_await expressions); it and what it refers to live in the awaiting
+//    frame, which stays suspended until the job has finished or was refused. The wait is not
+//    cancellable: a job is never abandoned, so fn may refer to the frame's locals.
+//  * `reactor.offload(fn, done)` from any thread: fn() on a worker, then on the progress thread
+//    done(std::exception_ptr) for a void fn, done(std::exception_ptr, std::optional<R>) for one
+//    returning R (nullopt when it threw). What done throws is logged.
+//  * stop() refuses new jobs (the awaiting coroutine gets operation_aborted thrown, done gets it
+//    as its exception), runs every job already queued, and joins the workers before the progress
+//    thread; the outcomes of those jobs still reach the progress thread (a job keeps the
+//    io_context's run() going until its outcome is delivered). So when stop() returns, no job
+//    runs and none will: owners may close what the jobs used (devices).
+//  * A job refused after the progress thread has ended (after stop()) delivers its outcome on
+//    the next start(), or never if the reactor is destroyed first.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -46,6 +69,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 
 #include "nccl_ha/reactor/log.hpp"
+#include "nccl_ha/reactor/offload.hpp"
+#include "nccl_ha/reactor/worker_pool.hpp"
 
 namespace nccl_ha::reactor {
 
@@ -90,6 +115,35 @@ class Reactor {
   // Number of coroutines started by spawn() that have not finished yet (progress-thread view).
   std::size_t live_tasks() const noexcept { return live_tasks_.load(std::memory_order_relaxed); }
 
+  // Blocking work (see "Blocking work" above).
+  template <class F>
+  asio::awaitable<std::invoke_result_t<F&>> offload(F& fn) {
+    using R = std::invoke_result_t<F&>;
+    offload_detail::Outcome<R> out;
+    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+        [this, &fn, &out](auto handler) {
+          using Job = offload_detail::AwaitJob<F, R, decltype(handler)>;
+          pool_.submit(std::make_unique<Job>(fn, out, std::move(handler)));
+        },
+        asio::use_awaitable);
+    if (out.error) std::rethrow_exception(out.error);
+    if constexpr (std::is_void_v<R>)
+      co_return;
+    else
+      co_return std::move(*out.value);
+  }
+  template <class F, class Done>
+  void offload(F fn, Done done) {
+    using Job = offload_detail::CallbackJob<F, Done, Executor>;
+    pool_.submit(std::make_unique<Job>(std::move(fn), std::move(done), ctx_.get_executor()));
+  }
+  // The workers' maximum, their thread name (at most 15 characters are kept) and nice increment
+  // (worker_pool.hpp); for threads created from now on.
+  void set_workers(std::size_t max_threads, std::string name, int nice = 0) {
+    pool_.configure(max_threads, std::move(name), nice);
+  }
+  WorkerPool& workers() noexcept { return pool_; }
+
  private:
   struct Task {
     std::string name;
@@ -109,6 +163,7 @@ class Reactor {
   std::mutex stop_mutex_;  // serializes stop() callers off the progress thread
   std::list<Task> tasks_;  // progress thread only
   std::atomic<std::size_t> live_tasks_{0};
+  WorkerPool pool_;  // after ctx_: joined (by stop(), at the latest by its destructor) before ctx_ goes
 };
 
 }  // namespace nccl_ha::reactor

@@ -1,0 +1,39 @@
+// PathJob: verbs work for one comm (building or connecting a path: QP and CQ creation, the
+// INIT->RTR->RTS transitions, a port query), run on the reactor's worker threads
+// (Reactor::offload) so that it never sits in front of port events and failover conversations
+// on the progress thread. Used by re-protection (reprotect.cpp) and the flush QPs (flush.cpp).
+//
+// The comm may be closed while a job runs: the job (and the paths it builds) lives as long as
+// the comm or the worker holds it; a job the comm gave up (`cancelled`) that has not started yet
+// does no verbs work. Whoever drops the last reference, the paths nobody installed go to the
+// reaper (destroying a QP can block).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm.hpp"
+
+namespace nccl_ha::plugin {
+
+struct PathJob {
+  enum : int { running, done, failed };
+  std::atomic<int> state{running};        // set on the progress thread when the work has ended
+  std::atomic<bool> cancelled{false};     // the comm no longer wants it (any thread)
+  std::shared_ptr<Path> path;             // re-protection: the new standby path
+  std::shared_ptr<Path> flush;            // receive comms with flush QPs: a new loopback path (flush.cpp)
+  std::string flush_why;                  // why `flush` is null although one was asked for
+  std::uint32_t flush_gen = 0;            // the device's recover_gen when `flush` was built
+  std::string why;                        // failed: what
+  ~PathJob();
+};
+
+// Runs work(job) on a worker; when it has ended the job's state is set and the comm woken (on the
+// progress thread). `job->path` may be preset (a path to connect).
+std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work);
+// The job's outcome once finished: 1 done, -1 failed (job.why), 0 still running.
+int job_outcome(const PathJob& job);
+
+}  // namespace nccl_ha::plugin

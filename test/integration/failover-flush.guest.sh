@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Guest side of failover-flush (issue #10): RDMA READ flushes (HA_NCCL_FORCE_FLUSH=1, --flush-each:
+# every received group read back through the NIC's loopback QP and waited for before it is checked)
+# follow the comm through standby losses, failovers and failbacks. a is the receiver of the
+# --one-way stream b -> a on rxe0 (standby rxe1), so a's receive comm owns the flush QPs. Small
+# messages in groups of 2 make the flushes frequent (a flush is nearly always about to be posted
+# or in flight): one posted on a port whose link just went down, before the failover moved the
+# comm, fails and leaves that loopback QP in ERROR. Every fault is on a, with
+# HA_NCCL_ENABLE_FAILBACK=1 and a 2 s hold:
+#   a: flap 1 (down 500 ms) at 2 s               the standby's rail: re-protected on rxe1, and with
+#                                                it rxe1's flush QP rebuilt (the stream stays on
+#                                                rxe0). b learns that a's standby QP died from its
+#                                                heartbeats' retries running out (~4 s): rail 0 stays
+#                                                up until 12 s
+#   a: rail-down 0 at 12 s, rail-up 0 at 14.5 s  failover to rxe1 (flushes read through rxe1), rxe0
+#                                                re-protected (its flush QP rebuilt), failback after
+#                                                the hold: flushes read through rxe0 again
+#   the same at 25 s / 27.5 s and 38 s / 40.5 s
+# checks/failover_flush.py judges the run.
+set -euo pipefail
+source "$(dirname "$0")/plugin-lib.sh"
+pl_failover_env
+export HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=2000
+PL_ENV=(HA_NCCL_FORCE_FLUSH=1)
+PL_FAULTS=("a 2000 flap 1 1 500")
+for t in 12000 25000 38000; do PL_FAULTS+=("a $t rail-down 0" "a $((t + 2500)) rail-up 0"); done
+pl_stream fault 18721 --one-way --dev 0 --sizes 8,4K,64K --group 2 --inflight 8 --messages 200 --timeout 120 \
+  --min-seconds 52 --flush-each

@@ -11,11 +11,11 @@
 #                  finalize bounded, a WARN naming the open comms, everything released (fds, QPs,
 #                  MRs, threads) once the plugin's background threads are done (--linger: QPs
 #                  whose peer vanished with writes in flight can take the kernel long).
-#   dead-rail      64 comm pairs stream 1 MiB messages; each VM takes rail 0 down (fault.sh) 2 s
+#   dead-rail      64 comm pairs stream 4 KiB messages; each VM takes rail 0 down (fault.sh) 2 s
 #                  into the stream; the comms fail over to rail 1; 3 s later every comm is closed
 #                  and the plugin finalized. The QPs left on the dead port take long to destroy
-#                  (HA_NCCL_TEST_REAPER_DELAY_MS=1000:down, 1 s each; TEARDOWN_DEAD_DELAY=0: the
-#                  kernel's own time): finalize must return within 2 s (calls.finalize). Rank 0
+#                  (HA_NCCL_TEST_REAPER_DELAY_MS=1000:down, 1 s each; 5 s each on b; TEARDOWN_DEAD_DELAY=0:
+#                  the kernel's own time): finalize must return within 2 s (calls.finalize). Rank 0
 #                  lingers after dlclose until the plugin's background reaper is done (its INFO
 #                  line, its threads gone, fds back); rank 1 exits at once: dead-rail.exit_ms is
 #                  how long the process took to exit after writing its report (QPs still in the
@@ -74,8 +74,18 @@ linger=()
 [[ $VM_ROLE == a ]] && linger=(--linger 300)
 # On this test bed the kernel destroys QPs on the dead port quickly; what it does under some
 # loads (52 s each, commit b6e35dd) is emulated: 1 s per destruction on a port that is down.
-PL_ENV=("HA_NCCL_TEST_REAPER_DELAY_MS=${TEARDOWN_DEAD_DELAY:-1000:down}")
-pl_driver_start "$name" 18733 --fault dead-rail --comms 64 --sizes 1M --timeout 120 --phase-file "$phase" --wait-file "$go" \
+# 128 comms failing over at once on busy TCG guests: the peer's confirmation can take longer than
+# the default 1 s, and the surviving rail can go silent for longer than rxe's retry window (then
+# "no usable path left"). This test is about what comes after: generous bounds for both.
+# Rank 1 (b) emulates 5 s per destruction, on every port (a busy guest may take its rail down
+# only after the failovers already retired the QPs): its background is still busy when it exits
+# (after the result exchange, i.e. after rank 0's linger), so dead-rail.exit_ms on b is an exit
+# with QPs left to the kernel.
+delay=1000:down
+[[ $VM_ROLE == b ]] && delay=5000
+PL_ENV=("HA_NCCL_TEST_REAPER_DELAY_MS=${TEARDOWN_DEAD_DELAY:-$delay}" HA_NCCL_FAILOVER_TIMEOUT_MS=10000
+  HA_NCCL_QP_TIMEOUT=19)
+pl_driver_start "$name" 18733 --fault dead-rail --comms 64 --sizes 4K --timeout 120 --phase-file "$phase" --wait-file "$go" \
   ${linger[@]+"${linger[@]}"}
 if start=$(pl_wait_phase "$phase" traffic "$PL_PID" 300); then
   sleep 2

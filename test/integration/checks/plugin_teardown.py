@@ -124,6 +124,12 @@ def dead_rail(run):
                    f"fds {before['fds']} -> {after['fds']} (the background closed everything)")
     expect(handed >= 1, f"dead-rail: QPs on the dead port outlived finalize's bound on {handed} rank(s) "
                         "(the scenario exercised the background hand-off)")
+    text_b = run.out("b", "dead-rail.log").read_text(errors="replace")
+    if "HA_NCCL_TEST_REAPER_DELAY_MS=5000: " in text_b:  # b exited with its background still busy
+        expect(re.search(r"finalize: \d+ QP\(s\) not destroyed within", text_b) and
+               "background reaper finished" not in text_b,
+               "dead-rail: rank 1 handed QPs to the background and exited before it was done "
+               "(its exit_ms is an exit with QPs left to the kernel)")
 
 
 def check(run):

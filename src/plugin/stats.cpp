@@ -73,7 +73,8 @@ void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why
   c.standby.state = state;
   c.standby.why = why;
   const Device* d = c.devs[c.standby_slot()];
-  const char* port = d ? d->port.id().c_str() : "-";
+  const std::string port_id = d ? d->port.id() : std::string("-");  // id() returns a temporary
+  const char* port = port_id.c_str();
   if (loud && state == StandbyHealth::up)
     HA_WARN("NET/HA: standby %s of %s is %s (%s): protected again", port, c.id.c_str(), standby_name(state), why.c_str());
   else if (loud)

@@ -293,6 +293,7 @@ ncclResult_t create_state() {
 }
 
 void destroy_state() {
+  drop_connect_ops();  // before the state goes: their QPs go to its reaper
   g_state_ptr.store(nullptr, std::memory_order_release);
   if (g_state) g_state->reactor.stop();
   g_state.reset();

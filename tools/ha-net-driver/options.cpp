@@ -79,7 +79,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
                        list or repeated for several windows (bounded by --timeout)
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
   --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
-                       bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev (see README)
+                       bad-handle, bad-token, close-listen, close-listen-ack, flood, abandon-connect,
+                       oversize, peer-death, bad-dev (see README)
   -h, --help           this text
   --version            print "ha-net-driver <version>" and exit
 Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1.

@@ -10,6 +10,7 @@ PACKAGES=(
   qemu-system-x86 busybox-static cpio kmod iproute2 python3
   tcpdump  # plugin-qos, ha-ping-rails: the TOS byte of RoCE packets on the wire
   rpm   # rpmbuild: CPack's .rpm packages (scripts/package-check.sh)
+  clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, ASan and UBSan runtimes
 )
 
 missing=()

@@ -46,9 +46,11 @@ Expected<DeviceFilter> DeviceFilter::parse(const std::string& raw) {
   return f;
 }
 
-DeviceFilter DeviceFilter::from_env() {
+DeviceFilter DeviceFilter::from_env() { return from_lookup(process_env()); }
+
+DeviceFilter DeviceFilter::from_lookup(const EnvLookup& env) {
   const char* which = nullptr;
-  auto spec = env_string({"HA_NCCL_IB_HCA", "NCCL_IB_HCA"}, &which);
+  auto spec = env_string(env, {"HA_NCCL_IB_HCA", "NCCL_IB_HCA"}, &which);
   if (!spec) return {};
   auto f = parse(*spec);
   if (!f) {

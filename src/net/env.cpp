@@ -8,14 +8,27 @@
 
 namespace nccl_ha::net {
 
-std::optional<std::string> env_string(std::initializer_list<const char*> names, const char** which) {
+const EnvLookup& process_env() {
+  static const EnvLookup lookup = [](const char* name) -> std::optional<std::string> {
+    if (const char* v = std::getenv(name)) return std::string(v);
+    return std::nullopt;
+  };
+  return lookup;
+}
+
+std::optional<std::string> env_string(const EnvLookup& env, std::initializer_list<const char*> names,
+                                      const char** which) {
   for (const char* n : names) {
-    if (const char* v = std::getenv(n)) {
+    if (auto v = env(n)) {
       if (which) *which = n;
-      return std::string(v);
+      return v;
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::string> env_string(std::initializer_list<const char*> names, const char** which) {
+  return env_string(process_env(), names, which);
 }
 
 std::optional<std::int64_t> parse_int(const std::string& s) {
@@ -28,9 +41,10 @@ std::optional<std::int64_t> parse_int(const std::string& s) {
   return static_cast<std::int64_t>(v);
 }
 
-std::optional<std::int64_t> env_int_opt(std::initializer_list<const char*> names, std::int64_t min, std::int64_t max) {
+std::optional<std::int64_t> env_int_opt(const EnvLookup& env, std::initializer_list<const char*> names,
+                                        std::int64_t min, std::int64_t max) {
   const char* which = nullptr;
-  auto s = env_string(names, &which);
+  auto s = env_string(env, names, &which);
   if (!s) return std::nullopt;
   auto v = parse_int(*s);
   if (!v || *v < min || *v > max) {
@@ -41,10 +55,14 @@ std::optional<std::int64_t> env_int_opt(std::initializer_list<const char*> names
   return v;
 }
 
-std::int64_t env_int(std::initializer_list<const char*> names, std::int64_t fallback, std::int64_t min,
-                     std::int64_t max) {
+std::optional<std::int64_t> env_int_opt(std::initializer_list<const char*> names, std::int64_t min, std::int64_t max) {
+  return env_int_opt(process_env(), names, min, max);
+}
+
+std::int64_t env_int(const EnvLookup& env, std::initializer_list<const char*> names, std::int64_t fallback,
+                     std::int64_t min, std::int64_t max) {
   const char* which = nullptr;
-  auto s = env_string(names, &which);
+  auto s = env_string(env, names, &which);
   if (!s) return fallback;
   auto v = parse_int(*s);
   if (!v || *v < min || *v > max) {
@@ -53,6 +71,11 @@ std::int64_t env_int(std::initializer_list<const char*> names, std::int64_t fall
     return fallback;
   }
   return *v;
+}
+
+std::int64_t env_int(std::initializer_list<const char*> names, std::int64_t fallback, std::int64_t min,
+                     std::int64_t max) {
+  return env_int(process_env(), names, fallback, min, max);
 }
 
 }  // namespace nccl_ha::net

@@ -127,16 +127,24 @@ asio::awaitable<Expected<Endpoint>> exchange_endpoints(tcp::socket& socket, std:
   co_return decode_endpoint(f->payload);
 }
 
-Expected<tcp::endpoint> resolve_endpoint(const std::string& spec, std::uint16_t default_port) {
-  std::string host = spec;
-  std::uint16_t port = default_port;
+Expected<HostPort> parse_host_port(const std::string& spec, std::uint16_t default_port) {
+  HostPort hp{spec, default_port};
   auto colon = spec.rfind(':');
   if (colon != std::string::npos && spec.find(':') == colon) {  // host:port (not a bare IPv6 address)
-    host = spec.substr(0, colon);
+    hp.host = spec.substr(0, colon);
     auto p = parse_int(spec.substr(colon + 1));  // the whole rest: "80x" is not port 80
     if (!p || *p < 1 || *p > 65535) return make_error(Errc::invalid_argument, "bad port in '" + spec + "'");
-    port = static_cast<std::uint16_t>(*p);
+    hp.port = static_cast<std::uint16_t>(*p);
   }
+  if (hp.host.empty()) return make_error(Errc::invalid_argument, "no host in '" + spec + "'");
+  return hp;
+}
+
+Expected<tcp::endpoint> resolve_endpoint(const std::string& spec, std::uint16_t default_port) {
+  auto hp = parse_host_port(spec, default_port);
+  if (!hp) return std::move(hp).error();
+  const std::string& host = hp->host;
+  const std::uint16_t port = hp->port;
   error_code ec;
   auto addr = asio::ip::make_address(host, ec);
   if (!ec) return tcp::endpoint(addr, port);

@@ -9,10 +9,12 @@
 
 namespace nccl_ha::net {
 
-QpTimeouts QpTimeouts::from_env() {
+QpTimeouts QpTimeouts::from_env() { return from_lookup(process_env()); }
+
+QpTimeouts QpTimeouts::from_lookup(const EnvLookup& env) {
   QpTimeouts t;
-  t.timeout = static_cast<std::uint8_t>(env_int({"HA_NCCL_QP_TIMEOUT"}, t.timeout, 1, 31));
-  t.retry_cnt = static_cast<std::uint8_t>(env_int({"HA_NCCL_QP_RETRY_CNT"}, t.retry_cnt, 0, 7));
+  t.timeout = static_cast<std::uint8_t>(env_int(env, {"HA_NCCL_QP_TIMEOUT"}, t.timeout, 1, 31));
+  t.retry_cnt = static_cast<std::uint8_t>(env_int(env, {"HA_NCCL_QP_RETRY_CNT"}, t.retry_cnt, 0, 7));
   return t;
 }
 

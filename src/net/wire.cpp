@@ -31,8 +31,13 @@ bool ByteReader::bytes(std::span<std::uint8_t> out) {
   return true;
 }
 bool ByteReader::str(std::string& s, std::size_t max_len) {
+  const std::size_t start = pos_;
   std::uint16_t n;
-  if (!u16(n) || n > max_len || remaining() < n) return false;
+  if (!u16(n)) return false;
+  if (n > max_len || remaining() < n) {
+    pos_ = start;  // a failed read consumes nothing
+    return false;
+  }
   s.assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
   pos_ += n;
   return true;

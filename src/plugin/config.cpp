@@ -22,8 +22,8 @@ std::string lower(std::string s) {
 }
 
 // 0/1, true/false, yes/no, on/off (any case); anything else -> WARN + fallback.
-bool env_bool(const char* name, bool fallback) {
-  auto s = net::env_string({name});
+bool env_bool(const net::EnvLookup& env, const char* name, bool fallback) {
+  auto s = net::env_string(env, {name});
   if (!s) return fallback;
   const std::string v = lower(*s);
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
@@ -33,8 +33,8 @@ bool env_bool(const char* name, bool fallback) {
   return fallback;
 }
 
-int env_int(const char* name, int fallback, int min, int max) {
-  return static_cast<int>(net::env_int({name}, fallback, min, max));
+int env_int(const net::EnvLookup& env, const char* name, int fallback, int min, int max) {
+  return static_cast<int>(net::env_int(env, {name}, fallback, min, max));
 }
 
 std::string fmt_ms(double ms) {
@@ -60,15 +60,17 @@ std::string quoted_if_needed(const std::string& s) {
 
 }  // namespace
 
-Config Config::from_env() {
+Config Config::from_env() { return from_lookup(net::process_env()); }
+
+Config Config::from_lookup(const net::EnvLookup& env) {
   Config c;
-  c.test_max_poll = env_int("HA_NCCL_TEST_MAX_POLL", c.test_max_poll, 1, 64);
-  c.handshake_timeout_ms = env_int("HA_NCCL_HANDSHAKE_TIMEOUT_MS", c.handshake_timeout_ms, 100, 3600000);
+  c.test_max_poll = env_int(env, "HA_NCCL_TEST_MAX_POLL", c.test_max_poll, 1, 64);
+  c.handshake_timeout_ms = env_int(env, "HA_NCCL_HANDSHAKE_TIMEOUT_MS", c.handshake_timeout_ms, 100, 3600000);
   const char* which = nullptr;
-  c.socket_ifname = net::env_string({"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}, &which).value_or("");
+  c.socket_ifname = net::env_string(env, {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}, &which).value_or("");
   if (which) c.socket_ifname_var = which;
   which = nullptr;
-  if (auto fam = net::env_string({"HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY"}, &which)) {
+  if (auto fam = net::env_string(env, {"HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY"}, &which)) {
     c.socket_family_var = which;
     auto parsed = net::parse_socket_family(*fam);
     if (parsed)
@@ -77,24 +79,25 @@ Config Config::from_env() {
       HA_WARN("NET/HA: ignoring %s='%s': %s; handshakes use either family (IPv4 preferred)", which, fam->c_str(),
               parsed.error().message.c_str());
   }
-  c.debug = env_int("HA_NCCL_DEBUG", c.debug, 0, 3);
-  c.enable_backup = env_bool("HA_NCCL_ENABLE_BACKUP", c.enable_backup);
-  c.heartbeat_ms = env_int("HA_NCCL_HEARTBEAT_MS", c.heartbeat_ms, 10, 60000);
-  c.rto_ms = env_int("HA_NCCL_RTO_MS", c.rto_ms, 10, 600000);
-  c.max_retries = env_int("HA_NCCL_MAX_RETRIES", c.max_retries, 0, 1000000);
-  c.retry_window_ms = env_int("HA_NCCL_RETRY_WINDOW_MS", c.retry_window_ms, 1000, 86400000);
-  c.enable_failback = env_bool("HA_NCCL_ENABLE_FAILBACK", c.enable_failback);
-  c.failback_hold_ms = env_int("HA_NCCL_FAILBACK_HOLD_MS", c.failback_hold_ms, 0, 3600000);
-  c.use_progress_thread = env_bool("HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
-  c.failover_timeout_ms = env_int("HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
-  c.backup_map = net::env_string({"HA_NCCL_BACKUP_MAP"}).value_or("");
-  c.stats_file = net::env_string({"HA_NCCL_STATS_FILE"}).value_or("");
-  c.prom_file = net::env_string({"HA_NCCL_PROM_FILE"}).value_or("");
-  c.prom_interval_ms = env_int("HA_NCCL_PROM_INTERVAL_MS", c.prom_interval_ms, 100, 3600000);
-  c.force_ib_timeout = env_bool("HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
-  c.force_flush = env_bool("HA_NCCL_FORCE_FLUSH", c.force_flush);
-  c.ib_tc = static_cast<int>(net::env_int({"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
-  c.ib_sl = static_cast<int>(net::env_int({"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
+  c.debug = env_int(env, "HA_NCCL_DEBUG", c.debug, 0, 3);
+  c.enable_backup = env_bool(env, "HA_NCCL_ENABLE_BACKUP", c.enable_backup);
+  c.heartbeat_ms = env_int(env, "HA_NCCL_HEARTBEAT_MS", c.heartbeat_ms, 10, 60000);
+  c.rto_ms = env_int(env, "HA_NCCL_RTO_MS", c.rto_ms, 10, 600000);
+  c.max_retries = env_int(env, "HA_NCCL_MAX_RETRIES", c.max_retries, 0, 1000000);
+  c.retry_window_ms = env_int(env, "HA_NCCL_RETRY_WINDOW_MS", c.retry_window_ms, 1000, 86400000);
+  c.enable_failback = env_bool(env, "HA_NCCL_ENABLE_FAILBACK", c.enable_failback);
+  c.failback_hold_ms = env_int(env, "HA_NCCL_FAILBACK_HOLD_MS", c.failback_hold_ms, 0, 3600000);
+  c.use_progress_thread = env_bool(env, "HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
+  c.failover_timeout_ms = env_int(env, "HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
+  c.backup_map = net::env_string(env, {"HA_NCCL_BACKUP_MAP"}).value_or("");
+  c.stats_file = net::env_string(env, {"HA_NCCL_STATS_FILE"}).value_or("");
+  c.prom_file = net::env_string(env, {"HA_NCCL_PROM_FILE"}).value_or("");
+  c.prom_interval_ms = env_int(env, "HA_NCCL_PROM_INTERVAL_MS", c.prom_interval_ms, 100, 3600000);
+  c.force_ib_timeout = env_bool(env, "HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
+  c.force_flush = env_bool(env, "HA_NCCL_FORCE_FLUSH", c.force_flush);
+  c.ib_tc = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
+  c.ib_sl = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
+  c.test_ack_delay_ms = env_int(env, "HA_NCCL_TEST_ACK_DELAY_MS", c.test_ack_delay_ms, 0, 60000);
   return c;
 }
 
@@ -175,6 +178,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_FORCE_FLUSH", b(c.force_flush));
   add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
   add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
+  if (c.test_ack_delay_ms) add("HA_NCCL_TEST_ACK_DELAY_MS", std::to_string(c.test_ack_delay_ms));
   return s;
 }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "nccl_ha/net/env.hpp"
+
 namespace nccl_ha::plugin {
 
 struct Config {
@@ -58,14 +60,22 @@ struct Config {
   // the IP header's DSCP/ECN byte) and HA_NCCL_IB_SL, else NCCL_IB_SL (0..15); -1: not set.
   int ib_tc = -1;
   int ib_sl = -1;
+  // HA_NCCL_TEST_ACK_DELAY_MS 0..60000, for tests only: the listener holds every handshake this
+  // long between the connector's conn_ready and its decision (queue + conn_ack, or the error
+  // frame when closeListen came first), with a WARN per connection; the plugin-errors VM test
+  // closes the listener inside that window (connect.cpp).
+  int test_ack_delay_ms = 0;
 
   static Config from_env();
+  // The same from any source of variables (tests, fuzzers: no setenv).
+  static Config from_lookup(const net::EnvLookup& env);
 };
 
 // The traffic class and service level of one connection.
 struct Qos {
   std::uint8_t traffic_class = 0;
   std::uint8_t service_level = 0;
+  friend bool operator==(const Qos&, const Qos&) = default;
 };
 
 // NCCL's rule (net_ib): the variable when set, else the communicator's trafficClass

@@ -10,28 +10,41 @@
 //                                              create QPs, primary INIT->RTR->RTS
 //                                        <---  conn_reply {primary + standby endpoints, control block}
 //   primary INIT->RTR->RTS
-//   conn_ready                           --->  the recv comm is queued for accept(), unless
-//                                              closeListen() came first: then an error frame
-//                                        <---  conn_ack
+//   conn_ready                           --->  one step under the listener's mutex: conn_ack
+//                                              written (non-blocking, whole or not at all) and
+//                                        <---  the recv comm queued for accept(); closeListen()
+//                                              before it: an error frame instead
 //   the send comm is handed to connect()       (a connect() in flight when the listener is
 //                                               closed fails instead of returning a dead comm)
 //   phase two, in the background on the same socket, when both sides offered a standby:
 //   standby QP INIT->RTR->RTS                  standby QP INIT->RTR->RTS
 //   standby_up / standby_failed          <-->  standby_up / standby_failed
 //   Path::link published: the comm starts its heartbeats and may fail over to it.
+//
+// The messages are encoded and checked by conn_msg.cpp, the handle by handle.cpp: nothing is
+// created for a connector before its request decoded whole. Whatever a connector sends (garbage,
+// another token, half a frame, nothing), its handshake ends with one WARN, within the handshake
+// timeout; at most kMaxHandshakes run per listener at once, the rest wait in the kernel's backlog.
+//
+// Comms that never reach NCCL (queued when the listener is closed, or made by a connect() that is
+// never called again before finalize: drop_connect_ops) go the way closeSend / closeRecv send
+// theirs: QPs to ERROR, paths to the reaper.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <algorithm>
+#include <cstddef>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "comm.hpp"
+#include "conn_msg.hpp"
 #include "core.hpp"
 #include "datapath.hpp"
 #include "handle.hpp"
@@ -51,12 +64,11 @@ std::string peer_name(const asio::ip::address& a) {
   return a.to_string();
 }
 
-// conn_request: primary endpoint, flags, standby endpoint, FIFO addr + rkey per slot, control
-// block addr + rkey per slot, traffic class (u8), service level (u8): the connector decides the
-// connection's QoS. conn_reply: primary endpoint, flags, standby endpoint, control block.
-constexpr std::size_t kRequestSize = 2 * net::kEndpointSize + 4 + 2 * (8 + 4 * kSlots) + 2;
-constexpr std::size_t kReplySize = 2 * net::kEndpointSize + 4 + 8 + 4 * kSlots;
-constexpr std::uint32_t kOfferStandby = 1;  // flag bit in requests, replies and handles
+static_assert(kSlots == kConnSlots, "conn_msg.hpp carries one rkey per device slot");
+
+// Handshakes one listener runs at once; more connections wait in the kernel's backlog until one
+// ends (each is bounded by the handshake timeout). NCCL connects one connector per listener.
+constexpr int kMaxHandshakes = 64;
 
 // The backup device connections made from `dev` get (nullptr: single path), logging why not once.
 Device* backup_for(Device& dev, bool peer_offers, const char* side) {
@@ -83,16 +95,40 @@ Device* backup_for(Device& dev, bool peer_offers, const char* side) {
   return nullptr;
 }
 
-void write_keys(net::ByteWriter& w, std::uint64_t addr, const net::MrPtr (&mrs)[kSlots]) {
-  w.u64(addr);
-  for (const auto& mr : mrs) w.u32(mr ? mr->rkey : 0);
+RemoteKeys keys_of(const void* addr, const net::MrPtr (&mrs)[kSlots]) {
+  RemoteKeys k;
+  k.addr = reinterpret_cast<std::uint64_t>(addr);
+  for (int s = 0; s < kSlots; ++s) k.rkey[s] = mrs[s] ? mrs[s]->rkey : 0;
+  return k;
 }
 
-bool read_keys(net::ByteReader& r, std::uint64_t& addr, std::uint32_t (&rkeys)[kSlots]) {
-  bool ok = r.u64(addr);
-  for (auto& k : rkeys) ok = r.u32(k) && ok;
-  return ok;
+void take_keys(const RemoteKeys& k, std::uint64_t& addr, std::uint32_t (&rkeys)[kSlots]) {
+  addr = k.addr;
+  for (int s = 0; s < kSlots; ++s) rkeys[s] = k.rkey[s];
 }
+
+// A comm NCCL never got (or will never get): its QPs go to ERROR and its paths to the reaper,
+// as closeSend / closeRecv do; nothing is destroyed on the calling thread.
+void discard(CommBase& c) {
+  for (auto& p : c.paths) {
+    if (p && p->qp) (void)net::qp_to_error(p->qp.get());
+    retire(std::move(p));
+  }
+}
+void discard(RecvComm& c) {
+  close_flush(c);
+  discard(static_cast<CommBase&>(c));
+}
+
+// Discards the handshake's comm unless it was handed on (moved out) by then: a handshake that
+// fails or is refused leaves its QPs to the reaper.
+template <class C>
+struct DiscardUnclaimed {
+  std::shared_ptr<C>& comm;
+  ~DiscardUnclaimed() {
+    if (comm) discard(*comm);
+  }
+};
 
 // Drops the standby of a comm whose peer did not take it.
 void make_single_path(CommBase& c) {
@@ -142,22 +178,20 @@ struct ConnectOp {
   CommParams params;               // the connecting communicator's
   std::shared_ptr<SendComm> comm;  // valid once ready
   std::string error;               // valid once failed
+  bool dropped = false;            // g_ops_mutex: finalize dropped it (drop_connect_ops)
 };
 
 std::mutex g_ops_mutex;
 std::unordered_map<std::uint64_t, std::shared_ptr<ConnectOp>> g_ops;  // by Handle::stage
 
-std::vector<std::uint8_t> encode_request(const SendComm& c) {
-  std::vector<std::uint8_t> out = net::encode_endpoint(c.paths[0]->local);
-  net::ByteWriter w(out);
-  w.u32(c.paths[1] ? kOfferStandby : 0);
-  const auto standby = c.paths[1] ? net::encode_endpoint(c.paths[1]->local) : std::vector<std::uint8_t>(net::kEndpointSize);
-  out.insert(out.end(), standby.begin(), standby.end());
-  write_keys(w, reinterpret_cast<std::uint64_t>(c.fifo), c.fifo_mr);
-  write_keys(w, reinterpret_cast<std::uint64_t>(&c.ctrl), c.ctrl_mr);
-  w.u8(c.qos.traffic_class);
-  w.u8(c.qos.service_level);
-  return out;
+ConnRequest make_request(const SendComm& c) {
+  ConnRequest r;
+  r.primary = c.paths[0]->local;
+  if (c.paths[1]) r.standby = c.paths[1]->local;
+  r.fifo = keys_of(c.fifo, c.fifo_mr);
+  r.ctrl = keys_of(&c.ctrl, c.ctrl_mr);
+  r.qos = c.qos;
+  return r;
 }
 
 void set_qos(CommBase& c, const Qos& q) {
@@ -183,26 +217,23 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   auto create = [dev, backup] { return make_send_comm(*dev, backup); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
-  SendComm& c = **comm;
+  std::shared_ptr<SendComm> owned = std::move(comm).value();
+  const DiscardUnclaimed<SendComm> unclaimed{owned};
+  SendComm& c = *owned;
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
   c.peer = peer_name(peer.address());
-  const auto request = encode_request(c);
+  const auto request = encode_request(make_request(c));
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
   auto reply = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), token, timeout);
   if (!reply) co_return std::move(reply).error();
-  if (reply->payload.size() != kReplySize)
-    co_return make_error(Errc::bad_length, "connection reply of " + std::to_string(reply->payload.size()) + " bytes");
-  const std::span<const std::uint8_t> body(reply->payload);
-  auto remote = net::decode_endpoint(body.first(net::kEndpointSize));
-  auto remote_standby = net::decode_endpoint(body.subspan(net::kEndpointSize + 4, net::kEndpointSize));
-  net::ByteReader r(body.subspan(net::kEndpointSize));
-  std::uint32_t flags = 0;
-  net::ByteReader tail(body.subspan(2 * net::kEndpointSize + 4));
-  if (!remote || !r.u32(flags) || !read_keys(tail, c.peer_ctrl, c.peer_ctrl_rkey))
-    co_return make_error(Errc::bad_length, "malformed connection reply");
-  if (!(flags & kOfferStandby) || !remote_standby) make_single_path(c);
+  auto decoded = decode_reply(reply->payload);
+  if (!decoded) co_return std::move(decoded).error();
+  const ConnReply& rep = *decoded;
+  take_keys(rep.ctrl, c.peer_ctrl, c.peer_ctrl_rkey);
+  if (!rep.standby) make_single_path(c);
+  const net::Endpoint* remote = &rep.primary;
   c.paths[0]->remote = *remote;
   auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
     if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) return s;
@@ -220,21 +251,24 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
           c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
   if (c.paths[1]) {
     plan.path = c.paths[1];
-    plan.remote = *remote_standby;
+    plan.remote = *rep.standby;
     plan.sock.emplace(std::move(*sock));
   }
-  op.comm = std::move(comm).value();
+  op.comm = std::move(owned);
   co_return Status{};
 }
 
 // ------------------------------------------------------------------ listener side
 
 struct ListenState {
-  explicit ListenState(asio::io_context& io) : acceptor(io) {}
+  explicit ListenState(asio::io_context& io) : acceptor(io), slot_free(io) {}
   Device* dev = nullptr;
   CommParams params;  // the listening communicator's (v11+)
   std::uint64_t token = 0;
+  Millis ack_delay{0};     // HA_NCCL_TEST_ACK_DELAY_MS (tests only)
   tcp::acceptor acceptor;  // progress thread only (after listen() returns)
+  int handshakes = 0;      // progress thread: handshakes running (<= kMaxHandshakes)
+  asio::steady_timer slot_free;  // progress thread: cancelled when one ends
   std::mutex mutex;        // guards ready / closed / error (accept() vs the progress thread)
   std::deque<std::shared_ptr<RecvComm>> ready;
   bool closed = false;
@@ -245,124 +279,160 @@ struct ListenComm {
   std::shared_ptr<ListenState> state;
 };
 
-// The listener's address as the (validated) handle gives it.
-tcp::endpoint handle_endpoint(const Handle& h) {
-  if (h.family == AF_INET) return {asio::ip::address_v4({h.addr[0], h.addr[1], h.addr[2], h.addr[3]}), h.port};
-  asio::ip::address_v6::bytes_type b;
-  std::memcpy(b.data(), h.addr, b.size());
-  return {asio::ip::address_v6(b, h.scope_id), h.port};
+// The last step of an accepted handshake, one step with respect to closeListen(): under the
+// listener's mutex, either the listener is closed (nothing is sent, the caller sends the error
+// frame), or conn_ack is written whole to the socket and the comm queued for accept(). The ack is
+// a non-blocking write of 24 bytes into the socket's empty send buffer; should it not go out
+// whole, the comm is not queued and the connector, which reads a truncated frame, fails too. So
+// the connector's connect() succeeds only for a comm that was queued before closeListen() (which
+// drops it like an unaccepted one: the connector then has a comm whose peer closed it).
+enum class AckResult { queued, closed, failed };
+AckResult ack_and_queue(ListenState& ls, tcp::socket& sock, std::shared_ptr<RecvComm>& comm, std::string& why) {
+  const std::vector<std::uint8_t> ack = net::encode_frame(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), ls.token, {});
+  std::lock_guard<std::mutex> lock(ls.mutex);
+  if (ls.closed) return AckResult::closed;
+  boost::system::error_code ec;
+  sock.non_blocking(true, ec);
+  const std::size_t n = ec ? 0 : sock.send(asio::buffer(ack), 0, ec);
+  if (ec || n != ack.size()) {
+    why = "sending the acknowledgement: " + (ec ? ec.message() : std::to_string(n) + " of " + std::to_string(ack.size()) + " bytes");
+    return AckResult::failed;
+  }
+  ls.ready.push_back(std::move(comm));
+  return AckResult::queued;
 }
 
 asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
-  auto req = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), ls->token, timeout);
-  if (!req) co_return std::move(req).error();
-  if (req->payload.size() != kRequestSize)
-    co_return make_error(Errc::bad_length, "connection request of " + std::to_string(req->payload.size()) + " bytes");
-  const std::span<const std::uint8_t> body(req->payload);
-  auto remote = net::decode_endpoint(body.first(net::kEndpointSize));
-  if (!remote) co_return std::move(remote).error();
-  auto remote_standby = net::decode_endpoint(body.subspan(net::kEndpointSize + 4, net::kEndpointSize));
-  net::ByteReader r(body.subspan(net::kEndpointSize));
-  std::uint32_t flags = 0;
-  r.u32(flags);
-  const bool peer_offers = (flags & kOfferStandby) && remote_standby;
-  Device* const backup = backup_for(*ls->dev, peer_offers, "recv");
+  auto frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), ls->token, timeout);
+  if (!frame) co_return std::move(frame).error();
+  auto decoded = decode_request(frame->payload);  // nothing is created for a request that does not decode
+  if (!decoded) co_return std::move(decoded).error();
+  const ConnRequest& req = *decoded;
+  Device* const backup = backup_for(*ls->dev, req.standby.has_value(), "recv");
   auto create = [ls, backup] { return make_recv_comm(*ls->dev, backup); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
-  RecvComm& c = **comm;
+  std::shared_ptr<RecvComm> owned = std::move(comm).value();
+  const DiscardUnclaimed<RecvComm> unclaimed{owned};
+  RecvComm& c = *owned;
   c.params = ls->params;
   boost::system::error_code peer_ec;
   c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
-  net::ByteReader keys(body.subspan(2 * net::kEndpointSize + 4));
-  Qos qos;
-  if (!read_keys(keys, c.remote_fifo, c.remote_fifo_rkey) || !read_keys(keys, c.peer_ctrl, c.peer_ctrl_rkey) ||
-      !keys.u8(qos.traffic_class) || !keys.u8(qos.service_level) || qos.service_level > 15)
-    co_return make_error(Errc::bad_length, "malformed connection request");
-  set_qos(c, qos);  // the connector's, as NCCL does
-  c.paths[0]->remote = *remote;
-  auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
-    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) return s;
+  take_keys(req.fifo, c.remote_fifo, c.remote_fifo_rkey);
+  take_keys(req.ctrl, c.peer_ctrl, c.peer_ctrl_rkey);
+  set_qos(c, req.qos);  // the connector's, as NCCL does
+  c.paths[0]->remote = req.primary;
+  auto connect_primary = [&c, &req]() -> Status {  // verbs work: on a reactor worker
+    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0])); !s) return s;
     if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
     return setup_flush(c);
   };
   if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
-  std::vector<std::uint8_t> reply = net::encode_endpoint(c.paths[0]->local);
-  net::ByteWriter w(reply);
-  w.u32(c.paths[1] ? kOfferStandby : 0);
-  const auto standby = c.paths[1] ? net::encode_endpoint(c.paths[1]->local) : std::vector<std::uint8_t>(net::kEndpointSize);
-  reply.insert(reply.end(), standby.begin(), standby.end());
-  write_keys(w, reinterpret_cast<std::uint64_t>(&c.ctrl), c.ctrl_mr);
+  ConnReply rep;
+  rep.primary = c.paths[0]->local;
+  if (c.paths[1]) rep.standby = c.paths[1]->local;
+  rep.ctrl = keys_of(&c.ctrl, c.ctrl_mr);
+  const std::vector<std::uint8_t> reply = encode_reply(rep);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;
   auto ready = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
   if (!ready) co_return std::move(ready).error();
   HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
-          remote->qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
+          req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
           c.qos.traffic_class, c.qos.service_level);
+  if (ls->ack_delay.count() > 0) {  // tests only: the window in which closeListen() may come
+    HA_WARN("NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection from %s "
+            "on %s for %lld ms", c.peer.c_str(), ls->dev->port.id().c_str(), static_cast<long long>(ls->ack_delay.count()));
+    asio::steady_timer hold(sock.get_executor(), ls->ack_delay);
+    auto [ec] = co_await hold.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+  }
   const std::shared_ptr<Path> standby_path = c.paths[1];
-  bool closed = false;
-  {
-    std::lock_guard<std::mutex> lock(ls->mutex);
-    closed = ls->closed;
-    if (!closed) ls->ready.push_back(std::move(comm).value());  // else destroyed below
+  std::string why;
+  switch (ack_and_queue(*ls, sock, owned, why)) {
+    case AckResult::queued:
+      break;
+    case AckResult::failed:
+      co_return make_error(Errc::closed, why);
+    case AckResult::closed: {  // tell the connector, so its connect() fails instead of returning a dead comm
+      why = "the listener was closed during the handshake";
+      const std::vector<std::uint8_t> reason(why.begin(), why.end());
+      auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), ls->token, reason, timeout);
+      (void)sent;  // best effort: the connector also fails when the socket closes
+      co_return make_error(Errc::closed, why);
+    }
   }
-  if (closed) {  // tell the connector, so its connect() fails instead of returning a dead comm
-    const std::string why = "the listener was closed during the handshake";
-    const std::vector<std::uint8_t> reason(why.begin(), why.end());
-    auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), ls->token, reason, timeout);
-    (void)sent;  // best effort: the connector also fails when the socket closes
-    co_return make_error(Errc::closed, why);
-  }
-  const std::vector<std::uint8_t> none;
-  if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), ls->token, none, timeout); !s)
-    co_return s;  // the comm stays queued: its peer is gone, which its data path reports
-  if (standby_path) co_await run_standby(sock, *standby_path, *remote_standby, ls->token, timeout);
+  if (standby_path) co_await run_standby(sock, *standby_path, *req.standby, ls->token, timeout);
   co_return Status{};
+}
+
+// accept() errors that say nothing about the listener itself (the connection went away before it
+// was taken, or the process is out of descriptors / memory for a moment): pause and go on.
+bool transient_accept_error(const boost::system::error_code& ec) {
+  namespace e = asio::error;
+  return ec == e::connection_aborted || ec == e::no_descriptors || ec == e::no_buffer_space || ec == e::no_memory ||
+         ec == e::connection_reset || ec == boost::system::errc::protocol_error ||
+         ec == boost::system::errc::too_many_files_open_in_system;
 }
 
 asio::awaitable<void> run_acceptor(std::shared_ptr<ListenState> ls, Millis timeout) {
   State* st = state();
+  constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+  bool paused = false;  // a transient accept() error was WARNed about and not yet followed by a success
   for (;;) {
-    auto [ec, sock] = co_await ls->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+    while (ls->handshakes >= kMaxHandshakes && ls->acceptor.is_open()) {
+      ls->slot_free.expires_at(asio::steady_timer::time_point::max());
+      auto [ignored] = co_await ls->slot_free.async_wait(use_tuple);  // cancelled when a handshake ends
+      (void)ignored;
+    }
+    auto [ec, sock] = co_await ls->acceptor.async_accept(use_tuple);
     if (ec) {
-      if (ec != asio::error::operation_aborted) {
-        HA_WARN("NET/HA: listener on %s stopped: %s", ls->dev->port.id().c_str(), ec.message().c_str());
-        std::lock_guard<std::mutex> lock(ls->mutex);
-        ls->error = ec.message();
+      if (ec == asio::error::operation_aborted || !ls->acceptor.is_open()) co_return;
+      if (transient_accept_error(ec)) {
+        if (!paused)
+          HA_WARN("NET/HA: listener on %s: accept failed (%s); retrying", ls->dev->port.id().c_str(), ec.message().c_str());
+        paused = true;
+        asio::steady_timer backoff(ls->acceptor.get_executor(), Millis(100));
+        auto [ignored] = co_await backoff.async_wait(use_tuple);
+        (void)ignored;
+        continue;
       }
+      HA_WARN("NET/HA: listener on %s stopped: %s", ls->dev->port.id().c_str(), ec.message().c_str());
+      std::lock_guard<std::mutex> lock(ls->mutex);
+      ls->error = ec.message();
       co_return;
     }
+    paused = false;
     boost::system::error_code ignored;
     const std::string from = sock.remote_endpoint(ignored).address().to_string();
+    ++ls->handshakes;
     st->reactor.spawn("handshake from " + from,
                       [](std::shared_ptr<ListenState> l, tcp::socket s, Millis t, std::string who) -> asio::awaitable<void> {
                         auto result = co_await run_accept_one(l.get(), s, t);
                         if (!result)
                           HA_WARN("NET/HA: rejected a connection from %s on %s: %s", who.c_str(),
                                   l->dev->port.id().c_str(), result.error().message.c_str());
+                        --l->handshakes;
+                        l->slot_free.cancel();
                       }(ls, std::move(sock), timeout, from));
   }
 }
 
 }  // namespace
 
-Status validate_handle(const Handle& h) {
-  if (h.magic != kHandleMagic) return make_error(Errc::bad_magic, "not an nccl-ha handle (bad magic)");
-  if (h.version != kHandleVersion)
-    return make_error(Errc::bad_version, "handle version " + std::to_string(h.version) + " (this plugin speaks " +
-                                             std::to_string(kHandleVersion) + ")");
-  if (h.length != sizeof(Handle)) return make_error(Errc::truncated, "handle length " + std::to_string(h.length));
-  if (h.family != AF_INET && h.family != AF_INET6) return make_error(Errc::invalid_argument, "handle address family");
-  if (h.port == 0) return make_error(Errc::invalid_argument, "handle port 0");
-  if (h.token == 0) return make_error(Errc::bad_token, "handle without token");
-  return {};
-}
-
-std::string handle_address(const Handle& h) {
-  const auto ep = handle_endpoint(h);
-  const std::string host = ep.address().to_string();
-  return (ep.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(ep.port());
+void drop_connect_ops() {
+  std::vector<std::shared_ptr<SendComm>> orphans;
+  {
+    std::lock_guard<std::mutex> lock(g_ops_mutex);
+    for (auto& [id, op] : g_ops) {
+      op->dropped = true;  // a handshake still running discards its comm itself
+      if (op->comm) orphans.push_back(std::move(op->comm));
+    }
+    g_ops.clear();
+  }
+  for (auto& c : orphans) discard(*c);
+  if (!orphans.empty())
+    HA_INFO("NET/HA: finalize: %zu connection(s) that connect() never returned closed", orphans.size());
 }
 
 ncclResult_t listen(const CommParams& params, int dev, void* handle, void** listen_comm) {
@@ -373,6 +443,7 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
   ls->dev = d;
   ls->params = params;
   ls->token = net::random_token();
+  ls->ack_delay = Millis(st->config.test_ack_delay_ms);
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(st->handshake_ip, ec);
   tcp::endpoint ep(addr, 0);
@@ -416,12 +487,17 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
   *send_comm = nullptr;
   Device* d = device_or_warn(dev, "connect");
   if (!d) return ncclInvalidArgument;
-  auto* h = static_cast<Handle*>(handle);
-  if (auto s = validate_handle(*h); !s) {
-    HA_WARN("NET/HA: connect: rejecting handle: %s", s.error().message.c_str());
+  // NCCL's buffer, of any alignment: read as bytes; connect() keeps its stage in it (NCCL passes
+  // the same buffer on every call, as for its own IB transport).
+  auto* bytes = static_cast<std::uint8_t*>(handle);
+  auto decoded = decode_handle(std::span<const std::uint8_t>(bytes, sizeof(Handle)));
+  if (!decoded) {
+    HA_WARN("NET/HA: connect: rejecting handle: %s", decoded.error().message.c_str());
     return ncclInvalidArgument;
   }
-  if (h->stage == 0) {  // first call for this connection: start the handshake
+  const Handle& h = *decoded;
+  auto set_stage = [bytes](std::uint64_t stage) { std::memcpy(bytes + offsetof(Handle, stage), &stage, sizeof stage); };
+  if (h.stage == 0) {  // first call for this connection: start the handshake
     auto op = std::make_shared<ConnectOp>();
     op->params = params;
     std::uint64_t id = net::random_token();
@@ -429,24 +505,30 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
       std::lock_guard<std::mutex> lock(g_ops_mutex);
       g_ops.emplace(id, op);
     }
-    h->stage = id;
+    set_stage(id);
     State* st = state();
-    st->reactor.spawn("connect to " + handle_address(*h),
+    st->reactor.spawn("connect to " + handle_address(h),
                       [](std::shared_ptr<ConnectOp> o, Device* dv, tcp::endpoint peer, std::uint64_t token,
                          bool peer_ha, Millis timeout) -> asio::awaitable<void> {
                         StandbyPlan plan;
                         auto s = co_await run_connect(*o, dv, peer, token, peer_ha, timeout, plan);
-                        if (!s) o->error = s.error().message;
-                        o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
+                        std::shared_ptr<SendComm> orphan;
+                        {
+                          std::lock_guard<std::mutex> lock(g_ops_mutex);
+                          if (!s) o->error = s.error().message;
+                          if (o->dropped) orphan = std::move(o->comm);  // finalize came first
+                          o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
+                        }
+                        if (orphan) discard(*orphan);
                         if (s && plan.path) co_await run_standby(*plan.sock, *plan.path, plan.remote, token, timeout);
-                      }(op, d, handle_endpoint(*h), h->token, (h->flags & kOfferStandby) != 0,
+                      }(op, d, handle_endpoint(h), h.token, (h.flags & kOfferStandby) != 0,
                         Millis(st->config.handshake_timeout_ms)));
     return ncclSuccess;
   }
   std::shared_ptr<ConnectOp> op;
   {
     std::lock_guard<std::mutex> lock(g_ops_mutex);
-    auto it = g_ops.find(h->stage);
+    auto it = g_ops.find(h.stage);
     if (it == g_ops.end()) {
       HA_WARN("NET/HA: connect: the handle names no connection in progress (reused or corrupted handle)");
       return ncclInvalidUsage;
@@ -455,9 +537,9 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
     if (op->state.load(std::memory_order_acquire) == ConnectOp::pending) return ncclSuccess;
     g_ops.erase(it);
   }
-  h->stage = 0;
+  set_stage(0);
   if (op->state.load(std::memory_order_acquire) == ConnectOp::failed) {
-    HA_WARN("NET/HA: connect to %s on %s failed: %s", handle_address(*h).c_str(), d->port.id().c_str(), op->error.c_str());
+    HA_WARN("NET/HA: connect to %s on %s failed: %s", handle_address(h).c_str(), d->port.id().c_str(), op->error.c_str());
     return ncclSystemError;
   }
   std::shared_ptr<SendComm> c = std::move(op->comm);
@@ -490,17 +572,20 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
 ncclResult_t close_listen(void* listen_comm) {
   if (!listen_comm) return ncclInvalidArgument;
   std::unique_ptr<ListenComm> lc(static_cast<ListenComm*>(listen_comm));
+  std::deque<std::shared_ptr<RecvComm>> unaccepted;  // handshakes completed but never accepted
   {
     std::lock_guard<std::mutex> lock(lc->state->mutex);
     lc->state->closed = true;
-    lc->state->ready.clear();  // handshakes completed but never accepted
+    unaccepted.swap(lc->state->ready);
   }
+  for (auto& c : unaccepted) discard(*c);
   // The acceptor lives on the progress thread: close it there. Handshakes in flight keep the
   // state alive and drop their comm when they finish.
   if (State* st = state())
     st->reactor.post([ls = lc->state] {
       boost::system::error_code ignored;
       ls->acceptor.close(ignored);
+      ls->slot_free.cancel();
     });
   return ncclSuccess;
 }

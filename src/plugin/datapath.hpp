@@ -110,6 +110,11 @@ void request_failover(CommBase& c, std::string cause);
 std::string describe_error(const Path& p, const ibv_wc& wc);
 std::string describe_fault(const Device& d);
 
+// ---- handshakes (connect.cpp)
+// Finalize, before the devices close: the comms of connections whose connect() was never called
+// again (and of handshakes still running, when they end) go to the reaper, none outlives the state.
+void drop_connect_ops();
+
 // ---- the control task (control.cpp)
 // Starts the comm's control plane on the reactor: called once, when the comm is handed to NCCL.
 void start_control(const std::shared_ptr<CommBase>& c);

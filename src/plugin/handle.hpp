@@ -15,7 +15,9 @@
 //       52   76 -        zero
 #pragma once
 
+#include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "nccl_net_abi.h"
@@ -44,8 +46,14 @@ struct Handle {
 };
 static_assert(sizeof(Handle) == NCCL_NET_HANDLE_MAXSIZE);
 
-// Checks magic, version, length, family and port; the token is checked by the listener.
+// Checks magic, version, length, family, port, token (not 0; its value is checked by the
+// listener) and the address: not unspecified (0.0.0.0 / :: would reach this host), not
+// multicast or broadcast, and a link-local IPv6 address only with its scope id. Pure.
 Status validate_handle(const Handle& h);
+// The same on the bytes NCCL hands to connect(): NCCL_NET_HANDLE_MAXSIZE of them, any alignment.
+Expected<Handle> decode_handle(std::span<const std::uint8_t> bytes);
+// The listener's address of a validated handle.
+boost::asio::ip::tcp::endpoint handle_endpoint(const Handle& h);
 std::string handle_address(const Handle& h);  // "a.b.c.d:port", "[fd00::1]:port", "[fe80::1%eth0]:port"
 
 // Handshake message types (nccl-ha wire frames, net/wire.hpp).

@@ -328,6 +328,7 @@ void destroy_state(bool bounded) {
   if (!g_state) return;
   const auto t0 = std::chrono::steady_clock::now();
   State& s = *g_state;
+  drop_connect_ops();  // connect ops NCCL never completed: their comms' paths go to the reaper
   // 1. No coroutine runs any more (they are cancelled; the stubborn ones abandoned), so nothing
   //    below races with the progress thread; state() stays valid for the comms closed in 2.
   using Ms = std::chrono::duration<double, std::milli>;

@@ -6,6 +6,14 @@
 #   bad-handle    rank 1 corrupts magic / version / length: connect -> ncclInvalidArgument at once
 #   bad-token     rank 1 flips the token: rank 0's listener rejects it, connect -> error, bounded
 #   close-listen  rank 0 closes its listener before / during rank 1's handshake: connect -> error
+#   close-listen-ack  HA_NCCL_TEST_ACK_DELAY_MS=2000 holds every accepted handshake before its
+#                 acknowledgement (a WARN says so); rank 0 closes its listener right then: rank 1's
+#                 connect -> error (never a comm whose peer was dropped)
+#   flood         raw TCP connectors (garbage, another token, half a frame, nothing, ...) among 8
+#                 good connects on one listener: one WARN each, every good connection verified,
+#                 no fd left; silent ones dropped after HA_NCCL_HANDSHAKE_TIMEOUT_MS
+#   abandon-connect  rank 1 calls connect() once and never again, then finalizes: the finished
+#                 connection's QPs are released (no QP, fd or thread left; no crash at dlclose)
 #   oversize      N-byte receive, N+1-byte isend -> ncclInvalidUsage naming both sizes
 #   peer-death    rank 1 SIGKILLs itself mid-stream: rank 0's isend/test -> error within 30 s.
 #                 HA_NCCL_QP_RETRY_CNT is unset on purpose: the plugin must cap rxe's "retry
@@ -43,6 +51,11 @@ run bad-dev 18711 --dev 99
 run bad-handle 18712
 run bad-token 18713
 run close-listen 18714
+PL_ENV=(HA_NCCL_TEST_ACK_DELAY_MS=2000)
+run close-listen-ack 18720
+PL_ENV=()
+run flood 18721
+run abandon-connect 18722
 run oversize 18715 --sizes 64K
 # 1 MiB messages keep the rail busy, so rank 0 has writes in flight when rank 1 dies.
 run peer-death 18716 --sizes 1M --messages 40 --inflight 8

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
+#include "flood.hpp"
 #include "logger.hpp"
 #include "pattern.hpp"
 #include "session.hpp"
@@ -19,8 +21,9 @@
 namespace hnd {
 namespace {
 
-constexpr const char* kFaults[] = {"bad-handle", "bad-token",   "close-listen", "oversize",     "peer-death",
-                                   "bad-dev",    "late-writes", "dead-rail",    "finalize-open"};
+constexpr const char* kFaults[] = {"bad-handle",      "bad-token", "close-listen", "close-listen-ack", "flood",
+                                   "abandon-connect", "oversize",  "peer-death",   "bad-dev",          "late-writes",
+                                   "dead-rail",       "finalize-open"};
 constexpr std::size_t kH = NCCL_NET_HANDLE_MAXSIZE;
 constexpr std::uint32_t kEpochFault = 400;
 constexpr std::uint32_t kEpochLate = 401;
@@ -150,8 +153,9 @@ void* accept_until(Ctx& f, void* lc, const char* mid, const char* mid_step) {
 }
 
 // One verified 64-byte message from rank 1 (sender) to rank 0 (receiver) over a connection made
-// after the fault: the plugin (and the listener) still work.
-void one_message(Ctx& f, void* comm, bool sender) {
+// after the fault: the plugin (and the listener) still work. The receiver records it as a check
+// unless `record` is false; it returns whether the message arrived intact (the sender: true).
+bool one_message(Ctx& f, void* comm, bool sender, bool record = true) {
   constexpr std::size_t kPage = 4096, kMsg = 64;
   void* mem = ::mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) fail(Fail::usage, "cannot allocate a page");
@@ -188,16 +192,19 @@ void one_message(Ctx& f, void* comm, bool sender) {
     d.check(f.o.timeout_s, "moving one message after the fault");
     ::sched_yield();
   }
+  bool intact = true;
   if (!sender) {
     pattern::Mismatch m;
     pattern::verify(p, 0, kMsg, seed, &m);
     if (f.net.has_irecvConsumed()) check(f.net.irecvConsumed(comm, 1, req), "irecvConsumed");
-    f.rep.check("fault " + f.o.fault + ": a verified message crossed a new connection afterwards",
-                m.bytes == 0 && size == static_cast<int>(kMsg) && p[kMsg] == 0xa5,
-                strf("%d bytes reported, %llu wrong bytes", size, static_cast<unsigned long long>(m.bytes)));
+    intact = m.bytes == 0 && size == static_cast<int>(kMsg) && p[kMsg] == 0xa5;
+    if (record)
+      f.rep.check("fault " + f.o.fault + ": a verified message crossed a new connection afterwards", intact,
+                  strf("%d bytes reported, %llu wrong bytes", size, static_cast<unsigned long long>(m.bytes)));
   }
   check(f.net.deregMr(comm, mh), sender ? "deregMr(send comm)" : "deregMr(recv comm)");
   ::munmap(mem, kPage);
+  return intact;
 }
 
 // After the fault, a connection with an intact handle must work: rank 0 accepts on `lc` (answering
@@ -354,6 +361,172 @@ void close_listen(Ctx& f) {
     f.mgmt.barrier("close-listen in-flight done", f.o.timeout_s);
   }
   connect_side(f, recv_handle(f));
+}
+
+// 3b. The listener is closed while it holds the acknowledgement of a handshake that is otherwise
+//     complete (the plugin's test setting HA_NCCL_TEST_ACK_DELAY_MS holds every accepted handshake
+//     between the connector's conn_ready and the listener's decision, and says so in a WARN).
+//     Rank 0 closes its listener as soon as that WARN appears; rank 1's connect() must fail, not
+//     return a comm whose peer was dropped. Then a new listener works.
+void close_listen_ack(Ctx& f) {
+  if (f.o.rank == 0) {
+    const std::uint64_t w0 = log::plugin_warnings();
+    void* lc = listen_and_ship(f);
+    const std::int64_t t0 = now_ns();
+    Deadline d(f.o.timeout_s);
+    auto holding = [] {
+      for (const auto& w : log::plugin_warning_lines())
+        if (w.find("HA_NCCL_TEST_ACK_DELAY_MS") != std::string::npos && w.find("holding") != std::string::npos) return true;
+      return false;
+    };
+    while (!(log::plugin_warnings() > w0 && holding())) {
+      d.check(f.o.timeout_s, "waiting for the plugin to hold a handshake's acknowledgement (HA_NCCL_TEST_ACK_DELAY_MS)");
+      pause();
+    }
+    const double waited = ms_since(t0);
+    const std::int64_t t1 = now_ns();
+    record(f, make_step("closeListen while the acknowledgement is held", Entry::closeListen, false, f.net.closeListen(lc),
+                        t1, 1),
+           strf("the plugin held the acknowledgement %.1f ms after the handle was shipped", waited));
+    f.mgmt.barrier("close-listen-ack done", f.o.timeout_s);
+    accept_side(f, listen_and_ship(f));
+    return;
+  }
+  std::string h = recv_handle(f);
+  Outcome c = connect_until(f, h, "connecting while the listener holds the acknowledgement");
+  FaultStep s = make_step("connect while the listener is closed before acknowledging", Entry::connect, true, c.rc, c.t0,
+                          c.calls);
+  s.comm_null = c.comm == nullptr;
+  record(f, s);
+  if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+  f.mgmt.barrier("close-listen-ack done", f.o.timeout_s);
+  connect_side(f, recv_handle(f));
+}
+
+// 3c. Bad connectors interleaved with good ones on one listener. Rank 1 opens kFloodHolders raw
+//     TCP connections that send nothing, then kFloodRounds rounds of: one raw connection of every
+//     kBadRound kind (garbage, another token, half a frame, ...; flood.hpp), then one good connect()
+//     with the intact handle and one verified message. Rank 0 accepts and verifies every good
+//     connection on the same listener; then, told how many bad connectors there were, waits until
+//     the plugin WARNed once for each (a holder only after the handshake timeout) and checks that
+//     no fd is left behind. Rank 1 measures how long each holder was held.
+constexpr int kFloodRounds = 8, kFloodHolders = 6;
+
+void flood(Ctx& f) {
+  if (f.o.rank == 0) {
+    void* lc = listen_and_ship(f);
+    const int fds_listening = count_fds();
+    const std::uint64_t w0 = log::plugin_warnings();
+    int intact = 0;
+    for (int k = 0; k < kFloodRounds; ++k) {
+      void* rc = accept_until(f, lc, nullptr, nullptr);
+      intact += one_message(f, rc, false, false) ? 1 : 0;
+      f.mgmt.barrier(strf("flood good %d", k), f.o.timeout_s);
+      check(f.net.closeRecv(rc), "closeRecv");
+    }
+    f.rep.check("fault flood: every good connection carried a verified message", intact == kFloodRounds,
+                strf("%d of %d", intact, kFloodRounds));
+    const std::string bad_text = f.mgmt.recv(MsgType::data, Deadline(f.o.timeout_s), "the number of bad connectors");
+    const std::uint64_t bad = std::stoull(bad_text);
+    std::int64_t t0 = now_ns();
+    Deadline d(f.o.timeout_s);
+    while (log::plugin_warnings() - w0 < bad && !d.expired()) pause();
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // one more would show now
+    const std::uint64_t warned = log::plugin_warnings() - w0;
+    FaultStep s = make_step("one WARN per bad connector", Entry::accept, false, ncclSuccess, t0, 0);
+    s.ok = warned == bad;
+    record(f, s, strf("%llu bad connectors, %llu WARN lines", static_cast<unsigned long long>(bad),
+                      static_cast<unsigned long long>(warned)));
+    t0 = now_ns();
+    const int fds = wait_fds_at_most(fds_listening, 3000);
+    FaultStep fs = make_step("no fd left by the connectors (listener open)", Entry::accept, false, ncclSuccess, t0, 0);
+    fs.ok = fds <= fds_listening;
+    record(f, fs, strf("fds %d while listening before the flood, %d after", fds_listening, fds));
+    check(f.net.closeListen(lc), "closeListen");
+    f.mgmt.barrier("flood done", f.o.timeout_s);
+    return;
+  }
+  const std::string h = recv_handle(f);
+  const HandshakeTarget target = handshake_target(h);
+  std::vector<int> holders;
+  std::vector<std::int64_t> held_since;
+  std::map<std::string, std::uint64_t> count;
+  for (int i = 0; i < kFloodHolders; ++i) {
+    held_since.push_back(now_ns());
+    holders.push_back(bad_connect(target, BadKind::silent_hold, f.o.timeout_s));
+    ++count[bad_kind_name(BadKind::silent_hold)];
+  }
+  std::vector<double> held_ms;
+  std::thread watcher([&] { held_ms = wait_closed_by_peer(holders, held_since, f.o.timeout_s); });
+  int good = 0;
+  try {
+    for (int k = 0; k < kFloodRounds; ++k) {
+      for (BadKind kind : kBadRound) {
+        (void)bad_connect(target, kind, f.o.timeout_s);
+        ++count[bad_kind_name(kind)];
+      }
+      std::string hk = h;
+      Outcome c = connect_until(f, hk, "connecting with the intact handle among bad connectors");
+      check(c.rc, "connect (intact handle, among bad connectors)");
+      one_message(f, c.comm, true);
+      f.mgmt.barrier(strf("flood good %d", k), f.o.timeout_s);
+      check(f.net.closeSend(c.comm), "closeSend");
+      ++good;
+    }
+  } catch (...) {
+    watcher.join();
+    throw;
+  }
+  watcher.join();
+  std::uint64_t bad = 0;
+  for (const auto& [kind, n] : count) {
+    f.rep.fault.counts.emplace_back(kind, n);
+    bad += n;
+  }
+  f.rep.fault.counts.emplace_back("good", static_cast<std::uint64_t>(good));
+  const double longest = held_ms.empty() ? -1 : *std::max_element(held_ms.begin(), held_ms.end());
+  const bool all_closed = std::none_of(held_ms.begin(), held_ms.end(), [](double ms) { return ms < 0; });
+  FaultStep s = make_step("silent connectors dropped by the listener", Entry::connect, false, ncclSuccess,
+                          now_ns(), 0);
+  s.ok = all_closed && held_ms.size() == static_cast<std::size_t>(kFloodHolders);
+  s.ms = longest;
+  std::string list;
+  for (double ms : held_ms) list += strf("%s%.0f", list.empty() ? "" : ", ", ms);
+  record(f, s, strf("held for [%s] ms", list.c_str()));
+  f.mgmt.send(MsgType::data, std::to_string(bad));
+  f.mgmt.barrier("flood done", f.o.timeout_s);
+}
+
+// 3d. Rank 1 calls connect() once, which starts the handshake, and never again: the connection
+//     completes in the plugin (rank 0 accepts it) but connect() never hands it over. Rank 1 then
+//     finalizes: the plugin must release that comm's QPs with the rest (the usual resource checks
+//     after finalize and dlclose), not keep them past its devices.
+void abandon_connect(Ctx& f) {
+  if (f.o.rank == 0) {
+    void* lc = listen_and_ship(f);
+    const std::int64_t t0 = now_ns();
+    void* rc = accept_until(f, lc, nullptr, nullptr);
+    FaultStep s = make_step("accept() returns the connection rank 1 never takes", Entry::accept, false, ncclSuccess, t0, 0);
+    s.ok = rc != nullptr;  // accept_until returns only a comm
+    record(f, s);
+    check(f.net.closeListen(lc), "closeListen");
+    f.mgmt.barrier("abandon accepted", f.o.timeout_s);
+    f.mgmt.barrier("abandon finalizing", f.o.timeout_s);
+    check(f.net.closeRecv(rc), "closeRecv");
+    return;
+  }
+  std::string h = recv_handle(f);
+  const std::int64_t t0 = now_ns();
+  void* comm = nullptr;
+  const ncclResult_t rc = f.net.connect(f.o.dev, h.data(), &comm);
+  FaultStep s = make_step("connect() called once, never again", Entry::connect, false, rc, t0, 1);
+  s.comm_null = comm == nullptr;
+  record(f, s, "the handshake completes in the plugin; the comm is never taken");
+  if (comm) check(f.net.closeSend(comm), "closeSend");
+  f.mgmt.barrier("abandon accepted", f.o.timeout_s);
+  // The peer accepted: its acknowledgement is on the way (and its standby phase after it).
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  f.mgmt.barrier("abandon finalizing", f.o.timeout_s);
 }
 
 // 4. Rank 0 posts a receive of N bytes (N = largest --sizes), rank 1 isends N + 1 bytes: isend
@@ -823,7 +996,8 @@ bool is_fault_name(const std::string& name) {
 }
 
 const char* fault_names() {
-  return "bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev, late-writes, dead-rail, finalize-open";
+  return "bad-handle, bad-token, close-listen, close-listen-ack, flood, abandon-connect, oversize, peer-death, bad-dev, "
+         "late-writes, dead-rail, finalize-open";
 }
 
 void run_fault(const Options& o, Plugin& net, Mgmt& mgmt, Report& rep) {
@@ -833,6 +1007,9 @@ void run_fault(const Options& o, Plugin& net, Mgmt& mgmt, Report& rep) {
   if (o.fault == "bad-handle") bad_handle(f);
   else if (o.fault == "bad-token") bad_token(f);
   else if (o.fault == "close-listen") close_listen(f);
+  else if (o.fault == "close-listen-ack") close_listen_ack(f);
+  else if (o.fault == "flood") flood(f);
+  else if (o.fault == "abandon-connect") abandon_connect(f);
   else if (o.fault == "oversize") oversize(f);
   else if (o.fault == "peer-death") peer_death(f);
   else if (o.fault == "bad-dev") bad_dev(f);

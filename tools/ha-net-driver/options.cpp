@@ -85,8 +85,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --linger S           after dlclose, wait up to S s until the thread count is back to its value before
                        init (a plugin's background threads), before the last snapshot and the exit
   --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
-                       bad-handle, bad-token, close-listen, oversize, peer-death, bad-dev,
-                       late-writes, dead-rail, finalize-open (see README)
+                       bad-handle, bad-token, close-listen, close-listen-ack, flood, abandon-connect,
+                       oversize, peer-death, bad-dev, late-writes, dead-rail, finalize-open (see README)
   -h, --help           this text
   --version            print "ha-net-driver <version>" and exit
 Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1.

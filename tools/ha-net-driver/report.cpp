@@ -384,6 +384,10 @@ bool write_json(const Report& r, const std::string& path) {
       j.close('}');
     }
     j.close(']');
+    j.key("counts");
+    j.open('{');
+    for (const auto& [kind, n] : r.fault.counts) j.kv(kind, n);
+    j.close('}');
     j.close('}');
   } else {
     j.null();

@@ -143,6 +143,7 @@ struct FaultStep {
 struct FaultReport {
   std::string name;  // --fault NAME; empty: no fault scenario
   std::vector<FaultStep> steps;
+  std::vector<std::pair<std::string, std::uint64_t>> counts;  // flood: connectors made, by kind
 };
 
 struct Report {

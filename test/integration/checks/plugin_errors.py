@@ -16,7 +16,21 @@ SIGKILL_STATUS = 128 + 9
 CRASH_TEXT = re.compile(r"Segmentation fault|core dumped|Aborted|terminate called|AddressSanitizer|"
                         r"UndefinedBehaviorSanitizer|runtime error:|double free|stack smashing|"
                         r"SIGSEGV|SIGABRT|SIGBUS|Illegal instruction|Bus error")
-SCENARIOS = ["bad-dev", "bad-handle", "bad-token", "close-listen", "oversize", "peer-death"]
+SCENARIOS = ["bad-dev", "bad-handle", "bad-token", "close-listen", "close-listen-ack", "flood", "abandon-connect",
+             "oversize", "peer-death"]
+# flood: what the listener's WARN says for each kind of bad connector (ha-net-driver flood.hpp).
+FLOOD_REASONS = {
+    "garbage": r"bad magic 0x",
+    "wrong-token": r"token mismatch",
+    "silent-close": r"reading a frame header: peer closed the connection",
+    "half-frame": r"frame header truncated: peer closed after 12 bytes",
+    "wrong-type": r"unexpected message type 514 \(expected 512\)",
+    "oversize": r"payload of 1048576 bytes exceeds the limit of 4096",
+    "short-request": r"connection request of 50 bytes \(expected 102\)",
+    "bad-sl": r"malformed connection request: service level 16 \(0\.\.15\)",
+    "silent-hold": r"reading a frame header: timed out",
+}
+FLOOD_ROUNDS, FLOOD_HOLDERS = 8, 6  # ha-net-driver fault.cpp kFloodRounds, kFloodHolders
 ROLE_RANK = {"a": 0, "b": 1}
 
 
@@ -161,6 +175,69 @@ def check(run):
     expect(fds["after_close"]["fds"] == fds["before_init"]["fds"],
            f"rank 0 close-listen: fds {fds['before_init']['fds']} before init, {fds['after_close']['fds']} after finalize")
 
+    # 3b. closeListen while the listener holds a finished handshake's acknowledgement
+    # (HA_NCCL_TEST_ACK_DELAY_MS=2000): the connector fails, it never gets a comm whose peer is gone.
+    r1 = run.report("b", "close-listen-ack")
+    expect_clean(r1)
+    expect_step(r1, "connect while the listener is closed before acknowledging", ncclSystemError, comm_null=True,
+                max_ms=HANDSHAKE_TIMEOUT_MS + SLACK_MS)
+    expect_warn(r1, r"failed: peer reported: the listener was closed during the handshake",
+                "'peer reported: the listener was closed during the handshake'", 1)
+    expect(len(warns(r1)) == 1, f"rank 1 close-listen-ack: no other WARN ({warns(r1)})")
+    r0 = run.report("a", "close-listen-ack")
+    expect_clean(r0)
+    s = expect_step(r0, "closeListen while the acknowledgement is held", ncclSuccess, max_ms=1000)
+    expect_warn(r0, r"NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection "
+                    r"from 10\.30\.0\.2 on rxe0:1 for 2000 ms",
+                "'holding the acknowledgement' per accepted handshake (the closed one, the good one after)", 2)
+    expect_warn(r0, r"NET/HA: rejected a connection from 10\.30\.0\.2 on rxe0:1: the listener was closed during the handshake",
+                "'rejected a connection ... the listener was closed during the handshake'", 1)
+    expect(len(warns(r0)) == 3, f"rank 0 close-listen-ack: no other WARN ({warns(r0)})")
+    expect_check(r0, "fault close-listen-ack: a verified message crossed a new connection afterwards")
+
+    # 3c. A flood of bad connectors among good ones on one listener: one WARN each, with the reason
+    # of its kind; every good connection carries a verified message; silent ones are dropped after
+    # the handshake timeout; no fd is left behind.
+    r1 = run.report("b", "flood")
+    expect_clean(r1)
+    counts = r1["fault"]["counts"]
+    want = {k: FLOOD_ROUNDS for k in FLOOD_REASONS}
+    want["silent-hold"] = FLOOD_HOLDERS
+    want["good"] = FLOOD_ROUNDS
+    expect(counts == want, f"rank 1 flood: connectors made {counts} (expected {want})")
+    bad = sum(n for k, n in counts.items() if k != "good")
+    s = expect_step(r1, "silent connectors dropped by the listener", ncclSuccess)
+    held = [float(x) for x in re.search(r"held for \[([^]]*)\] ms", s["detail"]).group(1).split(", ")]
+    expect(len(held) == FLOOD_HOLDERS and all(HANDSHAKE_TIMEOUT_MS - 500 <= ms <= HANDSHAKE_TIMEOUT_MS + SLACK_MS for ms in held),
+           f"rank 1 flood: each silent connector dropped after the handshake timeout "
+           f"({HANDSHAKE_TIMEOUT_MS} ms, slack {SLACK_MS} ms): {held}")
+    expect(warns(r1) == [], f"rank 1 flood: no WARN at the connector ({warns(r1)})")
+    r0 = run.report("a", "flood")
+    expect_clean(r0)
+    expect_check(r0, "fault flood: every good connection carried a verified message")
+    s = expect_step(r0, "one WARN per bad connector", ncclSuccess)
+    expect(f"; {bad} bad connectors, {bad} WARN lines" in s["detail"], f"rank 0 flood: {s['detail']}")
+    expect(r0["plugin_warnings"] == bad and len(warns(r0)) == bad,
+           f"rank 0 flood: {r0['plugin_warnings']} WARN lines in all ({len(warns(r0))} kept), {bad} bad connectors")
+    rejected = r"NET/HA: rejected a connection from 10\.30\.0\.2 on rxe0:1: "
+    for kind, reason in FLOOD_REASONS.items():
+        expect_warn(r0, rejected + reason, f"'rejected ...: {reason}' per {kind} connector", want[kind])
+    s = expect_step(r0, "no fd left by the connectors (listener open)", ncclSuccess)
+
+    # 3d. connect() called once and never again, then finalize: the finished connection's QPs go
+    # with the plugin (counted by `rdma resource`), no fd, thread or crash left behind.
+    for role in ("a", "b"):
+        r = run.report(role, "abandon-connect")
+        expect_clean(r)
+        expect(r["resources"]["before_init"]["qps"] is not None, f"rank {r['rank']} abandon-connect: QPs were counted")
+        expect(warns(r) == [], f"rank {r['rank']} abandon-connect: no WARN ({warns(r)})")
+    expect_step(run.report("a", "abandon-connect"), "accept() returns the connection rank 1 never takes", ncclSuccess)
+    r1 = run.report("b", "abandon-connect")
+    expect_step(r1, "connect() called once, never again", ncclSuccess, comm_null=True, calls=1)
+    res = r1["resources"]
+    expect(res["after_close"]["qps"] == res["before_init"]["qps"],
+           f"rank 1 abandon-connect: QPs {res['before_init']['qps']} before init, {res['after_close']['qps']} after finalize")
+
     # 4. A message larger than the posted receive: ncclInvalidUsage naming both sizes.
     r1 = run.report("b", "oversize")
     expect_clean(r1)
@@ -243,4 +320,4 @@ def check(run):
     total = sum(max(times[(n, "a")], times[(n, "b")]) for n in SCENARIOS)
     for n in SCENARIOS:
         print(f"check: info: {n}: {max(times[(n, 'a')], times[(n, 'b')])} ms wall")
-    expect(total < 180000, f"all scenarios took {total / 1000:.1f} s of driver wall time (< 180 s)")
+    expect(total < 300000, f"all scenarios took {total / 1000:.1f} s of driver wall time (< 300 s)")

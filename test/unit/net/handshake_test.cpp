@@ -479,6 +479,21 @@ BOOST_AUTO_TEST_CASE(host_names_resolve) {
   BOOST_TEST(b->port() == 7001);
 }
 
+BOOST_AUTO_TEST_CASE(host_port_split_is_pure) {
+  auto a = parse_host_port("node7:18700", 1);
+  BOOST_REQUIRE_MESSAGE(a.ok(), test::err_msg(a));
+  BOOST_TEST(a->host == "node7");
+  BOOST_TEST(a->port == 18700);
+  auto b = parse_host_port("fe80::1:2", 9);  // more than one ':': a bare IPv6 address
+  BOOST_REQUIRE(b.ok());
+  BOOST_TEST(b->host == "fe80::1:2");
+  BOOST_TEST(b->port == 9);
+  for (const char* spec : {"", ":80", ":"}) {
+    auto r = parse_host_port(spec, 4000);
+    BOOST_TEST((!r.ok() && r.error().code == Errc::invalid_argument), "'" << spec << "'");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_ports_are_invalid_arguments) {
   for (const char* spec : {"127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:", "127.0.0.1:abc",
                            "127.0.0.1:80x", "127.0.0.1:8 0", "127.0.0.1: 80", "127.0.0.1:0x50",

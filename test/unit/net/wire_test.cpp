@@ -390,12 +390,14 @@ BOOST_AUTO_TEST_CASE(reader_never_reads_past_the_end) {
   ByteReader rs(s);
   std::string str = "keep";
   BOOST_TEST(!rs.str(str));
+  BOOST_TEST(rs.remaining() == 4u);  // a failed read consumes nothing, not even the prefix
   // And one longer than the caller's limit.
   Bytes t;
   ByteWriter wt(t);
   wt.str(std::string(20, 'x'));
   ByteReader rt(t);
   BOOST_TEST(!rt.str(str, 19));
+  BOOST_TEST(rt.remaining() == 22u);
   ByteReader rt2(t);
   BOOST_TEST(rt2.str(str, 20));
   BOOST_TEST(str == std::string(20, 'x'));

@@ -1,4 +1,5 @@
 // Config::from_env (every HA_NCCL_* variable, booleans, WARN-and-default on bad values),
+// Config::from_lookup (the same from any source, the process environment untouched),
 // config_warnings, describe, and the APM checks against a fixture sysfs tree.
 #include <sys/socket.h>
 
@@ -6,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,7 @@ const IntVar kInts[] = {
     {"HA_NCCL_IB_TC", &Config::ib_tc, -1, 255},
     {"HA_NCCL_IB_SL", &Config::ib_sl, -1, 15},
     {"HA_NCCL_PROM_INTERVAL_MS", &Config::prom_interval_ms, 100, 3600000},
+    {"HA_NCCL_TEST_ACK_DELAY_MS", &Config::test_ack_delay_ms, 0, 60000},
 };
 
 struct BoolVar {
@@ -237,6 +240,61 @@ BOOST_FIXTURE_TEST_CASE(bad_booleans_warn_and_use_the_default, CleanEnv) {
     }
     env.unset(v.name);
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(config_from_lookup)
+
+// A lookup over a map, recording every name asked for.
+struct MapEnv {
+  std::map<std::string, std::string> vars;
+  std::vector<std::string> asked;
+  net::EnvLookup lookup() {
+    return [this](const char* name) -> std::optional<std::string> {
+      asked.emplace_back(name);
+      auto it = vars.find(name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(reads_only_the_lookup, CleanEnv) {
+  env.set("HA_NCCL_RTO_MS", "777");  // the process environment is not consulted
+  MapEnv m;
+  m.vars = {{"HA_NCCL_HEARTBEAT_MS", "250"}, {"NCCL_IB_SL", "3"}, {"HA_NCCL_ENABLE_BACKUP", "off"},
+            {"NCCL_SOCKET_IFNAME", "=eth2"}, {"HA_NCCL_SOCKET_FAMILY", "AF_INET6"}, {"HA_NCCL_BACKUP_MAP", "a:b"},
+            {"HA_NCCL_TEST_ACK_DELAY_MS", "1500"}};
+  const Config c = Config::from_lookup(m.lookup());
+  BOOST_TEST(c.rto_ms == 1000);
+  BOOST_TEST(c.heartbeat_ms == 250);
+  BOOST_TEST(c.ib_sl == 3);
+  BOOST_TEST(!c.enable_backup);
+  BOOST_TEST(c.socket_ifname == "=eth2");
+  BOOST_TEST(c.socket_ifname_var == "NCCL_SOCKET_IFNAME");
+  BOOST_TEST(c.socket_family == AF_INET6);
+  BOOST_TEST(c.backup_map == "a:b");
+  BOOST_TEST(c.test_ack_delay_ms == 1500);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_TEST_ACK_DELAY_MS=1500"));
+  BOOST_TEST(!contains(describe(Config{}), "HA_NCCL_TEST_ACK_DELAY_MS"));  // a test setting: only when set
+  for (const auto& v : kInts) BOOST_TEST(count_containing(m.asked, v.name) >= 1u, v.name);
+  for (const auto& v : kBools) BOOST_TEST(count_containing(m.asked, v.name) >= 1u, v.name);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_values_warn_as_from_env, CleanEnv) {
+  MapEnv m;
+  m.vars = {{"HA_NCCL_IB_SL", "16"}, {"HA_NCCL_IB_TC", "-2"}, {"HA_NCCL_FORCE_FLUSH", "maybe"},
+            {"NCCL_SOCKET_FAMILY", "AF_UNIX"}, {"HA_NCCL_TEST_ACK_DELAY_MS", "60001"}};
+  const Config c = Config::from_lookup(m.lookup());
+  const Config defaults;
+  BOOST_TEST(c.ib_sl == defaults.ib_sl);
+  BOOST_TEST(c.ib_tc == defaults.ib_tc);
+  BOOST_TEST(c.force_flush == defaults.force_flush);
+  BOOST_TEST(c.socket_family == 0);
+  BOOST_TEST(c.test_ack_delay_ms == 0);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 5u, log.dump());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

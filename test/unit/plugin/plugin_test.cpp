@@ -46,6 +46,8 @@ nccl_ha::plugin::Handle good_handle() {
   h.length = sizeof h;
   h.family = AF_INET;
   h.port = 4242;
+  const unsigned char v4[4] = {10, 30, 0, 1};
+  std::memcpy(h.addr, v4, sizeof v4);
   h.token = 0x1234;
   return h;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "nccl_ha/net/env.hpp"
 #include "nccl_ha/reactor/expected.hpp"
 
 namespace nccl_ha::net {
@@ -29,6 +30,7 @@ class DeviceFilter {
 
   // From the environment; a malformed value is WARNed about and the match-all filter used.
   static DeviceFilter from_env();
+  static DeviceFilter from_lookup(const EnvLookup& env);
 
   bool matches(const std::string& device, std::uint32_t port) const;
 

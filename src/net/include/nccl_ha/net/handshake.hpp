@@ -37,6 +37,14 @@ asio::awaitable<Expected<tcp::socket>> connect_with_retry(tcp::endpoint peer, Mi
 asio::awaitable<Expected<Endpoint>> exchange_endpoints(tcp::socket& socket, std::uint64_t token,
                                                        const Endpoint& local, Millis timeout);
 
+// Splits "host" or "host:port" (exactly one ':'; a bare IPv6 address has more and is all host).
+// Pure: an empty host, or a port that is not a whole decimal in 1..65535, is an error.
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+};
+Expected<HostPort> parse_host_port(const std::string& spec, std::uint16_t default_port);
+
 // Resolves "host" or "host:port" (numeric or via getaddrinfo) - blocking, for setup only.
 Expected<tcp::endpoint> resolve_endpoint(const std::string& host, std::uint16_t default_port);
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "nccl_ha/net/discovery.hpp"
+#include "nccl_ha/net/env.hpp"
 #include "nccl_ha/net/verbs.hpp"
 
 namespace nccl_ha::net {
@@ -33,6 +34,7 @@ struct QpTimeouts {
 
   // Defaults, overridden by HA_NCCL_QP_TIMEOUT (1..31) and HA_NCCL_QP_RETRY_CNT (0..7).
   static QpTimeouts from_env();
+  static QpTimeouts from_lookup(const EnvLookup& env);
 };
 
 struct QpCaps {

@@ -50,7 +50,7 @@ struct Frame {
   std::vector<std::uint8_t> payload;
 };
 
-// Bounds-checked little-endian writer/reader.
+// Bounds-checked little-endian writer/reader. A read that fails consumes nothing.
 class ByteWriter {
  public:
   explicit ByteWriter(std::vector<std::uint8_t>& out) : out_(out) {}

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in corpus/<target>/: small real examples of every input the fuzz
+targets parse (valid frames, endpoints, connection requests and replies, handles, handshake byte
+streams, environment settings, specs and command lines), plus a few near misses. The files are
+checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
+
+Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/conn_msg.hpp
+(request, reply), src/plugin/handle.hpp (handle)."""
+import os
+import socket
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAGIC, VERSION = 0x4148434E, 1
+TOKEN = 0x1122334455667788  # handshake_read.cpp kToken
+CONN_REQUEST, CONN_REPLY, CONN_READY, CONN_ACK, STANDBY_UP, STANDBY_FAILED = range(0x200, 0x206)
+ENDPOINT, ERROR = 1, 2
+
+
+def frame(typ, payload=b"", token=TOKEN, flags=0, version=VERSION, length=None):
+    n = len(payload) if length is None else length
+    return struct.pack("<IHHIIQ", MAGIC, version, typ, n, flags, token) + payload
+
+
+def endpoint(qpn=0x11, psn=0x123456, gid=bytes(10) + b"\xff\xff" + bytes([10, 20, 0, 1]), lid=0, port=1,
+             gid_index=1, link_layer=2, mtu=3):
+    return struct.pack("<II16sHBBBBH", qpn, psn, gid, lid, port, gid_index, link_layer, mtu, 0)
+
+
+def keys(addr, k0, k1):
+    return struct.pack("<QII", addr, k0, k1)
+
+
+def request(standby=True, tc=96, sl=5):
+    sb = endpoint(qpn=0x22, gid=bytes(10) + b"\xff\xff" + bytes([10, 21, 0, 1])) if standby else bytes(32)
+    return (endpoint() + struct.pack("<I", 1 if standby else 0) + sb + keys(0x7F0000001000, 0x1234, 0x5678 if standby else 0)
+            + keys(0x7F0000002000, 0x9ABC, 0xDEF0 if standby else 0) + bytes([tc, sl]))
+
+
+def reply(standby=True):
+    sb = endpoint(qpn=0x44) if standby else bytes(32)
+    return endpoint(qpn=0x33) + struct.pack("<I", 1 if standby else 0) + sb + keys(0x7F0000003000, 0x1111, 0x2222 if standby else 0)
+
+
+def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1):
+    raw = socket.inet_pton(family, addr).ljust(16, b"\0")
+    h = struct.pack("<IHHIHH16sQQI", 0x31484148, 3, 128, flags, family, port, raw, token, 0, scope)
+    return h.ljust(128, b"\0")
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def main():
+    # wire_frame: every handshake message as it travels, and near misses.
+    seeds = {
+        "request": frame(CONN_REQUEST, request()), "reply": frame(CONN_REPLY, reply()),
+        "ready": frame(CONN_READY), "ack": frame(CONN_ACK), "standby-up": frame(STANDBY_UP),
+        "standby-failed": frame(STANDBY_FAILED, b"local: ibv_modify_qp(RTR): Connection timed out"),
+        "error": frame(ERROR, b"the listener was closed during the handshake"),
+        "endpoint": frame(ENDPOINT, endpoint()),
+        "oversize": frame(CONN_REQUEST, b"", length=1 << 20),
+        "truncated": frame(CONN_REQUEST, request())[:60],
+        "flags": frame(CONN_READY, flags=1), "version": frame(CONN_READY, version=2),
+    }
+    for k, v in seeds.items():
+        write("wire_frame", f"seed-{k}.bin", v)
+    # wire_endpoint
+    write("wire_endpoint", "seed-roce.bin", endpoint())
+    write("wire_endpoint", "seed-ib.bin", endpoint(lid=7, gid=bytes(16), link_layer=1, mtu=5, gid_index=0))
+    write("wire_endpoint", "seed-max.bin", endpoint(qpn=0xFFFFFF, psn=0xFFFFFF, port=255, mtu=1))
+    # byte_reader: a few programs (u32, u64, str) over frame bytes
+    write("byte_reader", "seed-header.bin", bytes([5, 2, 1, 2, 2, 3]) + frame(CONN_READY))
+    write("byte_reader", "seed-str.bin", bytes([3, 6 + 7 * 5, 0, 5]) + struct.pack("<H", 5) + b"hello" + b"\x01\x02")
+    # handshake_read: byte 0 = reader (0 read_frame, 1 read_frame_of 0x200.., 2 exchange_endpoints)
+    write("handshake_read", "seed-listener.bin", b"\x00" + frame(CONN_REQUEST, request()) + frame(CONN_READY)
+          + frame(STANDBY_UP))
+    write("handshake_read", "seed-typed.bin", b"\x01" + frame(CONN_REQUEST, request()) + frame(CONN_REPLY, reply())
+          + frame(CONN_READY) + frame(CONN_ACK))
+    write("handshake_read", "seed-error.bin", b"\x01" + frame(ERROR, b"peer reported: no"))
+    write("handshake_read", "seed-endpoints.bin", b"\x02" + frame(ENDPOINT, endpoint()) * 2)
+    write("handshake_read", "seed-half.bin", b"\x00" + frame(CONN_REQUEST, request())[:40])
+    # conn_msg
+    write("conn_msg", "seed-request.bin", request())
+    write("conn_msg", "seed-request-single.bin", request(standby=False, tc=0, sl=0))
+    write("conn_msg", "seed-request-sl16.bin", request(sl=16))
+    write("conn_msg", "seed-reply.bin", reply())
+    write("conn_msg", "seed-reply-single.bin", reply(standby=False))
+    # handle
+    write("handle", "seed-v4.bin", handle())
+    write("handle", "seed-v6.bin", handle(socket.AF_INET6, "fd00:aa::1"))
+    write("handle", "seed-v6-link-local.bin", handle(socket.AF_INET6, "fe80::5054:ff:fe12:3456", scope=3))
+    write("handle", "seed-unspecified.bin", handle(addr="0.0.0.0"))
+    write("handle", "seed-staged.bin", handle()[:40] + struct.pack("<Q", 0xFEEDFACE) + handle()[48:])
+    # config: the settings of the VM tests and of the README
+    write("config", "seed-defaults.txt", "")
+    write("config", "seed-vm.txt", "NCCL_SOCKET_IFNAME=eth2\nHA_NCCL_HANDSHAKE_TIMEOUT_MS=5000\nNCCL_DEBUG=WARN\n"
+          "HA_NCCL_RTO_MS=1000\nHA_NCCL_HEARTBEAT_MS=200\nHA_NCCL_FAILOVER_TIMEOUT_MS=1000\n")
+    write("config", "seed-tuned.txt", "HA_NCCL_ENABLE_BACKUP=on\nHA_NCCL_ENABLE_FAILBACK=yes\nHA_NCCL_FAILBACK_HOLD_MS=100\n"
+          "HA_NCCL_QP_TIMEOUT=20\nHA_NCCL_QP_RETRY_CNT=7\nHA_NCCL_MAX_RETRIES=0\nHA_NCCL_IB_HCA=^=mlx5_3:1\n"
+          "HA_NCCL_BACKUP_MAP=rxe0:rxe1,rxe1:rxe0\nHA_NCCL_STATS_FILE=/tmp/s-%h-%p.jsonl\nNCCL_IB_TC=106\nNCCL_IB_SL=3\n"
+          "HA_NCCL_SOCKET_FAMILY=AF_INET6\nHA_NCCL_TEST_ACK_DELAY_MS=1500\nHA_NCCL_FORCE_FLUSH=1\n")
+    write("config", "seed-bad.txt", "HA_NCCL_RTO_MS=12abc\nHA_NCCL_IB_SL=16\nHA_NCCL_DEBUG= 1\nHA_NCCL_FORCE_FLUSH=maybe\n"
+          "NCCL_SOCKET_FAMILY=AF_UNIX\nHA_NCCL_QP_TIMEOUT=0\nHA_NCCL_TEST_MAX_POLL=99999999999999999999\n")
+    # qos: HA_NCCL_IB_TC, NCCL_IB_TC, HA_NCCL_IB_SL, NCCL_IB_SL, the communicator's trafficClass
+    write("qos", "seed-nccl.txt", "!\n106\n!\n3\n-1\n")
+    write("qos", "seed-comm.txt", "!\n!\n!\n!\n96\n")
+    write("qos", "seed-ha-wins.txt", "96\n106\n5\n3\n40\n")
+    write("qos", "seed-bad.txt", "256\n-1\n16\nx\n300\n")
+    # env_int: min, max, value, second value
+    write("env_int", "seed-range.txt", "1\n64\n16\n")
+    write("env_int", "seed-second.txt", "0\n7\n\n6\n")
+    write("env_int", "seed-edges.txt", "-9223372036854775808\n9223372036854775807\n+007\n-0\n")
+    # device_filter: NCCL_IB_HCA and devices to match
+    for i, spec in enumerate(["mlx5", "mlx5_0:1,mlx5_1", "=mlx5_0", "^mlx5_3", "^=rxe0:1", "rxe0:256", "a,,b"]):
+        write("device_filter", f"seed-{i}.txt", spec + "\nmlx5_0 1\nmlx5_10 2\nrxe0 1\n")
+    # socket_if: spec, family, records
+    hosts = "lo ul 127.0.0.1\neth0 u 192.168.1.5\neth2 u 10.30.0.1\neth2 u fe80::5054:ff:fe12:3456\n" \
+            "rxe-net ur 10.20.0.1\ndocker0 u 172.17.0.1\nvirbr0 u 192.168.122.1\nib0 ur fd00:aa::1\n"
+    for i, (spec, fam) in enumerate([("", ""), ("eth2", ""), ("=eth2", "AF_INET6"), ("^docker,lo", ""), ("=lo", "AF_INET"),
+                                     ("nosuchif", ""), ("^", ""), ("eth:80,ib", "AF_INET6")]):
+        write("socket_if", f"seed-{i}.txt", f"{spec}\n{fam}\n{hosts}")
+    # backup_map: map and ports (device port link nic numa switch subnet)
+    ports = "rxe0 1 e nicA 0 - 10.20.0.0/24\nrxe1 1 e nicB 0 - 10.21.0.0/24\nmlx5_0 1 i 0000:03:00 1 sw1 fe80:0000:0000:0000\n" \
+            "mlx5_0 2 i 0000:03:00 1 sw1 fe80:0000:0000:0000\nmlx5_1 1 i 0000:04:00 1 sw1 -\n"
+    for i, m in enumerate(["", "rxe0:rxe1,rxe1:rxe0", " mlx5_0/2 : mlx5_1 , mlx5_1:mlx5_0/1", "rxe0:rxe0", "rxe0:mlx5_0",
+                           "rxe0:rxe1,rxe0:rxe1", "a:b:c,,x:/1,mlx5_0/0:mlx5_1"]):
+        write("backup_map", f"seed-{i}.txt", m + "\n" + ports)
+    # host_port
+    for i, s in enumerate(["10.30.0.1:18700", "hostA", "fe80::1:2", "node7:0080", "127.0.0.1:65536", ":80"]):
+        write("host_port", f"seed-{i}.txt", s)
+    # file_pattern
+    for i, s in enumerate(["/var/log/nccl-ha/%h-%p.jsonl", "/tmp/ha.prom", "%%h %x 100%", "%"]):
+        write("file_pattern", f"seed-{i}.txt", s)
+    # ha_ping_options: one argument per line
+    for i, s in enumerate(["hostB", "--rails\nrxe0:1,1\n--sizes\n8,64K,1M\n--min-bw\n10000\n--json\nhostB",
+                           "-d\nmlx5_0\n-i\n1\n-x\n3\n-s\n1M\n-t\n32\n-D\n5\n--report_gbits\n--min-bw\n80%\nhostB",
+                           "--serve\n--json-file\n/var/log/ha-ping.jsonl", "--list\n--plugin\n/opt/lib/libnccl-net-ha.so",
+                           "ENV NCCL_IB_TC=106\nENV HA_NCCL_IB_SL=3\n--timeout=5\nhostB", "-T\n96\n-S\n16\nhostB"]):
+        write("ha_ping_options", f"seed-{i}.txt", s)
+
+
+if __name__ == "__main__":
+    main()

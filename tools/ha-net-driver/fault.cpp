@@ -966,7 +966,7 @@ void dead_rail(Ctx& f) {
 }
 
 // 9. --comms N pairs, each with two receives posted and one send in flight in each direction;
-//    then finalize without closing anything (NCCL's abort path at its worst). Rank 1 finalizes
+//    deregMr, then finalize without closing anything (NCCL's abort path at its worst). Rank 1 finalizes
 //    300 ms after rank 0, so its control tasks are busy with rank 0's vanished QPs (failovers,
 //    error completions) when its own finalize comes. Finalize must close what NCCL left open and
 //    release everything (the usual resource checks after finalize apply), without a crash.
@@ -984,6 +984,12 @@ void finalize_open(Ctx& f) {
     check(f.net.irecv(st->links[i].recv, 1, &data, &cap, &tag, &st->rmh[i], &req), "irecv");
   }
   f.mgmt.barrier("finalize-open posted", f.o.timeout_s);
+  // NCCL's free path deregisters the buffers; it is the closes that are left out here. (A handle
+  // never deregistered stays the caller's: finalize cannot free it, a later deregMr would use it.)
+  for (std::size_t i = 0; i < st->links.size(); ++i) {
+    check(f.net.deregMr(st->links[i].send, st->smh[i]), "deregMr(send comm)");
+    check(f.net.deregMr(st->links[i].recv, st->rmh[i]), "deregMr(recv comm)");
+  }
   log::info("fault finalize-open: finalize with %zu comm pairs open and requests outstanding%s", st->links.size(),
             f.o.rank == 1 ? ", 300 ms after the peer's" : "");
   if (f.o.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));

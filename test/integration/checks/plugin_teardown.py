@@ -110,7 +110,7 @@ def dead_rail(run):
         bg = re.findall(r"NET/HA: finalize: \d+ QP\(s\) not destroyed within .*", text)
         if bg:
             handed += 1
-            expect(len(bg) == 1 and re.search(r"finalize: \d+ QP\(s\) not destroyed within 1500 ms \(rxe0:1: \d+", bg[0]),
+            expect(len(bg) == 1 and re.search(r"finalize: \d+ QP\(s\) not destroyed within 1000 ms \(rxe0:1: \d+", bg[0]),
                    f"{tag}: one WARN accounts for the QPs left, naming rxe0:1 ({bg[0]})")
         if role == "a":  # lingered after dlclose until the background reaper was done
             if bg:

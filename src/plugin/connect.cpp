@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
@@ -178,11 +179,21 @@ struct ConnectOp {
   CommParams params;               // the connecting communicator's
   std::shared_ptr<SendComm> comm;  // valid once ready
   std::string error;               // valid once failed
-  bool dropped = false;            // g_ops_mutex: finalize dropped it (drop_connect_ops)
+  bool dropped = false;            // ConnectOps::mutex: finalize dropped it (drop_connect_ops)
 };
 
-std::mutex g_ops_mutex;
-std::unordered_map<std::uint64_t, std::shared_ptr<ConnectOp>> g_ops;  // by Handle::stage
+// The connects in progress, by Handle::stage. Never destroyed: drop_connect_ops() runs from
+// destroy_state(), also at unload from a static destructor in another translation unit, whose
+// order against this one's statics is not defined. It is empty once the state is gone.
+struct ConnectOps {
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, std::shared_ptr<ConnectOp>> by_stage;
+};
+ConnectOps& connect_ops() {
+  alignas(ConnectOps) static unsigned char storage[sizeof(ConnectOps)];
+  static ConnectOps* const ops = ::new (static_cast<void*>(storage)) ConnectOps();
+  return *ops;
+}
 
 ConnRequest make_request(const SendComm& c) {
   ConnRequest r;
@@ -423,12 +434,12 @@ asio::awaitable<void> run_acceptor(std::shared_ptr<ListenState> ls, Millis timeo
 void drop_connect_ops() {
   std::vector<std::shared_ptr<SendComm>> orphans;
   {
-    std::lock_guard<std::mutex> lock(g_ops_mutex);
-    for (auto& [id, op] : g_ops) {
+    std::lock_guard<std::mutex> lock(connect_ops().mutex);
+    for (auto& [id, op] : connect_ops().by_stage) {
       op->dropped = true;  // a handshake still running discards its comm itself
       if (op->comm) orphans.push_back(std::move(op->comm));
     }
-    g_ops.clear();
+    connect_ops().by_stage.clear();
   }
   for (auto& c : orphans) discard(*c);
   if (!orphans.empty())
@@ -502,8 +513,8 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
     op->params = params;
     std::uint64_t id = net::random_token();
     {
-      std::lock_guard<std::mutex> lock(g_ops_mutex);
-      g_ops.emplace(id, op);
+      std::lock_guard<std::mutex> lock(connect_ops().mutex);
+      connect_ops().by_stage.emplace(id, op);
     }
     set_stage(id);
     State* st = state();
@@ -514,7 +525,7 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
                         auto s = co_await run_connect(*o, dv, peer, token, peer_ha, timeout, plan);
                         std::shared_ptr<SendComm> orphan;
                         {
-                          std::lock_guard<std::mutex> lock(g_ops_mutex);
+                          std::lock_guard<std::mutex> lock(connect_ops().mutex);
                           if (!s) o->error = s.error().message;
                           if (o->dropped) orphan = std::move(o->comm);  // finalize came first
                           o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
@@ -527,15 +538,16 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
   }
   std::shared_ptr<ConnectOp> op;
   {
-    std::lock_guard<std::mutex> lock(g_ops_mutex);
-    auto it = g_ops.find(h.stage);
-    if (it == g_ops.end()) {
+    std::lock_guard<std::mutex> lock(connect_ops().mutex);
+    auto& ops = connect_ops().by_stage;
+    auto it = ops.find(h.stage);
+    if (it == ops.end()) {
       HA_WARN("NET/HA: connect: the handle names no connection in progress (reused or corrupted handle)");
       return ncclInvalidUsage;
     }
     op = it->second;
     if (op->state.load(std::memory_order_acquire) == ConnectOp::pending) return ncclSuccess;
-    g_ops.erase(it);
+    ops.erase(it);
   }
   set_stage(0);
   if (op->state.load(std::memory_order_acquire) == ConnectOp::failed) {

@@ -10,7 +10,7 @@
 #            +1 s      eth1 down: every standby on a is lost (b's fail their heartbeats)
 #            +4 s      eth1 up: PORT_ACTIVE, a's send comms re-protect at once, b's as their
 #                      back-off ends: some 2N standby rebuilds, each a verbs job on a
-#            ACTIVE + NCCL_HA_BENCH_FAULT_DELAY_MS (1000)
+#            ACTIVE + NCCL_HA_BENCH_FAULT_DELAY_MS (300)
 #                      eth0 down: the active rail fails during the rebuild; every comm on a must
 #                      start its failover (or find it has no standby yet and fail)
 #            +12 s     eth0 up
@@ -27,8 +27,8 @@ pl_failover_env  # NCCL_SOCKET_IFNAME=eth2, both rxe devices visible
 export NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=INIT,NET HA_NCCL_ENABLE_BACKUP=1 HA_NET_DRIVER_QUIET=1
 export NCCL_DEBUG_TIMESTAMP_LEVELS=WARN NCCL_DEBUG_TIMESTAMP_FORMAT='%s.%6f '
 COMMS=${NCCL_HA_BENCH_COMMS:-128}
-ROUNDS=${NCCL_HA_BENCH_ROUNDS:-2}
-DELAY_MS=${NCCL_HA_BENCH_FAULT_DELAY_MS:-1000}
+ROUNDS=${NCCL_HA_BENCH_ROUNDS:-3}
+DELAY_MS=${NCCL_HA_BENCH_FAULT_DELAY_MS:-300}
 HOLD=${NCCL_HA_BENCH_HOLD:-40}  # must cover the fault sequence (~20 s) with room
 declare -A SO=([before]=${NCCL_HA_RP_BEFORE_PLUGIN:?} [after]=${NCCL_HA_RP_AFTER_PLUGIN:?})
 for v in before after; do [[ -f ${SO[$v]} ]] || { vm_log "missing $v plugin ${SO[$v]}"; exit 1; }; done

@@ -8,9 +8,9 @@
 # current ha-net-driver. Scenario and figures: bench/reprotect-bench.guest.sh, bench/reprotect_report.py.
 # Environment:
 #   NCCL_HA_BASELINE_REV          the "before" revision (--baseline wins)                  76bad88
-#   NCCL_HA_BENCH_ROUNDS          rounds, each before/after/after/before                    2
+#   NCCL_HA_BENCH_ROUNDS          rounds, each before/after/after/before                    3
 #   NCCL_HA_BENCH_COMMS           comm pairs per run (each rank: N send + N recv comms)     128
-#   NCCL_HA_BENCH_FAULT_DELAY_MS  rail 1 ACTIVE again -> rail 0 down                        1000
+#   NCCL_HA_BENCH_FAULT_DELAY_MS  rail 1 ACTIVE again -> rail 0 down                        300
 #   NCCL_HA_BENCH_HOLD            --comms-hold seconds (must cover the ~20 s of faults)      40
 #   NCCL_HA_BENCH_NO_BUILD=1      use both builds as they are
 #   NCCL_HA_BENCH_OUT             output prefix    bench/results/reprotect-<date>

@@ -146,7 +146,7 @@ def main():
         "",
         "How: both ranks open N comm pairs on rxe0 (standby rxe1) and hold them open untouched. On VM a: rail 1",
         "goes down (every standby on a is lost), comes back 4 s later (PORT_ACTIVE: all comms rebuild their",
-        f"standbys at once, each a verbs job), and {env.get('NCCL_HA_BENCH_FAULT_DELAY_MS', '1000')} ms after rxe1 is ACTIVE",
+        f"standbys at once, each a verbs job), and {env.get('NCCL_HA_BENCH_FAULT_DELAY_MS', '300')} ms after rxe1 is ACTIVE",
         "again, rail 0 goes down. *kernel*: when an independent `ibv_asyncwatch` read rxe0's PORT_ERR; *logged*:",
         "the plugin's WARN line for it (timestamped by the driver, `NCCL_DEBUG_TIMESTAMP_LEVELS=WARN`), written",
         "when its event pump on the progress thread got to it; *start*: per comm on a, its failover record's",

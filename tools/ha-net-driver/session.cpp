@@ -174,7 +174,9 @@ CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
   ::munmap(mem, bytes);
   wait_fds_at_most(r.before.fds, 1000);
   r.after_close = snapshot(false);
-  r.fds_returned = r.after_close.fds == r.before.fds;
+  // Fewer than before is no leak: an fd of the earlier phases can close meanwhile (the plugin
+  // closes a listener asynchronously, on its progress thread).
+  r.fds_returned = r.after_close.fds <= r.before.fds;
   if (r.n > 0) r.rss_per_comm_kib = static_cast<double>(r.after_open.rss_kib - r.before.rss_kib) / r.n;
   return r;
 }

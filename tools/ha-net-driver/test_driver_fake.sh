@@ -142,12 +142,15 @@ grep -q '^exit-0 ' "$WORK/one-way-timed/phase0" 2>/dev/null || { echo "FAIL one-
 # --idle (per rank): rank 1, the sender, makes no plugin call for 1 s from 0.5 s; rank 0, the
 # receiver, twice for 0.3 s. The windows are in the reports; no completion inside them (the fake
 # plugin moves data only inside test()), and the stream still completes, every message once.
+# A window starts at the first polling turn at or after its AT_MS: how late that turn comes
+# depends on the machine's load (this test shares the cores with VM tests), so the bound on the
+# lateness is loose (2 s); the order and the durations are what is checked.
 RANK0_ARGS="--idle 1800:300,2300:300" RANK1_ARGS="--idle 500:1000" run_pair idle 0 0 "$FAKE10" --one-way \
   --min-seconds 3 --messages 20 --sizes 0,4K,64K --group 2 --inflight 4 --timeout 30
 check_json idle 'r["ok"] and "idle" not in r["params"]' \
   'len(r["idle_windows"]) == (2 if r["rank"] == 0 else 1)' \
   'all(w["end_unix_ms"] - w["start_unix_ms"] >= w["duration_ms"] and w["start_ms"] >= w["at_ms"] for w in r["idle_windows"])' \
-  'all(r["phase_start_unix_ms"] + w["at_ms"] <= w["start_unix_ms"] <= r["phase_start_unix_ms"] + w["at_ms"] + 200
+  'all(r["phase_start_unix_ms"] + w["at_ms"] <= w["start_unix_ms"] <= r["phase_start_unix_ms"] + w["at_ms"] + 2000
        for w in r["idle_windows"])' \
   '[(w["at_ms"], w["duration_ms"]) for w in r["idle_windows"]] == ([(1800, 300), (2300, 300)] if r["rank"] == 0 else [(500, 1000)])' \
   'all(not sum(r["timeline"]["recv_msgs" if r["rank"] == 0 else "send_msgs"][(w["start_unix_ms"] - r["timeline"]["start_unix_ms"]) // 10 + 1:

@@ -6,10 +6,10 @@
 
 namespace nccl_ha::plugin {
 
-PathJob::~PathJob() {
-  retire(std::move(path));   // only a reference when a comm installed it
-  retire(std::move(flush));
-}
+// A plain drop, never retire(): the comm may have installed the job's paths (then they carry its
+// traffic). A path nobody installed goes with its last reference, to the reaper, which moves its
+// QP to ERROR first (reaper.hpp).
+PathJob::~PathJob() = default;
 
 std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work) {
   auto job = std::make_shared<PathJob>();

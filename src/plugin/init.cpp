@@ -111,11 +111,12 @@ ncclResult_t pick_handshake_address(State& s) {
 
 constexpr const char* kProgressThreadName = "ncclHaProgress";  // <= 15 characters
 // The reactor's workers: blocking verbs work (handshakes, re-protection, flush QPs) and file I/O
-// (stats, Prometheus), off the progress thread. Created on demand; nice +10, so that on a busy
-// core the progress thread (port events, failovers) gets the CPU before a burst of rebuilds.
+// (stats, Prometheus), off the progress thread. Created on demand. At the process's priority: a
+// lower one (nice +10 was tried) lets NCCL's busy-polling proxy thread starve them when it shares
+// their core, and 128 handshakes then ran past HA_NCCL_HANDSHAKE_TIMEOUT_MS (reprotect bench).
 constexpr const char* kWorkerThreadName = "ncclHaWorker";
 constexpr std::size_t kWorkerThreads = 2;
-constexpr int kWorkerNice = 10;
+constexpr int kWorkerNice = 0;
 
 // The INIT|NET line: version, devices with their backup pairing, handshake interface, budget and
 // the HA settings that matter, in one line an operator can grep for.

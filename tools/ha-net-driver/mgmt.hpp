@@ -11,8 +11,11 @@
 
 namespace hnd {
 
-// extend: the sender's new message count of a --min-seconds stream; clock: the clock-offset probe.
-enum class MsgType : std::uint32_t { hello = 1, handles = 2, barrier = 3, result = 4, abort = 5, extend = 6, clock = 7 };
+// extend: the sender's new message count of a --min-seconds stream; clock: the clock-offset probe;
+// churn: the listen handle of one --churn pair (churn.hpp).
+enum class MsgType : std::uint32_t {
+  hello = 1, handles = 2, barrier = 3, result = 4, abort = 5, extend = 6, clock = 7, churn = 8
+};
 
 class Mgmt {
  public:

@@ -88,4 +88,36 @@ int wait_fds_at_most(int target, int grace_ms) {
   return n;
 }
 
+bool same_counts(const Snapshot& a, const Snapshot& b) {
+  return a.fds == b.fds && a.threads == b.threads && a.mrs == b.mrs && a.qps == b.qps;
+}
+
+Snapshot settled_snapshot(int stable_ms, int bound_ms) {
+  using std::chrono::steady_clock;
+  const auto t0 = steady_clock::now();
+  const auto end = t0 + std::chrono::milliseconds(bound_ms);
+  Snapshot s = snapshot(true);
+  auto since = steady_clock::now();
+  while (steady_clock::now() < end && steady_clock::now() - since < std::chrono::milliseconds(stable_ms)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    Snapshot n = snapshot(true);
+    if (!same_counts(n, s)) since = steady_clock::now();
+    s = n;
+  }
+  return s;
+}
+
+Snapshot snapshot_until_same(const Snapshot& target, int bound_ms, double* waited_ms) {
+  using std::chrono::steady_clock;
+  const auto t0 = steady_clock::now();
+  const auto end = t0 + std::chrono::milliseconds(bound_ms);
+  Snapshot s = snapshot(true);
+  while (!same_counts(s, target) && steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    s = snapshot(true);
+  }
+  *waited_ms = std::chrono::duration<double, std::milli>(steady_clock::now() - t0).count();
+  return s;
+}
+
 }  // namespace hnd

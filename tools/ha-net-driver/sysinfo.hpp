@@ -22,4 +22,13 @@ Snapshot snapshot(bool with_verbs);
 // Polls count_fds() for up to grace_ms until it is <= target (plugins may close asynchronously).
 int wait_fds_at_most(int target, int grace_ms);
 
+// fds, threads, MRs and QPs equal (RSS is not compared).
+bool same_counts(const Snapshot& a, const Snapshot& b);
+// Snapshots (with verbs) every 250 ms until the counts did not change for stable_ms, or bound_ms
+// passed (a plugin may finish a connection's setup in the background); returns the last one.
+Snapshot settled_snapshot(int stable_ms, int bound_ms);
+// Snapshots (with verbs) every 250 ms until the counts equal target's, or bound_ms passed (a plugin
+// may destroy verbs objects asynchronously); returns the last one and the time waited.
+Snapshot snapshot_until_same(const Snapshot& target, int bound_ms, double* waited_ms);
+
 }  // namespace hnd

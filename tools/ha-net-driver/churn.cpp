@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 
@@ -47,6 +49,7 @@ const char* Churn::state_name() const {
     case State::wait_peer: return "waiting for the peer's handle";
     case State::connecting: return "connect/accept";
     case State::traffic: return "moving its message";
+    case State::backoff: return "waiting to open it again";
   }
   return "?";
 }
@@ -54,43 +57,75 @@ const char* Churn::state_name() const {
 void Churn::read_inbox() {
   while (auto m = mgmt_.try_recv(MsgType::churn)) {
     auto nl = m->find('\n');
-    char* end = nullptr;
-    unsigned long long i = std::strtoull(m->c_str(), &end, 10);
-    if (nl == std::string::npos || end != m->c_str() + nl || m->size() != nl + 1 + NCCL_NET_HANDLE_MAXSIZE ||
-        i < next_ || inbox_.count(i))
-      fail(Fail::peer, "management protocol: bad churn handle message from the peer");
-    inbox_.emplace(i, m->substr(nl + 1));
+    char kind = 0;
+    unsigned long long i = 0;
+    unsigned a = 0;
+    int used = 0;
+    if (nl == std::string::npos || std::sscanf(m->c_str(), "%c %llu %u%n", &kind, &i, &a, &used) != 3 ||
+        static_cast<std::size_t>(used) != nl || (kind != 'h' && kind != 'x') || i < next_ ||
+        (kind == 'h' && m->size() != nl + 1 + NCCL_NET_HANDLE_MAXSIZE))
+      fail(Fail::peer, "management protocol: bad churn message from the peer");
+    (kind == 'h' ? inbox_ : aborts_)[Key{i, a}] = m->substr(nl + 1);
   }
 }
 
+void Churn::abandon(std::int64_t now, const std::string& why, bool tell_peer) {
+  if (++st_.connect_failures <= 5)
+    st_.failure_lines.push_back(strf("pair %llu attempt %u: %s", static_cast<unsigned long long>(next_), attempt_, why.c_str()));
+  log::warn("churn pair %llu attempt %u failed (%s); opening it again in 1 s", static_cast<unsigned long long>(next_),
+            attempt_, why.c_str());
+  if (tell_peer) mgmt_.send(MsgType::churn, strf("x %llu %u\n", static_cast<unsigned long long>(next_), attempt_) + why);
+  if (smh_) check(net_.deregMr(send_, smh_), "deregMr (churn send comm)");
+  if (rmh_) check(net_.deregMr(recv_, rmh_), "deregMr (churn recv comm)");
+  if (send_) check(net_.closeSend(send_), "closeSend (churn, failed attempt)");
+  if (recv_) check(net_.closeRecv(recv_), "closeRecv (churn, failed attempt)");
+  if (listen_) check(net_.closeListen(listen_), "closeListen (churn, failed attempt)");
+  send_ = recv_ = listen_ = smh_ = rmh_ = sreq_ = rreq_ = nullptr;
+  inbox_.erase(Key{next_, attempt_});
+  ++attempt_;
+  retry_at_ = now + 1000000000LL;
+  state_ = State::backoff;
+}
+
 bool Churn::open_listener(std::int64_t now) {
-  const std::int64_t due = t0_ns_ + static_cast<std::int64_t>(next_) * spacing_ns_ + spacing_ns_ / 2;
-  if (now < due) return false;
-  st_.late_ms_max = std::max(st_.late_ms_max, ms_between(due, now));
-  pair_t0_ = now;
+  if (state_ == State::backoff) {
+    if (now < retry_at_) return false;
+  } else {
+    const std::int64_t due = t0_ns_ + static_cast<std::int64_t>(next_) * spacing_ns_ + spacing_ns_ / 2;
+    if (now < due) return false;
+    st_.late_ms_max = std::max(st_.late_ms_max, ms_between(due, now));
+    pair_t0_ = now;
+  }
   std::memset(handle_, 0, sizeof handle_);
   check(net_.listen(dev_, handle_, &listen_), "listen (churn)");
   if (!listen_) fail(Fail::plugin, "listen (churn) returned ncclSuccess with a NULL listenComm");
-  mgmt_.send(MsgType::churn, std::to_string(next_) + "\n" + std::string(handle_, sizeof handle_));
+  mgmt_.send(MsgType::churn, strf("h %llu %u\n", static_cast<unsigned long long>(next_), attempt_) +
+                                 std::string(handle_, sizeof handle_));
   state_ = State::wait_peer;
   return true;
 }
 
 bool Churn::poll_connect(std::int64_t now) {
   bool progress = false;
-  if (!send_) {
-    ++st_.connect_calls;
-    check(net_.connect(dev_, peer_handle_.data(), &send_), "connect (churn)");
-    progress = send_ != nullptr;
-  }
-  if (!recv_) {
-    ++st_.accept_calls;
-    check(net_.accept(listen_, &recv_), "accept (churn)");
-    if (recv_) {
-      check(net_.closeListen(listen_), "closeListen (churn)");
-      listen_ = nullptr;
-      progress = true;
+  try {
+    if (!send_) {
+      ++st_.connect_calls;
+      check(net_.connect(dev_, peer_handle_.data(), &send_), "connect (churn)");
+      progress = send_ != nullptr;
     }
+    if (!recv_) {
+      ++st_.accept_calls;
+      check(net_.accept(listen_, &recv_), "accept (churn)");
+      if (recv_) progress = true;
+    }
+  } catch (const DriverError& e) {
+    if (e.code < 0 || !o_.churn_retry) throw;
+    abandon(now, e.what(), true);
+    return true;
+  }
+  if (recv_ && listen_) {
+    check(net_.closeListen(listen_), "closeListen (churn)");
+    listen_ = nullptr;
   }
   if (!send_ || !recv_) return progress;
   ++st_.opened;
@@ -164,7 +199,10 @@ void Churn::finish_pair(std::int64_t now) {
   send_ = recv_ = smh_ = rmh_ = sreq_ = rreq_ = nullptr;
   ++st_.closed;
   st_.pair_ms_max = std::max(st_.pair_ms_max, ms_between(pair_t0_, now));
+  for (auto* box : {&aborts_, &inbox_})  // leftovers of this pair's failed attempts
+    for (auto it = box->begin(); it != box->end();) it = it->first.first <= next_ ? box->erase(it) : std::next(it);
   ++next_;
+  attempt_ = 0;
   state_ = State::idle;
 }
 
@@ -177,11 +215,21 @@ bool Churn::step() {
                              o_.timeout_s, static_cast<unsigned long long>(next_), state_name(),
                              static_cast<unsigned long long>(st_.connect_calls),
                              static_cast<unsigned long long>(st_.accept_calls)));
+  if (state_ != State::idle && state_ != State::backoff) {
+    auto ab = aborts_.find(Key{next_, attempt_});
+    if (ab != aborts_.end()) {  // the peer's side of this attempt failed
+      std::string why = "the peer: " + ab->second;
+      aborts_.erase(ab);
+      abandon(now, why, false);
+      return true;
+    }
+  }
   switch (state_) {
     case State::idle:
+    case State::backoff:
       return open_listener(now);
     case State::wait_peer: {
-      auto it = inbox_.find(next_);
+      auto it = inbox_.find(Key{next_, attempt_});
       if (it == inbox_.end()) return false;
       peer_handle_ = std::move(it->second);
       inbox_.erase(it);

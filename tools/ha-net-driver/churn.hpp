@@ -10,12 +10,20 @@
 // Pacing: with --min-seconds S, pair i is due (i + 0.5) * S / N after the phase start (spread over
 // the phase); without it the pairs run back to back. A pair that is late starts at once; the
 // phase ends only when the stream and every pair are done. Both ranks run the same pairs in the
-// same order; the handles travel as MsgType::churn messages ("<index>\n" + 128 bytes) and are
-// kept in an inbox, so a handle that arrives early never blocks the stream's own messages.
+// same order. MsgType::churn messages: "h <pair> <attempt>\n" + the 128-byte listen handle, and
+// "x <pair> <attempt>\n<reason>" (this attempt failed here); they are read into an inbox every
+// turn, so a message that arrives early never blocks the stream's own messages.
+//
+// --churn-retry: a connect() or accept() of a pair that returns an error abandons that attempt on
+// both ranks (this rank tells the peer with an "x" message; each closes whatever the attempt had
+// opened) and the pair is opened again 1 s later, until the pair's --timeout. The failures are
+// counted (connect_failures, the first reasons kept) instead of ending the run: NCCL would abort,
+// but a soak should go on and report them. Errors of any other call still end the run.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 
 #include "mgmt.hpp"
@@ -41,8 +49,10 @@ class Churn {
   bool done() const { return next_ >= static_cast<std::uint64_t>(o_.churn); }
 
  private:
-  enum class State { idle, wait_peer, connecting, traffic };
+  enum class State { idle, wait_peer, connecting, traffic, backoff };
+  using Key = std::pair<std::uint64_t, std::uint32_t>;  // (pair, attempt)
   void read_inbox();
+  void abandon(std::int64_t now, const std::string& why, bool tell_peer);
   bool open_listener(std::int64_t now);
   bool poll_connect(std::int64_t now);
   bool poll_traffic(std::int64_t now);
@@ -59,7 +69,10 @@ class Churn {
   std::int64_t t0_ns_ = 0, spacing_ns_ = 0;
   std::uint64_t next_ = 0;  // index of the current (or next) pair
   State state_ = State::idle;
-  std::map<std::uint64_t, std::string> inbox_;  // the peer's listen handles by pair index
+  std::uint32_t attempt_ = 0;  // of the current pair (--churn-retry)
+  std::map<Key, std::string> inbox_;  // the peer's listen handles
+  std::map<Key, std::string> aborts_;  // the peer's failed attempts, with its reason
+  std::int64_t retry_at_ = 0;
   std::string peer_handle_;
   char handle_[NCCL_NET_HANDLE_MAXSIZE] = {};
   void* listen_ = nullptr;

@@ -380,6 +380,11 @@ bool write_json(const Report& r, const std::string& path) {
     j.kv("connect_ms_avg", c.opened ? c.connect_ms_total / static_cast<double>(c.opened) : 0.0);
     j.kv("pair_ms_max", c.pair_ms_max);
     j.kv("late_ms_max", c.late_ms_max);
+    j.kv("connect_failures", c.connect_failures);
+    j.key("failure_lines");
+    j.open('[');
+    for (const auto& l : c.failure_lines) j.str(l);
+    j.close(']');
     j.close('}');
   } else {
     j.null();
@@ -523,6 +528,9 @@ void print_summary(const Report& r) {
                  static_cast<unsigned long long>(r.churn.closed), r.churn.target, r.churn.dev, r.churn.spacing_ms,
                  static_cast<unsigned long long>(r.churn.messages_ok), r.churn.connect_ms_max, r.churn.pair_ms_max,
                  r.churn.late_ms_max);
+  if (r.churn.connect_failures)
+    std::fprintf(o, "  churn: %llu failed connect attempts (--churn-retry), first: %s\n",
+                 static_cast<unsigned long long>(r.churn.connect_failures), r.churn.failure_lines.front().c_str());
   if (r.after_connect && r.stream_end) {
     const Snapshot& b = *r.after_connect;
     const Snapshot& e = *r.stream_end;

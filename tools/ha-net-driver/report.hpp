@@ -133,6 +133,8 @@ struct ChurnStats {
   double connect_ms_max = 0, connect_ms_total = 0;  // from listen to both comms
   double pair_ms_max = 0;                            // from listen to closeRecv
   double late_ms_max = 0;  // the longest a pair started after it was due (the previous one lasted)
+  std::uint64_t connect_failures = 0;      // --churn-retry: attempts abandoned (here or at the peer)
+  std::vector<std::string> failure_lines;  // the first 5 reasons
 };
 
 struct ConnectStats {

@@ -234,11 +234,26 @@ check_pair churn-leak 'a["resources"]["stream_end"]["fds"] == a["resources"]["af
   '3900 < a["resources"]["stream_settle_ms"] < 6000' \
   '[c["ok"] for c in a["checks"] if c["name"].startswith("fds after the stream")] == [False]' \
   '[c["ok"] for c in b["checks"] if c["name"].startswith("fds after the stream")] == [True]'
+# --churn-retry: every 3rd connection of rank 1 fails (connect returns ncclSystemError): the pair
+# is abandoned on both ranks (rank 0 learns it over mgmt, or its own connect to rank 1's closed
+# listener fails first) and opened again; every pair still completes, fds back. Without --churn-retry the same run ends with exit 3.
+RANK1_ENV=FAKE_CONNECT_FAIL_EVERY=3 run_pair churn-retry 0 0 "$FAKE10" --min-seconds 2 --messages 10 --sizes 4K \
+  --churn 6 --churn-retry --check-resources --timeout 30
+check_pair churn-retry 'a["churn"]["closed"] == b["churn"]["closed"] == a["churn"]["messages_ok"] == b["churn"]["messages_ok"] == 6' \
+  'b["churn"]["connect_failures"] >= 2 and a["churn"]["connect_failures"] == b["churn"]["connect_failures"]' \
+  '"connect (churn) returned ncclSystemError" in b["churn"]["failure_lines"][0]' \
+  'all("connect (churn) returned ncclSystemError" in l for l in a["churn"]["failure_lines"])' \
+  'a["ok"] and b["ok"] and b["calls"]["connect"]["errors"] == b["churn"]["connect_failures"]' \
+  'all(r["resources"]["stream_end"]["fds"] == r["resources"]["after_connect"]["fds"] for r in (a, b))'
+RANK1_ENV=FAKE_CONNECT_FAIL_EVERY=3 run_pair churn-noretry "5|3" 3 "$FAKE10" --min-seconds 2 --messages 10 --sizes 4K \
+  --churn 6 --timeout 30
+check_pair churn-noretry 'b["plugin_error"]["call"] == "connect (churn)" and b["churn"]["connect_failures"] == 0'
 # The ranks must agree on --churn; --churn-dev must name a device.
 RANK0_ARGS="--churn 3" run_pair churn-differs 2 2 "$FAKE10" --messages 10 --timeout 30
+RANK0_ARGS="--churn-retry" run_pair churn-retry-differs 2 2 "$FAKE10" --messages 10 --churn 3 --timeout 30
 run_pair churn-dev-range 2 2 "$FAKE10" --messages 10 --churn 2 --churn-dev 7 --timeout 30
 for bad in "--churn 3 --messages 0" "--churn -1" "--churn x" "--churn-dev 1 --messages 5" "--check-resources --messages 0" \
-  "--churn 2 --fault oversize" "--check-resources --fault bad-dev"; do
+  "--churn 2 --fault oversize" "--check-resources --fault bad-dev" "--churn-retry --messages 5"; do
   "$DRIVER" --plugin "$FAKE10" --rank 0 $bad >/dev/null 2>"$WORK/churn-usage.log"
   rc=$?
   if [ "$rc" -ne 2 ]; then echo "FAIL churn-usage: '$bad' exit $rc (expected 2)"; failures=$((failures + 1)); fi

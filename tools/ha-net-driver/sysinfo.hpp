@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace hnd {
 
@@ -14,6 +16,14 @@ struct Snapshot {
                                       // nullopt when no RDMA device or no `rdma` tool
 };
 
+// Verbs objects of this process in `rdma -j resource show qp|mr` output. The kernel records the
+// *thread* that created an object (its "pid" is that thread's id: a plugin's progress thread shows
+// up with its own), so an object counts when its pid is one of `tids` (this process's threads).
+// An object without "pid" and without "comm" is a user object whose creating thread has exited
+// (kernel objects carry a "comm" and no pid): it counts too, as this process's orphan (on a test
+// bed whose only RDMA user is this process; elsewhere they cancel out between snapshots unless
+// they change).
+int count_owned(const std::string& rdma_json, const std::vector<int>& tids);
 int count_fds();
 std::int64_t rss_kib();
 int count_threads();

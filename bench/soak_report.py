@@ -328,8 +328,8 @@ def markdown(r, churn_target):
     title = "Soak trial" if r["trial"] else "Soak"
     L.append(f"# {title} {r['date']}: {r['verdict']}\n")
     L.append(f"{r['machine']}. Plugin {r['plugin_revision']}. Seed {r['seed']}, {r['minutes']:g} min "
-             f"(events every {r['schedule_rules'].get('gap_s')} s, at most {r['schedule_rules'].get('max_failovers')} "
-             f"failover-causing faults per window, all recovered {r['schedule_rules'].get('quiet_s')} s before the end). "
+             f"(events every {r['schedule_rules'].get('gap_s')} s, at most "
+             f"{str(r['schedule_rules'].get('max_failovers')).replace(' per ', ' failover-causing faults per ')}, all recovered {r['schedule_rules'].get('quiet_s')} s before the end). "
              f"Reproduce: `bench/soak.sh --minutes {r['minutes']:g} --seed {r['seed']}`.\n")
     if r["trial"]:
         L.append("A short trial run of the soak pipeline, not the 30-minute soak.\n")
@@ -352,6 +352,7 @@ def markdown(r, churn_target):
     row("churn pairs closed", lambda x: (f"{(x.get('churn') or {}).get('closed')} of {(x.get('churn') or {}).get('n')}, "
         f"{(x.get('churn') or {}).get('messages_ok')} verified, {(x.get('churn') or {}).get('connect_failures')} "
         f"failed connect attempts (retried)"))
+    row("first failed churn connect", lambda x: "`" + ((x.get('churn') or {}).get('failure_lines') or ['none'])[0] + "`")
     row("churn connect (listen to both comms) avg / max", lambda x: f"{(x.get('churn') or {}).get('connect_ms_avg') or 0:.0f} / "
         f"{(x.get('churn') or {}).get('connect_ms_max') or 0:.0f} ms")
     pa, pb = r["plugin"].get("a", {}), r["plugin"].get("b", {})

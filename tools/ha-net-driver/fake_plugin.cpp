@@ -12,6 +12,8 @@
 //   FAKE_RETRY_EVERY=N    every Nth isend/irecv returns a NULL request ("try again")
 //   FAKE_HANG=ENTRY       that entry point (connect, test or closeSend) never returns
 //   FAKE_FAIL_AFTER=N     once N requests completed, every test() returns ncclSystemError (with a WARN)
+//   FAKE_LEAK_CLOSE=1     closeRecv leaks the comm's socket (an fd leak for the resource checks to find)
+//   FAKE_CONNECT_FAIL_EVERY=N  every Nth connection (its first connect call) fails with ncclSystemError
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -47,6 +49,9 @@ constexpr std::size_t kSendLimit = NCCL_NET_MAX_REQUESTS * kMaxRecvs, kRecvLimit
 
 in_addr_t g_ip = htonl(INADDR_LOOPBACK);
 bool g_corrupt = false, g_corrupted = false;
+bool g_leak_close = false;        // FAKE_LEAK_CLOSE=1
+long g_connect_fail_every = 0;    // FAKE_CONNECT_FAIL_EVERY
+unsigned long g_connects = 0;
 long g_fail_after = -1;           // FAKE_FAIL_AFTER (-1: off)
 unsigned long g_completed = 0;   // requests test() reported done
 long g_retry_every = 0;
@@ -250,6 +255,8 @@ ncclResult_t fake_init_common(ncclDebugLogger_t logger) {
   if (const char* r = std::getenv("FAKE_RETRY_EVERY")) g_retry_every = std::strtol(r, nullptr, 10);
   g_hang = std::getenv("FAKE_HANG");
   if (const char* f = std::getenv("FAKE_FAIL_AFTER")) g_fail_after = std::strtol(f, nullptr, 10);
+  if (const char* l = std::getenv("FAKE_LEAK_CLOSE")) g_leak_close = std::strcmp(l, "1") == 0;
+  if (const char* c = std::getenv("FAKE_CONNECT_FAIL_EVERY")) g_connect_fail_every = std::strtol(c, nullptr, 10);
   char ip[INET_ADDRSTRLEN];
   in_addr a{};
   a.s_addr = g_ip;
@@ -327,6 +334,10 @@ ncclResult_t fake_connect(int dev, void* handle, void** sendComm) {
   }
   auto* st = static_cast<ConnectState*>(h.stage);
   if (!st) {
+    if (g_connect_fail_every > 0 && ++g_connects % static_cast<unsigned long>(g_connect_fail_every) == 0) {
+      FAKE_WARN("connect: failing connection %lu on purpose (FAKE_CONNECT_FAIL_EVERY)", g_connects);
+      return ncclSystemError;
+    }
     st = new ConnectState;
     st->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     sockaddr_in sa{};
@@ -518,7 +529,7 @@ ncclResult_t close_comm(void* comm) {
   if (!c) return ncclSuccess;
   if (c->is_send) maybe_hang("closeSend");
   for (Req* r : c->live) delete r;
-  if (c->fd >= 0) ::close(c->fd);
+  if (c->fd >= 0 && (c->is_send || !g_leak_close)) ::close(c->fd);
   delete c;
   return ncclSuccess;
 }

@@ -11,6 +11,7 @@
 
 #include <nccl_ha/version.hpp>
 
+#include "churn.hpp"
 #include "fault.hpp"
 #include "logger.hpp"
 #include "mgmt.hpp"
@@ -193,6 +194,7 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   if (bad_dev && o.dev < ndev)
     fail(Fail::usage, strf("--fault bad-dev needs an out-of-range --dev (the plugin has %d device(s))", ndev));
   if (o.dev >= ndev && !bad_dev) fail(Fail::usage, strf("--dev %d but the plugin has %d device(s)", o.dev, ndev));
+  if (o.churn_dev >= ndev) fail(Fail::usage, strf("--churn-dev %d but the plugin has %d device(s)", o.churn_dev, ndev));
   // Like NCCL's topology detection, read every device; the --dev one is checked item by item.
   Properties props;
   for (int d = 0; d < ndev; ++d) {
@@ -255,8 +257,21 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   check(net->regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
   check(net->regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
 
+  rep.ring_send_comm = strf("%p", link.send);
+  rep.ring_recv_comm = strf("%p", link.recv);
+  log::info("ring: send comm %s, recv comm %s on device %d", rep.ring_send_comm.c_str(), rep.ring_recv_comm.c_str(), o.dev);
+  std::unique_ptr<Churn> churn;
+  if (o.churn > 0) churn = std::make_unique<Churn>(*net, *mgmt, o, o.rank, rep.churn);
+  if (o.check_resources) {
+    // The start of the comparison: the ring connected and registered, its background setup done
+    // (counts unchanged for 1 s), everything the phase will hold allocated (timeline bins, churn pages).
+    rep.phase = "resources after connect";
+    rep.timeline.reserve(o.timeout_s);
+    rep.after_connect = settled_snapshot(1000, 15000);
+  }
+
   DataCtx dc{*net, *mgmt, link.send, link.recv, buf, smh, rmh, o.rank, o, true, nullptr, {}, &rep.timeline,
-             &rep.peer_abort, &rep.idle_windows};
+             &rep.peer_abort, &rep.idle_windows, churn.get()};
   if (o.messages > 0) {
     rep.phase = "integrity";
     mgmt->barrier("integrity", o.timeout_s);
@@ -264,6 +279,17 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
     rep.phase_start_unix_ms = rep.timeline.start_unix_ms;
     note_phase(o, rep, "integrity", *rep.phase_start_unix_ms);
     run_integrity(dc, rep.integrity);
+  }
+  if (rep.after_connect) {
+    // The end: the stream is over, the ring still open. Verbs objects of closed churn comms may be
+    // destroyed asynchronously: re-sampled until the counts are back, at most 60 s (and a third of
+    // --timeout, which bounds the peer's wait at the next barrier).
+    rep.phase = "resources after the stream";
+    rep.stream_end_first = snapshot(true);
+    rep.stream_end = rep.stream_end_first;
+    if (!same_counts(*rep.stream_end, *rep.after_connect))
+      rep.stream_end = snapshot_until_same(*rep.after_connect, static_cast<int>(std::min(60.0, o.timeout_s / 3) * 1000),
+                                           &rep.stream_settle_ms);
   }
   if (o.pingpong) {
     note_phase(o, rep, "pingpong");
@@ -326,6 +352,29 @@ void evaluate(const Options& o, Report& rep) {
       else rep.check("MRs released after deregMr and close", *a.mrs <= *b.mrs, md);
     }
     if (b.qps && a.qps && rep.api >= 11) resource_check("QPs destroyed after finalize", *a.qps <= *b.qps, strf("%d -> %d", *b.qps, *a.qps));
+  }
+  if (rep.churn.ran) {
+    rep.check("churn: every pair opened, carried a verified message and closed",
+              rep.churn.closed == static_cast<std::uint64_t>(rep.churn.target) &&
+                  rep.churn.messages_ok == static_cast<std::uint64_t>(rep.churn.target),
+              strf("%llu of %d pairs closed, %llu verified messages received, %llu bad",
+                   static_cast<unsigned long long>(rep.churn.closed), rep.churn.target,
+                   static_cast<unsigned long long>(rep.churn.messages_ok),
+                   static_cast<unsigned long long>(rep.churn.bad_messages)));
+  }
+  if (rep.after_connect && rep.stream_end) {
+    const Snapshot& b = *rep.after_connect;
+    const Snapshot& e = *rep.stream_end;
+    const std::string when = strf(" after connect, %s after the stream", rep.stream_settle_ms > 0
+                                      ? strf("%.0f ms", rep.stream_settle_ms).c_str() : "at once");
+    rep.check("fds after the stream equal the start", e.fds == b.fds, strf("%d -> %d", b.fds, e.fds) + when);
+    rep.check("threads after the stream equal the start", e.threads == b.threads,
+              strf("%d -> %d", b.threads, e.threads) + when);
+    if (b.qps && e.qps) rep.check("QPs after the stream equal the start", *e.qps == *b.qps, strf("%d -> %d", *b.qps, *e.qps) + when);
+    if (b.mrs && e.mrs) rep.check("MRs after the stream equal the start", *e.mrs == *b.mrs, strf("%d -> %d", *b.mrs, *e.mrs) + when);
+    rep.checks.push_back({"RSS after the stream (informational)", true,
+                          strf("%lld KiB -> %lld KiB (%+lld KiB)", static_cast<long long>(b.rss_kib),
+                               static_cast<long long>(e.rss_kib), static_cast<long long>(e.rss_kib - b.rss_kib))});
   }
   if (rep.before_init && rep.after_dlclose)
     resource_check("no plugin threads left after dlclose", rep.after_dlclose->threads <= rep.before_init->threads,

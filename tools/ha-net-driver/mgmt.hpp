@@ -13,8 +13,9 @@ namespace hnd {
 
 // extend: the sender's new message count of a --min-seconds stream; clock: the clock-offset probe;
 // data: a fault scenario's own message (flood: the number of bad connectors).
+// churn: the listen handle of one --churn pair (churn.hpp).
 enum class MsgType : std::uint32_t {
-  hello = 1, handles = 2, barrier = 3, result = 4, abort = 5, extend = 6, clock = 7, data = 8
+  hello = 1, handles = 2, barrier = 3, result = 4, abort = 5, extend = 6, clock = 7, data = 8, churn = 9
 };
 
 class Mgmt {

@@ -70,6 +70,13 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --comms N            open N send/recv comm pairs at once, measure RSS and fds, close them
   --comms-hold S       after their messages, keep the N pairs open S seconds without any plugin
                        call (phase 'comms hold'), e.g. to fault the rails under many live comms
+  --churn N            integrity phase: open and close N extra comm pairs one after another while the
+                       stream flows (spread over --min-seconds), one verified message each way per pair
+  --churn-dev N        device of the churn pairs (default: --dev)
+  --churn-retry        a churn pair whose connect or accept fails is abandoned on both ranks and opened
+                       again 1 s later (counted in the report) instead of ending the run
+  --check-resources    snapshot fds, threads, RSS, QPs and MRs after the ring is connected and after the
+                       integrity phase; fds, threads, QPs and MRs must be back (re-sampled up to 60 s)
   --traffic-class N    ncclNetCommConfig.trafficClass (v10+; default -1 = undefined)
   --timeout S          bound for every phase, every wait for the peer and every plugin call (default 60)
   --json FILE          write the JSON report to FILE
@@ -181,6 +188,10 @@ Options parse_options(int argc, char** argv) {
     }
     else if (a == "--comms") o.comms = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
     else if (a == "--comms-hold") o.comms_hold_s = parse_seconds(a, val(), true);
+    else if (a == "--churn") o.churn = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+    else if (a == "--churn-dev") o.churn_dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+    else if (a == "--churn-retry") o.churn_retry = true;
+    else if (a == "--check-resources") o.check_resources = true;
     else if (a == "--traffic-class") o.traffic_class = static_cast<int>(parse_num(a, val(), -1, 255));
     else if (a == "--timeout") o.timeout_s = parse_seconds(a, val(), false);
     else if (a == "--json") o.json = val();
@@ -223,6 +234,11 @@ Options parse_options(int argc, char** argv) {
                            o.timeout_s));
   if ((o.one_way || o.min_seconds > 0) && !o.fault.empty())
     fail(Fail::usage, "--one-way and --min-seconds are for the integrity phase, not for --fault scenarios");
+  if (o.churn > 0 && (o.messages == 0 || !o.fault.empty()))
+    fail(Fail::usage, "--churn is for the integrity phase (--messages >= 1, no --fault)");
+  if ((o.churn_dev >= 0 || o.churn_retry) && o.churn == 0) fail(Fail::usage, "--churn-dev and --churn-retry need --churn N");
+  if (o.check_resources && (o.messages == 0 || !o.fault.empty()))
+    fail(Fail::usage, "--check-resources is for the integrity phase (--messages >= 1, no --fault)");
   if (!o.idle.empty()) {
     if (o.messages == 0 || !o.fault.empty())
       fail(Fail::usage, "--idle is for the integrity phase (--messages >= 1, no --fault)");
@@ -260,6 +276,7 @@ std::string shared_params(const Options& o) {
   if (o.min_seconds > 0) s += strf(" min_seconds=%g", o.min_seconds);
   if (o.pingpong) s += strf(" lat_ahead=%d", o.lat_ahead);
   if (o.comms_hold_s > 0) s += strf(" comms_hold=%g", o.comms_hold_s);
+  if (o.churn) s += strf(" churn=%d%s", o.churn, o.churn_retry ? " churn_retry=1" : "");
   return s;
 }
 

@@ -38,6 +38,10 @@ struct Options {
   std::uint64_t bw_bytes = 0;         // --bw-bytes B: per size, B / size messages instead (0: off)
   int comms = 0;                      // --comms N (0: skip)
   double comms_hold_s = 0;            // --comms-hold S: keep the N pairs open (no plugin call) S seconds
+  int churn = 0;                      // --churn N: open/close N extra comm pairs during the integrity phase
+  int churn_dev = -1;                 // --churn-dev N: their device (-1: --dev)
+  bool churn_retry = false;           // --churn-retry: a failed connect/accept of a pair is retried
+  bool check_resources = false;       // --check-resources: fds/threads/QPs/MRs after the stream == after connect
   int traffic_class = -1;             // --traffic-class N (v10+ config)
   double timeout_s = 60;              // --timeout S: per phase, per peer wait, per plugin call
   std::string json;                   // --json FILE

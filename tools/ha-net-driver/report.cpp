@@ -25,12 +25,19 @@ void Integrity::add(const Integrity& o) {
   seconds += o.seconds;
 }
 
-void Timeline::start(double bound_s) {
+void Timeline::reserve(double bound_s) {
   const auto n = std::min<std::size_t>(kMaxBins, static_cast<std::size_t>(bound_s * 1000.0 / kBinMs) + 2);
   for (Dir* d : {&recv, &send}) {
-    *d = Dir{};
-    d->bytes.assign(n, 0);
+    d->bytes.assign(n, 0);  // written, so resident now
     d->msgs.assign(n, 0);
+  }
+}
+
+void Timeline::start(double bound_s) {
+  reserve(bound_s);  // reuses the bins of an earlier reserve(): no allocation here then
+  for (Dir* d : {&recv, &send}) {
+    d->total_msgs = d->total_bytes = 0;
+    d->first_ns = d->last_ns = d->max_gap_ns = d->max_gap_at_ns = 0;
   }
   truncated = false;
   end_ns = 0;
@@ -355,9 +362,50 @@ bool write_json(const Report& r, const std::string& path) {
   } else {
     j.null();
   }
+  j.key("churn");
+  if (r.churn.ran) {
+    const ChurnStats& c = r.churn;
+    j.open('{');
+    j.kv("n", c.target);
+    j.kv("dev", c.dev);
+    j.kv("spacing_ms", c.spacing_ms);
+    j.kv("opened", c.opened);
+    j.kv("closed", c.closed);
+    j.kv("messages_ok", c.messages_ok);
+    j.kv("bad_messages", c.bad_messages);
+    j.kv("connect_calls", c.connect_calls);
+    j.kv("accept_calls", c.accept_calls);
+    j.kv("isend_retries", c.isend_retries);
+    j.kv("irecv_retries", c.irecv_retries);
+    j.kv("connect_ms_max", c.connect_ms_max);
+    j.kv("connect_ms_avg", c.opened ? c.connect_ms_total / static_cast<double>(c.opened) : 0.0);
+    j.kv("pair_ms_max", c.pair_ms_max);
+    j.kv("late_ms_max", c.late_ms_max);
+    j.kv("connect_failures", c.connect_failures);
+    j.key("failure_lines");
+    j.open('[');
+    for (const auto& l : c.failure_lines) j.str(l);
+    j.close(']');
+    j.close('}');
+  } else {
+    j.null();
+  }
+  j.key("ring");
+  if (!r.ring_send_comm.empty()) {
+    j.open('{');
+    j.kv("send_comm", r.ring_send_comm);
+    j.kv("recv_comm", r.ring_recv_comm);
+    j.close('}');
+  } else {
+    j.null();
+  }
   j.key("resources");
   j.open('{');
   json_snapshot(j, "before_init", r.before_init);
+  json_snapshot(j, "after_connect", r.after_connect);
+  json_snapshot(j, "stream_end_first", r.stream_end_first);
+  json_snapshot(j, "stream_end", r.stream_end);
+  j.kv("stream_settle_ms", r.stream_settle_ms);
   json_snapshot(j, "after_close", r.after_close);
   json_snapshot(j, "after_dlclose", r.after_dlclose);
   j.close('}');
@@ -480,6 +528,24 @@ void print_summary(const Report& r) {
                  r.comms.n, r.comms.connect_ms, static_cast<long long>(r.comms.after_open.rss_kib - r.comms.before.rss_kib),
                  r.comms.rss_per_comm_kib, r.comms.before.fds, r.comms.after_open.fds, r.comms.after_close.fds,
                  r.comms.fds_returned ? "returned" : "LEAKED");
+  if (r.churn.ran)
+    std::fprintf(o, "  churn: %llu of %d pairs closed on device %d (every %.0f ms), %llu verified messages received, "
+                 "connect max %.1f ms, pair max %.1f ms, started late by up to %.1f ms\n",
+                 static_cast<unsigned long long>(r.churn.closed), r.churn.target, r.churn.dev, r.churn.spacing_ms,
+                 static_cast<unsigned long long>(r.churn.messages_ok), r.churn.connect_ms_max, r.churn.pair_ms_max,
+                 r.churn.late_ms_max);
+  if (r.churn.connect_failures)
+    std::fprintf(o, "  churn: %llu failed connect attempts (--churn-retry), first: %s\n",
+                 static_cast<unsigned long long>(r.churn.connect_failures), r.churn.failure_lines.front().c_str());
+  if (r.after_connect && r.stream_end) {
+    const Snapshot& b = *r.after_connect;
+    const Snapshot& e = *r.stream_end;
+    std::fprintf(o, "  stream resources (after connect -> after the stream%s): fds %d -> %d, threads %d -> %d, "
+                 "QPs %s -> %s, MRs %s -> %s, RSS %lld -> %lld KiB\n",
+                 r.stream_settle_ms > 0 ? strf(", +%.0f ms", r.stream_settle_ms).c_str() : "", b.fds, e.fds, b.threads,
+                 e.threads, opt_int(b.qps).c_str(), opt_int(e.qps).c_str(), opt_int(b.mrs).c_str(), opt_int(e.mrs).c_str(),
+                 static_cast<long long>(b.rss_kib), static_cast<long long>(e.rss_kib));
+  }
   if (r.before_init && r.after_close)
     std::fprintf(o, "  resources: fds %d before init, %d after close%s; threads %d -> %d; MRs %s -> %s; QPs %s -> %s\n",
                  r.before_init->fds, r.after_close->fds,

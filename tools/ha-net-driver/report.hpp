@@ -57,7 +57,8 @@ struct Timeline {
   std::int64_t start_unix_ms = 0;         // wall clock of start_ns
   Dir recv, send;
 
-  void start(double bound_s);  // allocates the bins for a phase of at most bound_s
+  void start(double bound_s);    // allocates (or clears) the bins for a phase of at most bound_s
+  void reserve(double bound_s);  // allocates them ahead (--check-resources: before the first snapshot)
   void add(Dir& d, std::int64_t t_ns, std::uint64_t msgs, std::uint64_t bytes);
   void finish(std::int64_t t_ns) {
     if (ran && end_ns == 0) end_ns = t_ns;
@@ -119,6 +120,24 @@ struct CommsResult {
   double held_s = 0;              // --comms-hold: seconds the pairs were kept open after their messages
 };
 
+// --churn N: extra comm pairs opened and closed during the integrity phase (churn.hpp).
+struct ChurnStats {
+  bool ran = false;
+  int target = 0;                // --churn N
+  int dev = 0;                   // the device the pairs use (--churn-dev, else --dev)
+  double spacing_ms = 0;         // the pace: --min-seconds / N (0: back to back)
+  std::uint64_t opened = 0;      // pairs whose connect and accept both returned a comm
+  std::uint64_t closed = 0;      // pairs done: message both ways, deregMr, closeSend, closeRecv
+  std::uint64_t messages_ok = 0;  // received churn messages with the right size and bytes
+  std::uint64_t bad_messages = 0;
+  std::uint64_t connect_calls = 0, accept_calls = 0, isend_retries = 0, irecv_retries = 0;
+  double connect_ms_max = 0, connect_ms_total = 0;  // from listen to both comms
+  double pair_ms_max = 0;                            // from listen to closeRecv
+  double late_ms_max = 0;  // the longest a pair started after it was due (the previous one lasted)
+  std::uint64_t connect_failures = 0;      // --churn-retry: attempts abandoned (here or at the peer)
+  std::vector<std::string> failure_lines;  // the first 5 reasons
+};
+
 struct ConnectStats {
   double ms = 0;
   std::uint64_t connect_calls = 0, accept_calls = 0;
@@ -171,8 +190,15 @@ struct Report {
   std::vector<LatResult> latency;
   std::vector<BwResult> bandwidth;
   CommsResult comms;
+  ChurnStats churn;
   std::optional<Snapshot> before_init, after_close, after_dlclose;
   std::optional<double> linger_ms;  // --linger: how long after dlclose the thread count took to return
+  // --check-resources: after the ring is connected (settled), and after the integrity phase,
+  // before closing: at once (stream_end_first) and once it matched after_connect or the settle
+  // bound passed (stream_end, stream_settle_ms after the phase ended).
+  std::optional<Snapshot> after_connect, stream_end_first, stream_end;
+  double stream_settle_ms = 0;
+  std::string ring_send_comm, ring_recv_comm;  // the ring's comm pointers ("0x..."), as the plugin's stats name them
   FaultReport fault;
   std::uint64_t plugin_warnings = 0, profiler_events = 0;
   std::vector<std::string> plugin_warning_lines;

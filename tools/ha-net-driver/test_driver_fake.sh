@@ -225,6 +225,59 @@ check_pair outlive-expires 'a["plugin_error"]["code"] == 2 and a["integrity"]["m
   '"no plugin error here within --outlive-peer 1 s" in b["errors"][0]' \
   'b["exit_unix_ms"] - b["peer_abort"]["unix_ms"] >= 1000'
 
+# --churn: 12 extra pairs opened and closed one after another during a 2 s stream (both ways),
+# with every 2nd isend/irecv NULL on rank 1 (so every pair retries one); --check-resources: fds and threads after the stream == after connect.
+RANK1_ENV=FAKE_RETRY_EVERY=2 run_pair churn 0 0 "$FAKE10" --min-seconds 2 --messages 10 --sizes 0,8,4K,64K \
+  --churn 12 --check-resources --timeout 30
+check_json churn 'r["ok"] and "churn=12" in r["params"] and r["churn"]["n"] == 12' \
+  'r["churn"]["opened"] == r["churn"]["closed"] == r["churn"]["messages_ok"] == 12 and r["churn"]["bad_messages"] == 0' \
+  'abs(r["churn"]["spacing_ms"] - 2000 / 12) < 1 and r["churn"]["dev"] == 0' \
+  'r["ring"]["send_comm"].startswith("0x") and r["ring"]["send_comm"] != r["ring"]["recv_comm"]' \
+  'r["resources"]["after_connect"]["fds"] == r["resources"]["stream_end"]["fds"] > r["resources"]["before_init"]["fds"]' \
+  'r["resources"]["stream_end"]["threads"] == r["resources"]["after_connect"]["threads"]' \
+  '[c["ok"] for c in r["checks"] if c["name"].startswith("fds after the stream")] == [True]' \
+  '[c["ok"] for c in r["checks"] if c["name"].startswith("churn:")] == [True]'
+check_pair churn 'a["integrity"]["messages_received"] == b["integrity"]["messages_sent"] >= 10' \
+  'b["integrity"]["messages_received"] == a["integrity"]["messages_sent"] >= 10' \
+  'a["churn"]["isend_retries"] + a["churn"]["irecv_retries"] == 0 and b["churn"]["isend_retries"] + b["churn"]["irecv_retries"] >= 12'
+# Without --min-seconds the pairs run back to back (--one-way: the idle direction does not matter).
+run_pair churn-burst 0 0 "$FAKE10" --one-way --messages 200 --sizes 4K --churn 5 --timeout 30
+check_json churn-burst 'r["churn"]["closed"] == r["churn"]["messages_ok"] == 5 and r["churn"]["spacing_ms"] == 0' \
+  'r["resources"]["after_connect"] is None and r["resources"]["stream_end"] is None'
+# A leak is found: every churn recv comm keeps its socket open on rank 0 (exit 1 there; rank 1 gets
+# rank 0's failure in the result exchange).
+RANK0_ENV=FAKE_LEAK_CLOSE=1 run_pair churn-leak 1 1 "$FAKE10" --min-seconds 1 --messages 10 --sizes 64K --churn 4 \
+  --check-resources --timeout 12
+check_pair churn-leak 'a["resources"]["stream_end"]["fds"] == a["resources"]["after_connect"]["fds"] + 4' \
+  '3900 < a["resources"]["stream_settle_ms"] < 6000' \
+  '[c["ok"] for c in a["checks"] if c["name"].startswith("fds after the stream")] == [False]' \
+  '[c["ok"] for c in b["checks"] if c["name"].startswith("fds after the stream")] == [True]'
+# --churn-retry: every 3rd connection of rank 1 fails (connect returns ncclSystemError): the pair
+# is abandoned on both ranks (rank 0 learns it over mgmt, or its own connect to rank 1's closed
+# listener fails first) and opened again; every pair still completes, fds back. Without --churn-retry the same run ends with exit 3.
+RANK1_ENV=FAKE_CONNECT_FAIL_EVERY=3 run_pair churn-retry 0 0 "$FAKE10" --min-seconds 2 --messages 10 --sizes 4K \
+  --churn 6 --churn-retry --check-resources --timeout 30
+check_pair churn-retry 'a["churn"]["closed"] == b["churn"]["closed"] == a["churn"]["messages_ok"] == b["churn"]["messages_ok"] == 6' \
+  'b["churn"]["connect_failures"] >= 2 and a["churn"]["connect_failures"] == b["churn"]["connect_failures"]' \
+  '"connect (churn) returned ncclSystemError" in b["churn"]["failure_lines"][0]' \
+  'all("connect (churn) returned ncclSystemError" in l for l in a["churn"]["failure_lines"])' \
+  'a["ok"] and b["ok"] and b["calls"]["connect"]["errors"] == b["churn"]["connect_failures"]' \
+  'all(r["resources"]["stream_end"]["fds"] == r["resources"]["after_connect"]["fds"] for r in (a, b))'
+RANK1_ENV=FAKE_CONNECT_FAIL_EVERY=3 run_pair churn-noretry "5|3" 3 "$FAKE10" --min-seconds 2 --messages 10 --sizes 4K \
+  --churn 6 --timeout 30
+check_pair churn-noretry 'b["plugin_error"]["call"] == "connect (churn)" and b["churn"]["connect_failures"] == 0'
+# The ranks must agree on --churn; --churn-dev must name a device.
+RANK0_ARGS="--churn 3" run_pair churn-differs 2 2 "$FAKE10" --messages 10 --timeout 30
+RANK0_ARGS="--churn-retry" run_pair churn-retry-differs 2 2 "$FAKE10" --messages 10 --churn 3 --timeout 30
+run_pair churn-dev-range 2 2 "$FAKE10" --messages 10 --churn 2 --churn-dev 7 --timeout 30
+for bad in "--churn 3 --messages 0" "--churn -1" "--churn x" "--churn-dev 1 --messages 5" "--check-resources --messages 0" \
+  "--churn 2 --fault oversize" "--check-resources --fault bad-dev" "--churn-retry --messages 5"; do
+  "$DRIVER" --plugin "$FAKE10" --rank 0 $bad >/dev/null 2>"$WORK/churn-usage.log"
+  rc=$?
+  if [ "$rc" -ne 2 ]; then echo "FAIL churn-usage: '$bad' exit $rc (expected 2)"; failures=$((failures + 1)); fi
+done
+echo "ok   churn-usage"
+
 if [ "$failures" -ne 0 ]; then
   echo "unit.driver_fake: $failures failure(s); logs in $WORK"
   exit 1

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "churn.hpp"
 #include "logger.hpp"
 #include "pattern.hpp"
 
@@ -145,6 +146,7 @@ struct StreamSpec {
                            // the final count over the management connection (see run_stream)
   Timeline* timeline = nullptr;
   const std::vector<IdleWindow>* idle = nullptr;  // --idle windows (sorted), from the phase start
+  Churn* churn = nullptr;  // --churn: stepped every turn; the phase ends when it is done too
 };
 
 struct LastGroup {
@@ -298,7 +300,10 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
 
   bool progress = true;
   unsigned turn = 0;
-  while (sends_done < send_limit || !send_final || recvs_done < recv_limit || !recv_final) {
+  Churn* const churn = s.churn;
+  if (churn) churn->start(phase_t0);
+  while (sends_done < send_limit || !send_final || recvs_done < recv_limit || !recv_final ||
+         (churn && !churn->done() && !outliving(c))) {
     pace.tick(progress);
     progress = false;
     ++turn;
@@ -432,6 +437,15 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
       it = recvs.erase(it);
       if (c.after_recv) c.after_recv(recvs_done);
     }
+    // --churn: one step of the current extra pair (non-blocking calls only).
+    if (churn && !churn->done() && !outliving(c)) {
+      try {
+        progress = churn->step() || progress;
+      } catch (const DriverError& e) {
+        if (e.kind != Fail::peer) throw;
+        peer_lost(c, e);
+      }
+    }
   }
   st.seconds = static_cast<double>(now_ns() - t0) / 1e9;
   return out;
@@ -525,7 +539,7 @@ void run_integrity(DataCtx& c, Integrity& st) {
                one_way && c.rank == 0 ? 0 : c.opt.messages,  // --one-way: rank 1 -> rank 0 only
                one_way && c.rank == 1 ? 0 : c.opt.messages,
                c.opt.inflight, c.opt.group, true, !c.opt.sampled_verify, kEpochIntegrity, largest(c.opt.sizes), c.opt.min_seconds,
-               c.timeline, &c.opt.idle};
+               c.timeline, &c.opt.idle, c.churn};
   StreamOut out = run_stream(c, s, st);
   if (c.timeline) c.timeline->finish(now_ns());
   if (outliving(c))  // the stream ended here without a plugin error, but the peer is gone
@@ -656,7 +670,7 @@ std::vector<BwResult> run_bw(DataCtx& c) {
     std::uint64_t want = c.opt.bw_bytes ? c.opt.bw_bytes / std::max<std::size_t>(size, 1) : c.opt.bw_messages;
     std::uint64_t msgs = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.opt.inflight), std::min(want, cap));
     StreamSpec s{"bandwidth", {size}, msgs, msgs, c.opt.inflight, c.opt.group, false, false,
-                 kEpochBw + static_cast<std::uint32_t>(results.size()), largest(c.opt.sizes), 0, nullptr, nullptr};
+                 kEpochBw + static_cast<std::uint32_t>(results.size()), largest(c.opt.sizes), 0, nullptr, nullptr, nullptr};
     BwResult r;
     StreamOut out = run_stream(c, s, r.counters);
     r.size = size;

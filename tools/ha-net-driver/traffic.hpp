@@ -13,6 +13,8 @@
 
 namespace hnd {
 
+class Churn;
+
 // Page-aligned send and receive regions of `slots` slots each. A slot holds the largest message
 // plus a 64-byte guard (checked for overruns), rounded up to 4 KiB.
 class Buffers {
@@ -61,6 +63,8 @@ struct DataCtx {
   // Integrity phase, --idle: the windows taken (without any plugin call) are appended here (may be
   // null: the windows are still taken).
   std::vector<IdleTaken>* idle_taken = nullptr;
+  // Integrity phase, --churn: stepped once per polling turn; the phase also waits for it.
+  Churn* churn = nullptr;
 };
 
 // Mixed sizes (message k has size sizes[k % n]), --messages per direction (--one-way: rank 1 to

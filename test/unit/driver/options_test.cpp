@@ -1,0 +1,85 @@
+// ha-net-driver's command line: the soak options (--churn, --churn-dev, --churn-retry,
+// --check-resources), what both ranks must agree on, and usage errors (DriverError kind usage).
+#include <boost/test/unit_test.hpp>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "options.hpp"
+
+namespace {
+
+using hnd::Options;
+
+Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ha-net-driver");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return hnd::parse_options(static_cast<int>(args.size()), argv.data());
+}
+
+std::vector<std::string> base() { return {"--plugin", "x.so", "--rank", "0"}; }
+
+Options ok(std::vector<std::string> extra) {
+  auto args = base();
+  args.insert(args.end(), extra.begin(), extra.end());
+  return parse(args);
+}
+
+// The usage error's message (fails the test if the arguments parse).
+std::string usage_error(std::vector<std::string> extra) {
+  auto args = base();
+  args.insert(args.end(), extra.begin(), extra.end());
+  try {
+    parse(args);
+  } catch (const hnd::DriverError& e) {
+    BOOST_CHECK(e.kind == hnd::Fail::usage);
+    return e.what();
+  }
+  BOOST_ERROR("expected a usage error");
+  return {};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(driver_options)
+
+BOOST_AUTO_TEST_CASE(soak_options_default_off) {
+  Options o = ok({});
+  BOOST_TEST(o.churn == 0);
+  BOOST_TEST(o.churn_dev == -1);
+  BOOST_TEST(!o.churn_retry);
+  BOOST_TEST(!o.check_resources);
+  BOOST_TEST(hnd::shared_params(o).find("churn") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(churn_and_resources) {
+  Options o = ok({"--churn", "1000", "--churn-dev", "1", "--churn-retry", "--check-resources", "--min-seconds", "1800",
+                  "--timeout", "2700"});
+  BOOST_TEST(o.churn == 1000);
+  BOOST_TEST(o.churn_dev == 1);
+  BOOST_TEST(o.churn_retry);
+  BOOST_TEST(o.check_resources);
+  // Both ranks must agree on the churn and its retry policy; the device and the resource check are per rank.
+  const std::string p = hnd::shared_params(o);
+  BOOST_TEST(p.find(" churn=1000 churn_retry=1") != std::string::npos);
+  BOOST_TEST(p.find("churn_dev") == std::string::npos);
+  BOOST_TEST(p.find("resources") == std::string::npos);
+  BOOST_TEST(hnd::shared_params(ok({"--churn", "5"})).find(" churn=5") != std::string::npos);
+  BOOST_TEST(hnd::shared_params(ok({"--churn", "5"})).find("churn_retry") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(usage_errors) {
+  BOOST_TEST(usage_error({"--churn", "-1"}).find("--churn") != std::string::npos);
+  BOOST_TEST(usage_error({"--churn", "many"}).find("--churn") != std::string::npos);
+  BOOST_TEST(usage_error({"--churn"}).find("needs a value") != std::string::npos);
+  BOOST_TEST(usage_error({"--churn", "3", "--messages", "0"}).find("integrity phase") != std::string::npos);
+  BOOST_TEST(usage_error({"--churn", "3", "--fault", "oversize"}).find("integrity phase") != std::string::npos);
+  BOOST_TEST(usage_error({"--churn-dev", "1"}).find("need --churn") != std::string::npos);
+  BOOST_TEST(usage_error({"--churn-retry"}).find("need --churn") != std::string::npos);
+  BOOST_TEST(usage_error({"--check-resources", "--messages", "0"}).find("integrity phase") != std::string::npos);
+  BOOST_TEST(usage_error({"--check-resources", "--fault", "bad-dev"}).find("integrity phase") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,247 @@
+#include "churn.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <cstdlib>
+#include <cstring>
+
+#include "logger.hpp"
+#include "pattern.hpp"
+
+namespace hnd {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kMsg = 64;
+constexpr std::size_t kGuard = 64;
+constexpr std::uint8_t kGuardByte = 0x5a;
+constexpr std::uint32_t kEpochChurn = 400;  // pattern epoch: churn data never passes for the stream's
+
+double ms_between(std::int64_t a_ns, std::int64_t b_ns) { return static_cast<double>(b_ns - a_ns) / 1e6; }
+
+}  // namespace
+
+Churn::Churn(Plugin& net, Mgmt& mgmt, const Options& o, int rank, ChurnStats& st)
+    : net_(net), mgmt_(mgmt), o_(o), rank_(rank), dev_(o.churn_dev >= 0 ? o.churn_dev : o.dev), st_(st) {
+  void* m = ::mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) fail(Fail::usage, "cannot allocate the churn buffers");
+  mem_ = static_cast<std::uint8_t*>(m);
+  std::memset(mem_, 0, 2 * kPage);  // resident now, not in the middle of the phase
+  st_.ran = true;
+  st_.target = o.churn;
+  st_.dev = dev_;
+}
+
+Churn::~Churn() { ::munmap(mem_, 2 * kPage); }
+
+void Churn::start(std::int64_t phase_t0_ns) {
+  t0_ns_ = phase_t0_ns;
+  spacing_ns_ = o_.min_seconds > 0 ? static_cast<std::int64_t>(o_.min_seconds * 1e9 / o_.churn) : 0;
+  st_.spacing_ms = static_cast<double>(spacing_ns_) / 1e6;
+}
+
+const char* Churn::state_name() const {
+  switch (state_) {
+    case State::idle: return "idle";
+    case State::wait_peer: return "waiting for the peer's handle";
+    case State::connecting: return "connect/accept";
+    case State::traffic: return "moving its message";
+    case State::backoff: return "waiting to open it again";
+  }
+  return "?";
+}
+
+void Churn::read_inbox() {
+  while (auto m = mgmt_.try_recv(MsgType::churn)) {
+    auto nl = m->find('\n');
+    char kind = 0;
+    unsigned long long i = 0;
+    unsigned a = 0;
+    int used = 0;
+    if (nl == std::string::npos || std::sscanf(m->c_str(), "%c %llu %u%n", &kind, &i, &a, &used) != 3 ||
+        static_cast<std::size_t>(used) != nl || (kind != 'h' && kind != 'x') || i < next_ ||
+        (kind == 'h' && m->size() != nl + 1 + NCCL_NET_HANDLE_MAXSIZE))
+      fail(Fail::peer, "management protocol: bad churn message from the peer");
+    (kind == 'h' ? inbox_ : aborts_)[Key{i, a}] = m->substr(nl + 1);
+  }
+}
+
+void Churn::abandon(std::int64_t now, const std::string& why, bool tell_peer) {
+  if (++st_.connect_failures <= 5)
+    st_.failure_lines.push_back(strf("pair %llu attempt %u: %s", static_cast<unsigned long long>(next_), attempt_, why.c_str()));
+  log::warn("churn pair %llu attempt %u failed (%s); opening it again in 1 s", static_cast<unsigned long long>(next_),
+            attempt_, why.c_str());
+  if (tell_peer) mgmt_.send(MsgType::churn, strf("x %llu %u\n", static_cast<unsigned long long>(next_), attempt_) + why);
+  if (smh_) check(net_.deregMr(send_, smh_), "deregMr (churn send comm)");
+  if (rmh_) check(net_.deregMr(recv_, rmh_), "deregMr (churn recv comm)");
+  if (send_) check(net_.closeSend(send_), "closeSend (churn, failed attempt)");
+  if (recv_) check(net_.closeRecv(recv_), "closeRecv (churn, failed attempt)");
+  if (listen_) check(net_.closeListen(listen_), "closeListen (churn, failed attempt)");
+  send_ = recv_ = listen_ = smh_ = rmh_ = sreq_ = rreq_ = nullptr;
+  inbox_.erase(Key{next_, attempt_});
+  ++attempt_;
+  retry_at_ = now + 1000000000LL;
+  state_ = State::backoff;
+}
+
+bool Churn::open_listener(std::int64_t now) {
+  if (state_ == State::backoff) {
+    if (now < retry_at_) return false;
+  } else {
+    const std::int64_t due = t0_ns_ + static_cast<std::int64_t>(next_) * spacing_ns_ + spacing_ns_ / 2;
+    if (now < due) return false;
+    st_.late_ms_max = std::max(st_.late_ms_max, ms_between(due, now));
+    pair_t0_ = now;
+  }
+  std::memset(handle_, 0, sizeof handle_);
+  check(net_.listen(dev_, handle_, &listen_), "listen (churn)");
+  if (!listen_) fail(Fail::plugin, "listen (churn) returned ncclSuccess with a NULL listenComm");
+  mgmt_.send(MsgType::churn, strf("h %llu %u\n", static_cast<unsigned long long>(next_), attempt_) +
+                                 std::string(handle_, sizeof handle_));
+  state_ = State::wait_peer;
+  return true;
+}
+
+bool Churn::poll_connect(std::int64_t now) {
+  bool progress = false;
+  try {
+    if (!send_) {
+      ++st_.connect_calls;
+      check(net_.connect(dev_, peer_handle_.data(), &send_), "connect (churn)");
+      progress = send_ != nullptr;
+    }
+    if (!recv_) {
+      ++st_.accept_calls;
+      check(net_.accept(listen_, &recv_), "accept (churn)");
+      if (recv_) progress = true;
+    }
+  } catch (const DriverError& e) {
+    if (e.code < 0 || !o_.churn_retry) throw;
+    abandon(now, e.what(), true);
+    return true;
+  }
+  if (recv_ && listen_) {
+    check(net_.closeListen(listen_), "closeListen (churn)");
+    listen_ = nullptr;
+  }
+  if (!send_ || !recv_) return progress;
+  ++st_.opened;
+  const double ms = ms_between(pair_t0_, now);
+  st_.connect_ms_max = std::max(st_.connect_ms_max, ms);
+  st_.connect_ms_total += ms;
+  std::uint8_t* sbuf = mem_;
+  std::uint8_t* rbuf = mem_ + kPage;
+  check(net_.regMr(send_, sbuf, kPage, NCCL_PTR_HOST, &smh_), "regMr (churn send comm)");
+  check(net_.regMr(recv_, rbuf, kPage, NCCL_PTR_HOST, &rmh_), "regMr (churn recv comm)");
+  pattern::fill(sbuf, 0, kMsg, pattern::seed(rank_, kEpochChurn, next_));
+  pattern::fill(rbuf, 0, kMsg, pattern::seed(1 - rank_, kEpochChurn, next_), 0xff);  // stale data must not pass
+  std::memset(rbuf + kMsg, kGuardByte, kGuard);
+  sreq_ = rreq_ = nullptr;
+  sdone_ = rdone_ = false;
+  rsize_ = -1;
+  state_ = State::traffic;
+  return true;
+}
+
+bool Churn::poll_traffic(std::int64_t now) {
+  bool progress = false;
+  if (!rreq_) {
+    void* data = mem_ + kPage;
+    std::size_t cap = kPage - kGuard;
+    int tag = 0;
+    void* mh = rmh_;
+    check(net_.irecv(recv_, 1, &data, &cap, &tag, &mh, &rreq_), "irecv (churn)");
+    if (rreq_) progress = true;
+    else ++st_.irecv_retries;
+  }
+  if (!sreq_) {
+    check(net_.isend(send_, mem_, kMsg, 0, smh_, &sreq_), "isend (churn)");
+    if (sreq_) progress = true;
+    else ++st_.isend_retries;
+  }
+  if (rreq_ && !rdone_) {
+    int done = 0;
+    check(net_.test(rreq_, &done, &rsize_), "test (churn irecv)");
+    if (done) {
+      rdone_ = progress = true;
+      if (net_.has_irecvConsumed()) check(net_.irecvConsumed(recv_, 1, rreq_), "irecvConsumed (churn)");
+    }
+  }
+  if (sreq_ && !sdone_) {
+    int done = 0;
+    check(net_.test(sreq_, &done, nullptr), "test (churn isend)");
+    if (done) sdone_ = progress = true;
+  }
+  if (sdone_ && rdone_) finish_pair(now);
+  return progress;
+}
+
+void Churn::finish_pair(std::int64_t now) {
+  const std::uint8_t* rbuf = mem_ + kPage;
+  pattern::Mismatch m;
+  pattern::verify(rbuf, 0, kMsg, pattern::seed(1 - rank_, kEpochChurn, next_), &m);
+  bool guard_ok = std::all_of(rbuf + kMsg, rbuf + kMsg + kGuard, [](std::uint8_t b) { return b == kGuardByte; });
+  if (m.bytes == 0 && rsize_ == static_cast<int>(kMsg) && guard_ok) {
+    ++st_.messages_ok;
+  } else {
+    if (st_.bad_messages++ < 5)
+      log::warn("churn pair %llu: %d bytes reported (%zu sent), %llu wrong bytes%s",
+                static_cast<unsigned long long>(next_), rsize_, kMsg, static_cast<unsigned long long>(m.bytes),
+                guard_ok ? "" : ", written past the message");
+  }
+  check(net_.deregMr(send_, smh_), "deregMr (churn send comm)");
+  check(net_.deregMr(recv_, rmh_), "deregMr (churn recv comm)");
+  check(net_.closeSend(send_), "closeSend (churn)");
+  check(net_.closeRecv(recv_), "closeRecv (churn)");
+  send_ = recv_ = smh_ = rmh_ = sreq_ = rreq_ = nullptr;
+  ++st_.closed;
+  st_.pair_ms_max = std::max(st_.pair_ms_max, ms_between(pair_t0_, now));
+  for (auto* box : {&aborts_, &inbox_})  // leftovers of this pair's failed attempts
+    for (auto it = box->begin(); it != box->end();) it = it->first.first <= next_ ? box->erase(it) : std::next(it);
+  ++next_;
+  attempt_ = 0;
+  state_ = State::idle;
+}
+
+bool Churn::step() {
+  if (done()) return false;
+  read_inbox();
+  const std::int64_t now = now_ns();
+  if (state_ != State::idle && static_cast<double>(now - pair_t0_) / 1e9 > o_.timeout_s)
+    fail(Fail::timeout, strf("timeout after %g s in churn pair %llu (%s; %llu connect and %llu accept calls so far)",
+                             o_.timeout_s, static_cast<unsigned long long>(next_), state_name(),
+                             static_cast<unsigned long long>(st_.connect_calls),
+                             static_cast<unsigned long long>(st_.accept_calls)));
+  if (state_ != State::idle && state_ != State::backoff) {
+    auto ab = aborts_.find(Key{next_, attempt_});
+    if (ab != aborts_.end()) {  // the peer's side of this attempt failed
+      std::string why = "the peer: " + ab->second;
+      aborts_.erase(ab);
+      abandon(now, why, false);
+      return true;
+    }
+  }
+  switch (state_) {
+    case State::idle:
+    case State::backoff:
+      return open_listener(now);
+    case State::wait_peer: {
+      auto it = inbox_.find(Key{next_, attempt_});
+      if (it == inbox_.end()) return false;
+      peer_handle_ = std::move(it->second);
+      inbox_.erase(it);
+      state_ = State::connecting;
+      return true;
+    }
+    case State::connecting:
+      return poll_connect(now);
+    case State::traffic:
+      return poll_traffic(now);
+  }
+  return false;
+}
+
+}  // namespace hnd

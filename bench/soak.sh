@@ -48,7 +48,9 @@ fi
 [[ -z $CHURN ]] && CHURN=$(awk -v m="$MINUTES" 'BEGIN { n = int(1000 * m / 30 + 0.5); print (n < 1 ? 1 : n) }')
 [[ $CHURN =~ ^[0-9]+$ ]] || { echo "soak.sh: --churn must be a whole number" >&2; exit 2; }
 stamp=$(date -u +%Y-%m-%d)
-[[ -n $OUT ]] || OUT=$REPO/bench/results/soak-$( ((TRIAL)) && echo trial- )$stamp
+prefix=soak-
+((TRIAL)) && prefix=soak-trial-
+[[ -n $OUT ]] || OUT=$REPO/bench/results/$prefix$stamp
 
 if [[ ${NCCL_HA_BENCH_NO_BUILD:-0} != 1 ]]; then
   bash "$REPO/scripts/setup.sh"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (test/fuzz) with clang, AddressSanitizer and UndefinedBehaviorSanitizer,
-# and runs every target for $FUZZ_RUNS inputs (default 1,000,000) from its checked-in seed corpus.
+# and runs every target for $FUZZ_RUNS inputs (default 1,000,000) from its checked-in seed corpus
+# (test/fuzz/corpus/<target>/) and, when there is one, its dictionary (test/fuzz/dict/<target>.dict).
 #   scripts/fuzz.sh                    every target
 #   scripts/fuzz.sh conn_msg handle    only these
 # Build dir: $NCCL_HA_FUZZ_DIR (default build-fuzz/); compiler: $NCCL_HA_FUZZ_CXX (clang++-14);
@@ -42,10 +43,12 @@ run_one() {
   local t=$1 work=$BUILD/fuzz-corpus/$1 artifacts=$BUILD/fuzz-artifacts/$1 log=$BUILD/fuzz-logs/$1.log
   mkdir -p "$work" "$artifacts"
   rm -f "$artifacts"/*
-  local start rc=0
+  local start rc=0 dict=()
+  [[ -f $REPO/test/fuzz/dict/$t.dict ]] && dict=(-dict="$REPO/test/fuzz/dict/$t.dict")
   start=$(date +%s%N)
   "$BUILD/test/fuzz/fuzz_$t" -runs="$RUNS" -max_len="${MAX_LEN[$t]:-4096}" -timeout=30 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "$REPO/test/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+    -print_final_stats=1 -artifact_prefix="$artifacts/" ${dict[@]+"${dict[@]}"} "$work" "$REPO/test/fuzz/corpus/$t" \
+    >"$log" 2>&1 || rc=$?
   ((rc != 0)) || grep -q "^Done $RUNS runs" "$log" || rc=99  # ended early without saying why
   echo "$t $rc $((($(date +%s%N) - start) / 1000000))" >"$BUILD/fuzz-logs/$t.result"
 }

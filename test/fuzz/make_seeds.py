@@ -140,7 +140,8 @@ def main():
     for i, s in enumerate(["hostB", "--rails\nrxe0:1,1\n--sizes\n8,64K,1M\n--min-bw\n10000\n--json\nhostB",
                            "-d\nmlx5_0\n-i\n1\n-x\n3\n-s\n1M\n-t\n32\n-D\n5\n--report_gbits\n--min-bw\n80%\nhostB",
                            "--serve\n--json-file\n/var/log/ha-ping.jsonl", "--list\n--plugin\n/opt/lib/libnccl-net-ha.so",
-                           "ENV NCCL_IB_TC=106\nENV HA_NCCL_IB_SL=3\n--timeout=5\nhostB", "-T\n96\n-S\n16\nhostB"]):
+                           "ENV NCCL_IB_TC=106\nENV HA_NCCL_IB_SL=3\n--timeout=5\nhostB", "-T\n96\n-S\n16\nhostB",
+                           "--min-bw\ninf\nhostB", "--token\n-1\n--count\n3"]):
         write("ha_ping_options", f"seed-{i}.txt", s)
 
 

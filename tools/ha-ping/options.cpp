@@ -1,5 +1,8 @@
 #include "options.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
@@ -55,7 +58,7 @@ Status set_min_bw(Options& o, const std::string& v) {
   if (o.min_bw_percent) num.pop_back();
   char* end = nullptr;
   const double x = num.empty() ? -1 : std::strtod(num.c_str(), &end);
-  if (num.empty() || *end != '\0' || !(x >= 0))
+  if (num.empty() || *end != '\0' || !(x >= 0) || !std::isfinite(x))  // "inf", "1e999": no threshold
     return make_error(Errc::invalid_argument,
                       "--min-bw: '" + v + "' is neither a non-negative number (MiB/s) nor a percentage like 80%");
   if (o.min_bw_percent && (x <= 0 || x > 100))
@@ -128,9 +131,14 @@ const Spec kSpecs[] = {
     {0, "serve", false, [](Options& o, const std::string&) -> Status { return o.count = 0, Status{}; }},
     {0, "token", true,
      [](Options& o, const std::string& v) -> Status {
-       char* end = nullptr;
-       o.token = std::strtoull(v.c_str(), &end, 16);
-       if (v.empty() || *end != '\0' || o.token == 0)
+       // 1..16 hex digits, "0x" allowed: strtoull alone would also take blanks, a sign ("-1") and
+       // overflow (saturating to 2^64 - 1).
+       const std::size_t digits = v.rfind("0x", 0) == 0 || v.rfind("0X", 0) == 0 ? 2 : 0;
+       const bool hex = v.size() > digits && v.size() - digits <= 16 &&
+                        std::all_of(v.begin() + static_cast<std::ptrdiff_t>(digits), v.end(),
+                                    [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; });
+       o.token = hex ? std::strtoull(v.c_str(), nullptr, 16) : 0;
+       if (o.token == 0)
          return make_error(Errc::invalid_argument, "--token: '" + v + "' is not a non-zero hex number");
        return {};
      }},

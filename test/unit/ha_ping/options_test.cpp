@@ -123,6 +123,17 @@ BOOST_AUTO_TEST_CASE(min_bw_mib_or_percent) {
   BOOST_TEST(contains(error_of({"--min-bw", "150%"}), "(0%, 100%]"));
   BOOST_TEST(contains(error_of({"--min-bw", "0%"}), "(0%, 100%]"));
   BOOST_TEST(contains(error_of({"--min-bw", "%"}), "neither"));
+  // Found by the fuzzer's property (test/fuzz/ha_ping_options.cpp): no infinite threshold.
+  for (const char* v : {"inf", "infinity", "1e999", "inf%", "nan"})
+    BOOST_TEST(contains(error_of({"--min-bw", v}), "neither"), v);
+}
+
+BOOST_AUTO_TEST_CASE(tokens_are_hex_numbers_only) {
+  BOOST_TEST(ok({"--token", "abc"}).token == 0xabcu);
+  BOOST_TEST(ok({"--token", "0x1F"}).token == 0x1fu);
+  BOOST_TEST(ok({"--token", "ffffffffffffffff"}).token == ~0ull);
+  for (const char* v : {"", "0", "0x", "-1", " 12", "+12", "12 ", "1ffffffffffffffff", "xyz", "0x-1"})
+    BOOST_TEST(contains(error_of({"--token", v}), "is not a non-zero hex number"), "'" << v << "'");
 }
 
 BOOST_AUTO_TEST_CASE(bad_values_are_rejected_clearly) {

@@ -78,6 +78,11 @@ void Churn::abandon(std::int64_t now, const std::string& why, bool tell_peer) {
   if (smh_) check(net_.deregMr(send_, smh_), "deregMr (churn send comm)");
   if (rmh_) check(net_.deregMr(recv_, rmh_), "deregMr (churn recv comm)");
   if (send_) check(net_.closeSend(send_), "closeSend (churn, failed attempt)");
+  if (!send_ && connecting_) {
+    draining_.push_back(std::move(peer_handle_));
+    ++st_.drained_connects;
+  }
+  connecting_ = false;
   if (recv_) check(net_.closeRecv(recv_), "closeRecv (churn, failed attempt)");
   if (listen_) check(net_.closeListen(listen_), "closeListen (churn, failed attempt)");
   send_ = recv_ = listen_ = smh_ = rmh_ = sreq_ = rreq_ = nullptr;
@@ -110,8 +115,10 @@ bool Churn::poll_connect(std::int64_t now) {
   try {
     if (!send_) {
       ++st_.connect_calls;
+      connecting_ = true;
       check(net_.connect(dev_, peer_handle_.data(), &send_), "connect (churn)");
       progress = send_ != nullptr;
+      if (send_) connecting_ = false;
     }
     if (!recv_) {
       ++st_.accept_calls;
@@ -120,6 +127,7 @@ bool Churn::poll_connect(std::int64_t now) {
     }
   } catch (const DriverError& e) {
     if (e.code < 0 || !o_.churn_retry) throw;
+    if (!send_) connecting_ = false;  // the failed call was connect(): nothing left in progress
     abandon(now, e.what(), true);
     return true;
   }
@@ -206,9 +214,27 @@ void Churn::finish_pair(std::int64_t now) {
   state_ = State::idle;
 }
 
+bool Churn::drain() {
+  bool progress = false;
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    void* comm = nullptr;
+    ncclResult_t r = net_.connect(dev_, it->data(), &comm);
+    if (r == ncclSuccess && !comm) {
+      ++it;
+      continue;
+    }
+    if (comm) check(net_.closeSend(comm), "closeSend (churn, abandoned connect)");
+    it = draining_.erase(it);
+    progress = true;
+  }
+  return progress;
+}
+
 bool Churn::step() {
   if (done()) return false;
   read_inbox();
+  const bool drained = !draining_.empty() && drain();
+  if (next_ >= static_cast<std::uint64_t>(o_.churn)) return drained;
   const std::int64_t now = now_ns();
   if (state_ != State::idle && static_cast<double>(now - pair_t0_) / 1e9 > o_.timeout_s)
     fail(Fail::timeout, strf("timeout after %g s in churn pair %llu (%s; %llu connect and %llu accept calls so far)",
@@ -227,7 +253,7 @@ bool Churn::step() {
   switch (state_) {
     case State::idle:
     case State::backoff:
-      return open_listener(now);
+      return open_listener(now) || drained;
     case State::wait_peer: {
       auto it = inbox_.find(Key{next_, attempt_});
       if (it == inbox_.end()) return false;

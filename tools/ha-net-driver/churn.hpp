@@ -18,12 +18,17 @@
 // both ranks (this rank tells the peer with an "x" message; each closes whatever the attempt had
 // opened) and the pair is opened again 1 s later, until the pair's --timeout. The failures are
 // counted (connect_failures, the first reasons kept) instead of ending the run: NCCL would abort,
-// but a soak should go on and report them. Errors of any other call still end the run.
+// but a soak should go on and report them. Errors of any other call still end the run. NCCL's API
+// cannot cancel a connect() in progress, so an abandoned attempt whose connect() had neither
+// returned a comm nor failed yet is driven to its end in the background (connect() with the same
+// handle each turn until it returns a comm, which is closed at once, or an error), so that its
+// socket and state are released rather than leaked; the phase waits for these too.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <utility>
+#include <vector>
 #include <string>
 
 #include "mgmt.hpp"
@@ -46,13 +51,14 @@ class Churn {
   // One polling turn: reads the peer's handles, then advances the current pair by at most one
   // step of non-blocking plugin calls. Returns true when something moved.
   bool step();
-  bool done() const { return next_ >= static_cast<std::uint64_t>(o_.churn); }
+  bool done() const { return next_ >= static_cast<std::uint64_t>(o_.churn) && draining_.empty(); }
 
  private:
   enum class State { idle, wait_peer, connecting, traffic, backoff };
   using Key = std::pair<std::uint64_t, std::uint32_t>;  // (pair, attempt)
   void read_inbox();
   void abandon(std::int64_t now, const std::string& why, bool tell_peer);
+  bool drain();
   bool open_listener(std::int64_t now);
   bool poll_connect(std::int64_t now);
   bool poll_traffic(std::int64_t now);
@@ -74,6 +80,8 @@ class Churn {
   std::map<Key, std::string> aborts_;  // the peer's failed attempts, with its reason
   std::int64_t retry_at_ = 0;
   std::string peer_handle_;
+  bool connecting_ = false;  // connect() was called for this attempt and returned neither comm nor error
+  std::vector<std::string> draining_;  // handles of abandoned connects still in progress
   char handle_[NCCL_NET_HANDLE_MAXSIZE] = {};
   void* listen_ = nullptr;
   void* send_ = nullptr;

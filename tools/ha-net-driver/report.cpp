@@ -382,6 +382,7 @@ bool write_json(const Report& r, const std::string& path) {
     j.kv("pair_ms_max", c.pair_ms_max);
     j.kv("late_ms_max", c.late_ms_max);
     j.kv("connect_failures", c.connect_failures);
+    j.kv("drained_connects", c.drained_connects);
     j.key("failure_lines");
     j.open('[');
     for (const auto& l : c.failure_lines) j.str(l);

@@ -135,6 +135,7 @@ struct ChurnStats {
   double pair_ms_max = 0;                            // from listen to closeRecv
   double late_ms_max = 0;  // the longest a pair started after it was due (the previous one lasted)
   std::uint64_t connect_failures = 0;      // --churn-retry: attempts abandoned (here or at the peer)
+  std::uint64_t drained_connects = 0;      // abandoned connects still in progress, driven to their end
   std::vector<std::string> failure_lines;  // the first 5 reasons
 };
 

@@ -128,7 +128,14 @@ def main():
             "fatal": [r["outcome"]["fatal"] for r in mine],
             "rebuilding_at_fault": [r["rebuilding_at_fault"] for r in mine],
         }
-    report = {"bench": "reprotect", "meta": meta, "runs": runs, "summary": summary}
+    failed = []
+    for side in ("a", "b"):
+        tsv = logdir / side / "out" / "failed-runs.tsv"
+        for line in tsv.read_text().splitlines() if tsv.exists() else []:
+            name, variant, rc, peer_rc, measured, why = (line.split("\t", 5) + [""] * 6)[:6]
+            failed.append({"side": side, "run": name, "variant": variant, "exit": rc, "peer_exit": peer_rc,
+                           "measured": measured == "1", "why": why})
+    report = {"bench": "reprotect", "meta": meta, "runs": runs, "summary": summary, "failed_after_measuring": failed}
     Path(out_prefix + ".json").write_text(json.dumps(report, indent=2) + "\n")
 
     def fmt(xs):
@@ -171,6 +178,10 @@ def main():
                        ("logged_to_start_max_ms", "logged -> start, last comm (ms, per run)"),
                        ("failovers", "comms failed over"), ("fatal", "comms without a standby yet (fatal)")):
         lines.append(f"| {label} | {fmt(summary['before'][key])} | {fmt(summary['after'][key])} |")
+    if failed:
+        lines += ["", "Runs whose driver failed after the measurement (their figures are above):", ""]
+        lines += [f"- {f['run']} ({f['variant']}), VM {f['side']}: exit {f['exit']} (peer {f['peer_exit']}): "
+                  f"`{f['why'][-160:]}`" for f in failed]
     lines.append("")
     Path(out_prefix + ".md").write_text("\n".join(lines))
     print("\n".join(lines))

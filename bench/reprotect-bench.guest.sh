@@ -20,6 +20,9 @@
 #          each comm's failover (its start = time_unix_ms - stall_ms) or fatal record.
 # Files per run NAME in $VM_OUT: NAME.{json,log,rc,phase,stats.jsonl}, on a also NAME.faults
 # ("<what> <unix us>" lines) and NAME.events-rxe{0,1} ("<unix us> <ibv_asyncwatch line>").
+# A driver run that fails before the end of the fault sequence ends the bench (exit 1); one that
+# fails later (closing the comms, finalize) is kept and listed in failed-runs.tsv (name, variant,
+# exit here, exit at the peer, measured, the first error line).
 set -euo pipefail
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver_*
 pl_failover_env  # NCCL_SOCKET_IFNAME=eth2, both rxe devices visible
@@ -106,11 +109,21 @@ run() { # NAME VARIANT: one driver pair with VARIANT's plugin; a failed run ends
   pl_driver_wait
   echo "$PL_RC" >"$VM_OUT/$name.rc"
   echo "$PL_MS" >"$VM_OUT/$name.ms"
-  peer_rc=$(vm_exchange "$name-rc" "$PL_RC")
+  # Measured = a went through the whole fault sequence during the hold. A run that failed after
+  # that (closing, finalize) still gives its figures; it is listed in failed-runs.tsv and the report.
+  local measured=0 reply why
+  [[ $VM_ROLE == a && -s $VM_OUT/$name.faults ]] && grep -q '^rail0-active ' "$VM_OUT/$name.faults" && measured=1
+  reply=$(vm_exchange "$name-rc" "$PL_RC:$measured")
+  peer_rc=${reply%%:*}
+  [[ $VM_ROLE == a ]] || measured=${reply#*:}
   if ((PL_RC != 0 || peer_rc != 0)); then
+    why=$(grep -m1 -h -E 'NCCL WARN .*(reactor|did not finish)|error:' "$VM_OUT/$name.log" || echo "exit $PL_RC")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$PL_RC" "$peer_rc" "$measured" "$why" >>"$VM_OUT/failed-runs.tsv"
     vm_log "$name ($variant): driver exit $PL_RC here, $peer_rc at the peer; the end of $VM_OUT/$name.log:"
     tail -n 30 "$VM_OUT/$name.log" >&2 || true
-    exit 1
+    ((measured)) || exit 1  # it failed before the measurement: no figure, the bench ends
+    vm_log "$name: failed after its measurement (kept, listed in the report)"
+    return 0
   fi
   vm_log "$name: ok in $PL_MS ms"
 }

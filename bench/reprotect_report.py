@@ -128,11 +128,20 @@ def main():
             "fatal": [r["outcome"]["fatal"] for r in mine],
             "rebuilding_at_fault": [r["rebuilding_at_fault"] for r in mine],
         }
-    report = {"bench": "reprotect", "meta": meta, "runs": runs, "summary": summary}
+    failed = []
+    for side in ("a", "b"):
+        tsv = logdir / side / "out" / "failed-runs.tsv"
+        for line in tsv.read_text().splitlines() if tsv.exists() else []:
+            name, variant, rc, peer_rc, measured, why = (line.split("\t", 5) + [""] * 6)[:6]
+            failed.append({"side": side, "run": name, "variant": variant, "exit": rc, "peer_exit": peer_rc,
+                           "measured": measured == "1", "why": why})
+    report = {"bench": "reprotect", "meta": meta, "runs": runs, "summary": summary, "failed_after_measuring": failed}
     Path(out_prefix + ".json").write_text(json.dumps(report, indent=2) + "\n")
 
     def fmt(xs):
-        return ", ".join(f"{x:.0f}" if isinstance(x, (int, float)) else "-" for x in xs) or "-"
+        nums = [x for x in xs if isinstance(x, (int, float))]
+        text = ", ".join(f"{x:.0f}" if isinstance(x, (int, float)) else "-" for x in xs) or "-"
+        return f"**{statistics.median(nums):.0f}** ({text})" if nums else text
 
     env = meta.get("env", {})
     lines = [
@@ -164,13 +173,19 @@ def main():
                      f"{r['kernel_to_logged_ms'] if r['kernel_to_logged_ms'] is not None else '-'} | "
                      f"{ks.get('median', '-')} / {ks.get('p90', '-')} / {ks.get('max', '-')} | {ls.get('max', '-')} | "
                      f"{cs.get('max', '-')} | {r['outcome']['failover']} / {r['outcome']['fatal']} |")
-    lines += ["", "| | before | after |", "|---|---|---|"]
+    lines += ["", "Per variant: the median over its runs in bold, then each run's figure.", "",
+              "| | before | after |", "|---|---|---|"]
     for key, label in (("kernel_to_logged_ms", "kernel -> logged (ms, per run)"),
                        ("kernel_to_start_median_ms", "kernel -> start, median over comms (ms, per run)"),
                        ("kernel_to_start_max_ms", "kernel -> start, last comm (ms, per run)"),
                        ("logged_to_start_max_ms", "logged -> start, last comm (ms, per run)"),
-                       ("failovers", "comms failed over"), ("fatal", "comms without a standby yet (fatal)")):
+                       ("failovers", "comms failed over (per run)"),
+                       ("fatal", "comms without a standby yet: fatal (per run)")):
         lines.append(f"| {label} | {fmt(summary['before'][key])} | {fmt(summary['after'][key])} |")
+    if failed:
+        lines += ["", "Runs whose driver failed after the measurement (their figures are above):", ""]
+        lines += [f"- {f['run']} ({f['variant']}), VM {f['side']}: exit {f['exit']} (peer {f['peer_exit']}): "
+                  f"`{f['why'][-160:]}`" for f in failed]
     lines.append("")
     Path(out_prefix + ".md").write_text("\n".join(lines))
     print("\n".join(lines))

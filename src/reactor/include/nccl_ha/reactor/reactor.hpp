@@ -6,7 +6,8 @@
 //
 // Thread-safety contract
 // ----------------------
-//  * start(), stop(), post(), spawn(), run_sync() and running() may be called from any thread.
+//  * start(), stop(), post(), spawn(), run_sync(), running() and offload(fn, done) may be called
+//    from any thread; co_await offload(fn) only in a coroutine on the reactor.
 //    stop() and run_sync() must not be called from the progress thread itself when they have to
 //    wait (run_sync() detects that case and runs the function inline; stop() from the progress
 //    thread only requests the stop and returns).

@@ -51,6 +51,8 @@ Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device*
     c.retry_window_ns = static_cast<std::uint64_t>(cfg.retry_window_ms) * 1000000ull;
     c.failback = cfg.enable_failback;
     c.failback_hold_ns = static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000ull;
+    c.test_failback_stall_ns = static_cast<std::uint64_t>(cfg.test_failback_stall_ms) * 1000000ull;
+    c.test_failback_stall_at = static_cast<std::uint8_t>(cfg.test_failback_stall_at);
   }
   char id[64];
   std::snprintf(id, sizeof id, "%s comm %p", c.kind == CommKind::send ? "send" : "recv", static_cast<void*>(&c));

@@ -195,6 +195,10 @@ struct Path {
   // the port's rate (reset when the send queue empties). A healthy path finishes its oldest
   // write well within that; a 64 MiB write is no black hole because it takes a while.
   std::uint64_t rto_allowance_ns = 0;
+  // Receive WRs posted beyond what the receives outstanding need: a path left by a failback keeps
+  // the WRs of the buffers that were then missing (it stays connected, as the standby); when it
+  // carries traffic again, they stand for the next receives instead of new posts (failover.cpp).
+  std::uint32_t spare_recvs = 0;
   std::uint32_t fault_gen = 0;          // dev->fault_gen when the path came up
   Qos qos;                              // the comm's, set before the QP is connected
 };
@@ -238,14 +242,23 @@ struct ReprotectState {
 };
 
 struct FailoverState {
-  enum Phase : std::uint8_t { normal, draining, syncing };
+  // quiescing: a failback only (the sender's): no new sends, the old path's own complete.
+  enum Phase : std::uint8_t { normal, quiescing, draining, syncing };
   Phase phase = normal;
   std::uint32_t epoch = 0;            // failovers started; both sides count the same
+  std::uint32_t prev_epoch = 0;       // before this one (a failback abandoned before its notice)
   int from = 0;                       // slot that failed
   std::uint64_t started_ns = 0;
   std::uint64_t deadline_ns = 0;      // drain deadline, then the peer's confirmation deadline
   std::string cause;
   bool planned = false;               // a failback: the path it leaves is healthy
+  // A failback leaves its old path connected (no ERROR; it becomes the standby): until the switch
+  // is done it is where the comm returns if the failback's target fails during it.
+  bool keep_from = false;
+  // The peer moved onto the path we are on (its failback failed before we followed it): no
+  // switch, the same path is re-synchronised.
+  bool in_place = false;
+  std::uint64_t stall_until_ns = 0;   // HA_NCCL_TEST_FAILBACK_STALL_AT
   // Syncing: the new path is shown to work (our notice's write completed, or the peer's notice
   // came over it). From then on only a fault of that path ends the wait, no deadline.
   bool proven = false;
@@ -315,6 +328,8 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   ReprotectState rp;
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;
+  std::uint64_t test_failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS
+  std::uint8_t test_failback_stall_at = 0;   // Config::FailbackStall
   FailoverState fo;
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines

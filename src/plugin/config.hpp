@@ -65,6 +65,13 @@ struct Config {
   // frame when closeListen came first), with a WARN per connection; the plugin-errors VM test
   // closes the listener inside that window (connect.cpp).
   int test_ack_delay_ms = 0;
+  // For tests only: a failback held HA_NCCL_TEST_FAILBACK_STALL_MS (0..60000) at one point of its
+  // switch, HA_NCCL_TEST_FAILBACK_STALL_AT: `switch` (the sender, before it writes its notice on
+  // the target) or `finish` (the sender, after the receiver's report came), so that the failover-failback-flap VM test can
+  // take the target down inside the switch (failover.cpp).
+  enum FailbackStall : std::uint8_t { stall_switch, stall_finish };
+  int test_failback_stall_ms = 0;
+  FailbackStall test_failback_stall_at = stall_switch;
 
   static Config from_env();
   // The same from any source of variables (tests, fuzzers: no setenv).

@@ -4,8 +4,8 @@
 //                work request posted on it is accounted for (successes still count; a
 //                receiver's QP in ERROR drops whatever the old path still carries, so nothing
 //                stale can land in a buffer after this point).
-//   2. announce  The receiver posts receive WRs on the new path for every buffer it has not
-//                received, re-publishes its outstanding clear-to-send entries, and writes its
+//   2. announce  The receiver makes sure the new path has a receive WR for every buffer it has
+//                not received, re-publishes its outstanding clear-to-send entries, and writes its
 //                report {base, done masks} into the sender's ControlBlock. The sender writes its
 //                notice. Both writes carry the failover's epoch (written last).
 //   3. syncing   Each side waits for the other's SyncMsg of this epoch. Until the new path is
@@ -14,6 +14,14 @@
 //                path (an error completion, a port event, a failed heartbeat) ends it.
 //                The sender then completes every in-flight send the report shows delivered (its
 //                ACK was lost) and replays exactly the others on the new path.
+// A failback (HA_NCCL_ENABLE_FAILBACK, decided by the sender) moves off a healthy path, so it is
+// make-before-break: the sender first stops sending and waits until everything it posted on the
+// old path completed (0. quiescing: every byte the receiver will ever get there has landed, so
+// its report is exact without an ERROR), and neither side breaks the old path: it stays
+// connected and becomes the standby. If the target fails during the switch, the comm returns to
+// it: before the sender's notice was written by simply staying; after, by an ordinary failover
+// back to it (the peer follows, or - when it never followed - re-synchronises in place on the
+// path it never left). A failback can fail; it never ends a comm whose old path is healthy.
 // All of it runs on the progress thread (control_step), whether or not NCCL calls the plugin;
 // isend / irecv return a NULL request and test() reports not-done meanwhile: NCCL sees a delay.
 // The side that saw no fault joins when the peer's SyncMsg arrives (a write with immediate
@@ -34,12 +42,21 @@ constexpr std::uint64_t kDrainBoundNs = 200'000'000;  // flushes of rxe / hardwa
 double ms_since(std::uint64_t start, std::uint64_t now) { return static_cast<double>(now - start) / 1e6; }
 
 // Receiver: what it has, re-armed on the new path; then the report.
+// A path that carried traffic before (kept by a failback, or re-synchronised in place) still has
+// receive WRs posted: only the difference is posted, any excess is the path's spare_recvs.
 Status announce_recv(RecvComm& c, Path& p) {
+  std::uint32_t needed = kCtlRecvs;
+  for (const Request& r : c.reqs)
+    if (r.type == ReqType::recv) needed += static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
+  std::uint32_t deficit = needed > p.recvs_out ? needed - p.recvs_out : 0;
+  p.spare_recvs = p.recvs_out > needed ? p.recvs_out - needed : 0;
   for (std::uint64_t slot = 0; slot < kMaxRequests; ++slot) {
     const Request& r = c.reqs[slot];
     if (r.type != ReqType::recv) continue;
-    const int missing = r.nreqs - std::popcount(r.done_mask);
-    if (int rc = post_recvs(p, slot, missing); rc != 0)
+    const auto missing = static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
+    const std::uint32_t n = std::min(missing, deficit);
+    deficit -= n;
+    if (int rc = post_recvs(p, slot, static_cast<int>(n)); rc != 0)
       return make_error(Errc::verbs, std::string("posting receives on the new path: ") + std::strerror(rc));
     if (int rc = post_cts(c, p, slot); rc != 0)
       return make_error(Errc::verbs, std::string("re-publishing a clear-to-send: ") + std::strerror(rc));
@@ -75,31 +92,129 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
 
 void finish(CommBase& c, std::uint32_t replayed) {
   const std::uint64_t now = now_ns();
-  const int from = c.fo.from;
+  FailoverState& fo = c.fo;
+  const int from = fo.from;
   const std::string from_dev = c.devs[from]->port.id();
   const std::string to_dev = c.device().port.id();
-  const double stall = ms_since(c.fo.started_ns, now);
-  const char* what = c.fo.planned ? "failback" : "failover";
-  c.fo.phase = FailoverState::normal;
-  ++(c.fo.planned ? c.stats.failbacks : c.stats.failovers);
+  const double stall = ms_since(fo.started_ns, now);
+  const char* what = fo.in_place ? "resync" : fo.planned ? "failback" : "failover";
+  fo.phase = FailoverState::normal;
   c.stats.replayed += replayed;
   c.stats.last_stall_ms = stall;
-  retire(std::move(c.paths[from]));  // in ERROR; re-protection builds a new one
-  if (c.inbox.sync && c.peer_sync.epoch <= c.fo.epoch) c.inbox.sync = false;  // this failover's notice
-  c.standby.outstanding = false;
-  c.standby.misses = 0;
-  set_standby(c, StandbyHealth::down,
-              std::string(c.fo.planned ? "left by the failback" : "failed") + ", " + "re-protection follows",
-              /*said=*/true);
-  HA_WARN("NET/HA: %s of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", what, c.id.c_str(),
-          from_dev.c_str(), to_dev.c_str(), c.fo.cause.c_str(), replayed, stall);
+  if (c.inbox.sync && c.peer_sync.epoch <= fo.epoch) c.inbox.sync = false;  // this failover's notice
+  if (fo.in_place) {
+    HA_WARN("NET/HA: %s stays on %s: the peer returned to it (%s), replayed %u message(s), stall %.1f ms",
+            c.id.c_str(), to_dev.c_str(), fo.cause.c_str(), replayed, stall);
+  } else {
+    ++(fo.planned ? c.stats.failbacks : c.stats.failovers);
+    c.standby.outstanding = false;
+    c.standby.misses = 0;
+    if (fo.keep_from) {  // the failback's old path, still connected, is the standby now
+      c.standby.next_ns = now;
+      set_standby(c, StandbyHealth::up, "kept: the path the failback left", /*said=*/true);
+    } else {
+      retire(std::move(c.paths[from]));  // in ERROR; re-protection builds a new one
+      set_standby(c, StandbyHealth::down,
+                  std::string(fo.planned ? "left by the failback" : "failed") + ", " + "re-protection follows",
+                  /*said=*/true);
+    }
+    HA_WARN("NET/HA: %s of %s %s -> %s: cause %s, replayed %u message(s), stall %.1f ms", what, c.id.c_str(),
+            from_dev.c_str(), to_dev.c_str(), fo.cause.c_str(), replayed, stall);
+  }
   write_stats(c, what, [&](net::JsonWriter& j) {
     j.kv("from", from_dev);
     j.kv("to", to_dev);
     j.kv("stall_ms", stall);
     j.kv("replayed_now", replayed);
-    j.kv("cause", c.fo.cause);
+    j.kv("cause", fo.cause);
   });
+  fo.keep_from = false;
+  fo.in_place = false;
+  fo.stall_until_ns = 0;
+}
+
+void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::Phase phase, std::uint64_t now) {
+  FailoverState& fo = c.fo;
+  const std::uint32_t peer_epoch = c.inbox.sync ? c.peer_sync.epoch : 0;
+  fo.prev_epoch = fo.epoch;
+  fo.epoch = std::max(fo.epoch + 1, peer_epoch);
+  fo.phase = phase;
+  fo.from = c.active;
+  fo.cause = cause;
+  fo.planned = planned;
+  fo.proven = false;
+  fo.keep_from = false;
+  fo.in_place = false;
+  fo.stall_until_ns = 0;
+  fo.started_ns = now;
+  fo.deadline_ns = now + kDrainBoundNs;
+}
+
+void record_failed_failback(CommBase& c, const std::string& why, const char* stage, const std::string& from,
+                            const std::string& to) {
+  write_stats(c, "failback_failed", [&](net::JsonWriter& j) {
+    j.kv("from", from);
+    j.kv("to", to);
+    j.kv("why", why);
+    j.kv("stage", stage);
+  });
+}
+
+// The failback's target (the standby, during quiescing and before the sender's notice): still fit?
+std::string target_trouble(CommBase& c) {
+  Path* t = c.paths[1 - c.fo.from].get();
+  if (!t) return "its path is gone";
+  ibv_wc err{};
+  err.status = IBV_WC_SUCCESS;
+  poll_path(c, *t, 8, &err);  // heartbeats
+  if (err.status != IBV_WC_SUCCESS) return describe_error(*t, err);
+  if (!t->dev->port_up.load(std::memory_order_relaxed) ||
+      t->dev->fault_gen.load(std::memory_order_relaxed) != t->fault_gen)
+    return describe_fault(*t->dev);
+  return {};
+}
+
+// Before the sender's notice was written on the target, the peer knows of no failback: stay.
+void cancel_failback(CommBase& c, const std::string& why, std::uint64_t now) {
+  FailoverState& fo = c.fo;
+  const std::string here = c.devs[fo.from]->port.id();
+  const std::string target = c.devs[1 - fo.from]->port.id();
+  HA_WARN("NET/HA: failback of %s %s -> %s abandoned before the switch (%s): it stays on %s", c.id.c_str(),
+          here.c_str(), target.c_str(), why.c_str(), here.c_str());
+  record_failed_failback(c, why, "before the switch", here, target);
+  fo.phase = FailoverState::normal;
+  fo.epoch = fo.prev_epoch;
+  fo.keep_from = false;
+  fo.stall_until_ns = 0;
+  c.standby.up_since_ns = now;  // the hold starts again
+}
+
+// After it: an ordinary failover back to the path the failback left, which is still connected.
+void fall_back(CommBase& c, const std::string& why, const Path* via) {
+  FailoverState& fo = c.fo;
+  const std::string target = c.device().port.id();
+  const std::string back = c.devs[fo.from]->port.id();
+  HA_WARN("NET/HA: failback of %s %s -> %s failed during the switch (%s): back to %s", c.id.c_str(), back.c_str(),
+          target.c_str(), why.c_str(), back.c_str());
+  record_failed_failback(c, why, "during the switch", back, target);
+  fo.phase = FailoverState::normal;
+  fo.keep_from = false;
+  fo.stall_until_ns = 0;
+  start_failover(c, "the failback to " + target + " failed: " + why, false, via);
+}
+
+// A fault of the new path during the switch: back to the path a failback left, else the end.
+std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via, std::uint64_t now) {
+  if (c.fo.keep_from) {
+    fall_back(c, why, via);
+    return c.error == ncclSuccess ? now + 1 : 0;
+  }
+  fail_comm(c, failed_over(c) + " failed during the failover: " + why);
+  return 0;
+}
+
+bool stall_at(const CommBase& c, Config::FailbackStall at) {
+  return c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send && c.fo.keep_from;
 }
 
 }  // namespace
@@ -151,6 +266,16 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   const std::uint64_t now = now_ns();
   const int from = c.active;
   const int to = 1 - from;
+  if (via && via == c.paths[from].get()) {
+    // The peer came back to the path we are on (its failback failed before we followed it):
+    // re-synchronise on it. A sender first lets what it has in flight there complete.
+    begin(c, cause, false, c.kind == CommKind::send ? FailoverState::quiescing : FailoverState::draining, now);
+    c.fo.in_place = true;
+    c.fo.deadline_ns = now + c.failover_timeout_ns;
+    HA_DEBUG("NET/HA: %s: %s over %s, the active path: re-synchronising in place (epoch %u)", c.id.c_str(),
+             cause.c_str(), c.devs[from]->port.id().c_str(), c.fo.epoch);
+    return;
+  }
   const std::string failed = c.devs[from]->port.id() + " failed: " + cause;
   // Follow the peer: its notice came over `via`, which proves that path, whatever we think of it.
   if (via && c.paths[to].get() != via) adopt_job_path(c, via, now);
@@ -181,33 +306,107 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
     }
     c.fo.recent.push_back(now);
   }
-  const std::uint32_t peer_epoch = c.inbox.sync ? c.peer_sync.epoch : 0;
-  c.fo.epoch = std::max(c.fo.epoch + 1, peer_epoch);
-  c.fo.phase = FailoverState::draining;
-  c.fo.from = from;
-  c.fo.cause = cause;
-  c.fo.planned = planned;
-  c.fo.proven = false;
-  c.fo.started_ns = now;
-  c.fo.deadline_ns = now + kDrainBoundNs;
-  HA_DEBUG("NET/HA: %s: %s; failing over to %s (epoch %u)", c.id.c_str(), failed.c_str(),
-           c.devs[to]->port.id().c_str(), c.fo.epoch);
+  // A failback we decide starts by quiescing; one we follow (the sender quiesced) drains at once.
+  begin(c, cause, planned, planned && !via ? FailoverState::quiescing : FailoverState::draining, now);
+  c.fo.keep_from = planned;
+  if (planned) c.fo.deadline_ns += c.paths[from]->rto_allowance_ns;  // its largest write in flight
+  HA_DEBUG("NET/HA: %s: %s; %s to %s (epoch %u)", c.id.c_str(), failed.c_str(),
+           planned ? "failing back" : "failing over", c.devs[to]->port.id().c_str(), c.fo.epoch);
+  if (planned) return;  // the old path stays connected
   if (auto s = net::qp_to_error(c.paths[from]->qp.get()); !s)
     HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
 }
 
+namespace {
+
+// Quiescing (a failback we decided; a sender re-synchronising in place): no new sends (isend
+// waits); what is in flight on the old path completes there. Returns 0 to go on to draining.
+std::uint64_t quiesce(CommBase& c, std::uint64_t now) {
+  FailoverState& fo = c.fo;
+  Path& old = *c.paths[fo.from];
+  ibv_wc err{};
+  err.status = IBV_WC_SUCCESS;
+  poll_path(c, old, 64, &err);  // successes complete sends
+  if (c.error != ncclSuccess) return 0;
+  std::string fault;
+  if (err.status != IBV_WC_SUCCESS)
+    fault = describe_error(old, err);
+  else if (old.dev->fault_gen.load(std::memory_order_relaxed) != old.fault_gen)
+    fault = describe_fault(*old.dev);
+  if (fo.in_place) {
+    if (!fault.empty() || (old.sends_out > 0 && now >= fo.deadline_ns)) {
+      fail_comm(c, "the peer returned to " + old.dev->port.id() + ", which " +
+                       (fault.empty() ? "did not complete the sends in flight" : "failed: " + fault));
+      return 0;
+    }
+    return old.sends_out > 0 ? now + 1'000'000 : 0;
+  }
+  if (!fault.empty()) {  // the path we leave failed after all: an ordinary failover to the target
+    fo.phase = FailoverState::normal;
+    fo.epoch = fo.prev_epoch;
+    fo.keep_from = false;
+    start_failover(c, fault);
+    return c.error == ncclSuccess ? now + 1 : 0;
+  }
+  if (std::string why = target_trouble(c); !why.empty()) {
+    cancel_failback(c, "the target " + c.devs[1 - fo.from]->port.id() + " failed: " + why, now);
+    return now + 1;
+  }
+  if (old.sends_out > 0) {
+    if (now < fo.deadline_ns) return now + 1'000'000;
+    cancel_failback(c, std::to_string(old.sends_out) + " work request(s) on " + old.dev->port.id() +
+                           " did not complete in time", now);
+    return now + 1;
+  }
+  if (stall_at(c, Config::stall_switch)) {
+    fo.stall_until_ns = now + c.test_failback_stall_ns;
+    HA_WARN("NET/HA: %s: HA_NCCL_TEST_FAILBACK_STALL_AT=switch: the failback waits %llu ms before its notice",
+            c.id.c_str(), static_cast<unsigned long long>(c.test_failback_stall_ns / 1000000));
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
   FailoverState& fo = c.fo;
+  if (fo.phase == FailoverState::quiescing) {
+    if (const std::uint64_t next = quiesce(c, now); next != 0 || c.error != ncclSuccess) return next;
+    if (fo.phase != FailoverState::quiescing) return now + 1;  // it became something else
+    fo.phase = FailoverState::draining;
+  }
   if (fo.phase == FailoverState::draining) {
     Path& old = *c.paths[fo.from];
-    ibv_wc ignored{};
-    for (int round = 0; round < 16 && (old.sends_out || old.recvs_out); ++round) {
-      ignored.status = IBV_WC_SUCCESS;
-      if (poll_path(c, old, 64, &ignored) <= 0) break;
+    if (!fo.in_place) {
+      ibv_wc err{};
+      ibv_wc first_error{};
+      first_error.status = IBV_WC_SUCCESS;
+      for (int round = 0; round < 16 && (old.sends_out || old.recvs_out); ++round) {
+        err.status = IBV_WC_SUCCESS;
+        if (poll_path(c, old, 64, &err) <= 0) break;
+        if (err.status != IBV_WC_SUCCESS && first_error.status == IBV_WC_SUCCESS) first_error = err;
+      }
+      if (c.error != ncclSuccess) return 0;
+      const bool pending = old.sends_out || (!fo.keep_from && old.recvs_out);
+      const bool old_failed = first_error.status != IBV_WC_SUCCESS ||
+                              old.dev->fault_gen.load(std::memory_order_relaxed) != old.fault_gen;
+      if (fo.keep_from && (old_failed || (pending && now >= fo.deadline_ns))) {
+        // The path a failback leaves failed (or stalls) during it: it is not kept, but drained.
+        fo.keep_from = false;
+        fo.deadline_ns = now + kDrainBoundNs;
+        if (auto s = net::qp_to_error(old.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+        return now + 2'000'000;
+      }
+      if (pending && now < fo.deadline_ns) return now + 2'000'000;  // flushes still coming
     }
-    if (c.error != ncclSuccess) return 0;
-    if ((old.sends_out || old.recvs_out) && now < fo.deadline_ns) return now + 2'000'000;  // flushes still coming
-    c.active = 1 - fo.from;
+    if (fo.stall_until_ns > now) {  // test: the sender holds the failback before its notice
+      if (std::string why = target_trouble(c); !why.empty()) {
+        cancel_failback(c, "the target " + c.devs[1 - fo.from]->port.id() + " failed: " + why, now);
+        return now + 1;
+      }
+      return std::min(fo.stall_until_ns, now + 10'000'000);
+    }
+    c.active = fo.in_place ? fo.from : 1 - fo.from;
     Path& p = c.path();
     Status s;
     if (c.kind == CommKind::recv) s = announce_recv(static_cast<RecvComm&>(c), p);
@@ -218,10 +417,7 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
     seal(m);
     if (s && post_control(c, p, WrKind::sync, offsetof(ControlBlock, sync), sizeof(SyncMsg), CtlKind::sync) != 0)
       s = make_error(Errc::verbs, "writing the failover notice failed");
-    if (!s) {
-      fail_comm(c, failed_over(c) + " failed during the failover: " + s.error().message);
-      return 0;
-    }
+    if (!s) return switch_failed(c, s.error().message, nullptr, now);
     fo.phase = FailoverState::syncing;
     fo.deadline_ns = now + c.failover_timeout_ns;
     fo.next_probe_ns = now + c.heartbeat_ns;
@@ -233,18 +429,29 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
   err.status = IBV_WC_SUCCESS;
   poll_and_arm(c, p, c.max_poll, &err);
   if (c.error != ncclSuccess) return 0;
-  if (err.status != IBV_WC_SUCCESS) {
-    fail_comm(c, failed_over(c) + " failed during the failover: " + describe_error(p, err));
-    return 0;
+  if (fo.keep_from) {  // the path a failback leaves: the peer's notice comes there if it goes back
+    Path& kept = *c.paths[fo.from];
+    ibv_wc kept_err{};
+    kept_err.status = IBV_WC_SUCCESS;
+    poll_and_arm(c, kept, 8, &kept_err);
+    if (c.error != ncclSuccess) return 0;
+    if (kept_err.status != IBV_WC_SUCCESS || kept.dev->fault_gen.load(std::memory_order_relaxed) != kept.fault_gen) {
+      fo.keep_from = false;  // no way back any more: retired when the switch is done
+      if (auto s = net::qp_to_error(kept.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+    }
   }
-  if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {  // fail fast: no deadline to wait out
-    fail_comm(c, failed_over(c) + " failed during the failover: " + describe_fault(*p.dev));
-    return 0;
-  }
+  if (err.status != IBV_WC_SUCCESS) return switch_failed(c, describe_error(p, err), nullptr, now);
+  if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen)  // fail fast: no deadline to wait out
+    return switch_failed(c, describe_fault(*p.dev), nullptr, now);
   const SyncMsg* notice = peer_notice(c, fo.epoch);
+  if (notice && notice->epoch > fo.epoch && fo.keep_from && c.inbox.sync_path == c.paths[fo.from].get())
+    return switch_failed(c, "the peer went back to " + c.devs[fo.from]->port.id(), c.inbox.sync_path, now);
   if (!notice) {
     if (!fo.proven) {
       if (now > fo.deadline_ns) {
+        if (fo.keep_from)
+          return switch_failed(c, "the peer did not confirm it within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms",
+                               nullptr, now);
         fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
                          p.dev->port.id() + " within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms");
         return 0;
@@ -254,12 +461,17 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
     // The new path works: wait for the peer as long as it takes, probing the path meanwhile.
     if (now >= fo.next_probe_ns) {
       fo.next_probe_ns = now + c.heartbeat_ns;
-      if (p.sends_out == 0 && post_heartbeat(c, p) != 0) {
-        fail_comm(c, failed_over(c) + " failed during the failover: probing it failed");
-        return 0;
-      }
+      if (p.sends_out == 0 && post_heartbeat(c, p) != 0) return switch_failed(c, "probing it failed", nullptr, now);
     }
     return fo.next_probe_ns;
+  }
+  if (stall_at(c, Config::stall_finish)) {  // test: the sender holds the failback after the report came
+    if (fo.stall_until_ns == 0) {
+      fo.stall_until_ns = now + c.test_failback_stall_ns;
+      HA_WARN("NET/HA: %s: HA_NCCL_TEST_FAILBACK_STALL_AT=finish: the failback waits %llu ms before it finishes",
+              c.id.c_str(), static_cast<unsigned long long>(c.test_failback_stall_ns / 1000000));
+    }
+    if (now < fo.stall_until_ns) return std::min(fo.stall_until_ns, now + 10'000'000);
   }
   std::uint32_t replayed = 0;
   if (c.kind == CommKind::send) {

@@ -311,7 +311,9 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   // A post that fails keeps the request: the failover posts its receives and its clear-to-send
   // again on the new path.
   Path& p = c.path();
-  if (int rc = post_recvs(p, slot, n); rc != 0)
+  const auto spare = std::min(p.spare_recvs, static_cast<std::uint32_t>(n));  // WRs already there (failover.cpp)
+  p.spare_recvs -= spare;
+  if (int rc = post_recvs(p, slot, n - static_cast<int>(spare)); rc != 0)
     request_failover(c, std::string("ibv_post_recv failed: ") + std::strerror(rc));
   else if (int rc2 = post_cts(c, p, slot); rc2 != 0)
     request_failover(c, std::string("posting the clear-to-send failed: ") + std::strerror(rc2));

@@ -25,7 +25,12 @@
 #                                        NAME.rc, NAME.ms, NAME.fault_ms; vm_barrier NAME-done at
 #                                        the end. Sets PL_RC.
 #   PL_FAULTS=("ROLE MS FAULT.SH-ARGS" ...)   (or "ROLE MS proc-stop" / "ROLE MS proc-cont": SIGSTOP /
-#                                        SIGCONT to this side's driver process)
+#                                        SIGCONT to this side's driver process; or, not recorded as
+#                                        faults: "ROLE MS pause MS2" (sleep MS2 ms) and "ROLE MS
+#                                        stats-wait REGEX COUNT" (wait until NAME.stats.jsonl has
+#                                        COUNT lines matching the grep -E REGEX, which has no
+#                                        spaces; at most 180 s, never past the driver's end), so
+#                                        that a fault can wait for the plugin to be ready for it)
 #                                        faults for the next pl_stream, in order: ROLE (a|b) runs
 #                                        `fault.sh FAULT.SH-ARGS` MS milliseconds after the integrity phase
 #                                        started (its own clock, from the phase file). Each one
@@ -104,8 +109,19 @@ pl_wait_phase() { # FILE PHASE PID [SEC]
   return 1
 }
 
+# stats-wait (pl_stream): until FILE has COUNT lines matching REGEX (180 s at most, or PL_PID ended).
+pl_stats_wait() { # FILE REGEX COUNT
+  local f=$1 regex=$2 count=$3 deadline=$((SECONDS + 180))
+  while ((SECONDS < deadline)); do
+    [[ -s $f ]] && (($(grep -cE -- "$regex" "$f") >= count)) && { vm_log "stats-wait: $count x $regex"; return 0; }
+    kill -0 "$PL_PID" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
 pl_stream() { # NAME PORT ARGS...
-  local name=$1 port=$2 start_ms f role at args wait_ms t0 t1
+  local name=$1 port=$2 start_ms f role at args wait_ms t0 t1 regex count
   shift 2
   local faults=(${PL_FAULTS[@]+"${PL_FAULTS[@]}"})
   PL_FAULTS=()
@@ -124,6 +140,13 @@ pl_stream() { # NAME PORT ARGS...
         ((wait_ms <= 0)) || sleep "$((wait_ms / 1000)).$(printf '%03d' $((wait_ms % 1000)))"
         t0=$(pl_now_ms)
         case $args in
+          pause\ *)
+            sleep "$(printf '%d.%03d' $((${args#pause } / 1000)) $((${args#pause } % 1000)))"
+            continue ;;
+          stats-wait\ *)
+            read -r _ regex count <<<"$args"
+            pl_stats_wait "$VM_OUT/$name.stats.jsonl" "$regex" "$count" || vm_log "$name: gave up waiting for $args"
+            continue ;;
           proc-stop) kill -STOP "$PL_PID" || vm_log "$name: SIGSTOP failed" ;;  # the whole driver process
           proc-cont) kill -CONT "$PL_PID" || vm_log "$name: SIGCONT failed" ;;
           *) vm_fault $args || vm_log "$name: fault.sh $args failed" ;;

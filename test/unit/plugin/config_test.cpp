@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ const IntVar kInts[] = {
     {"HA_NCCL_IB_SL", &Config::ib_sl, -1, 15},
     {"HA_NCCL_PROM_INTERVAL_MS", &Config::prom_interval_ms, 100, 3600000},
     {"HA_NCCL_TEST_ACK_DELAY_MS", &Config::test_ack_delay_ms, 0, 60000},
+    {"HA_NCCL_TEST_FAILBACK_STALL_MS", &Config::test_failback_stall_ms, 0, 60000},
 };
 
 struct BoolVar {
@@ -295,6 +297,25 @@ BOOST_FIXTURE_TEST_CASE(bad_values_warn_as_from_env, CleanEnv) {
   BOOST_TEST(c.socket_family == 0);
   BOOST_TEST(c.test_ack_delay_ms == 0);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 5u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(failback_stall_point, CleanEnv) {
+  const std::pair<const char*, Config::FailbackStall> good[] = {
+      {"switch", Config::stall_switch}, {"FINISH", Config::stall_finish}};
+  for (const auto& [text, at] : good) {
+    MapEnv m;
+    m.vars = {{"HA_NCCL_TEST_FAILBACK_STALL_AT", text}, {"HA_NCCL_TEST_FAILBACK_STALL_MS", "4000"}};
+    const Config c = Config::from_lookup(m.lookup());
+    BOOST_TEST(c.test_failback_stall_at == at, text);
+    BOOST_TEST(c.test_failback_stall_ms == 4000);
+  }
+  MapEnv m;
+  m.vars = {{"HA_NCCL_TEST_FAILBACK_STALL_AT", "later"}, {"HA_NCCL_TEST_FAILBACK_STALL_MS", "4000"}};
+  const Config c = Config::from_lookup(m.lookup());
+  BOOST_TEST(c.test_failback_stall_at == Config::stall_switch);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 1u, log.dump());
+  BOOST_TEST(contains(describe(c), "HA_NCCL_TEST_FAILBACK_STALL_AT=switch"));
+  BOOST_TEST(!contains(describe(Config{}), "HA_NCCL_TEST_FAILBACK_STALL"));  // a test setting: only when set
 }
 
 BOOST_AUTO_TEST_SUITE_END()

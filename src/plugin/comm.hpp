@@ -265,6 +265,7 @@ struct FailoverState {
   std::uint64_t next_probe_ns = 0;    // syncing, proven: next heartbeat on the new path
   // Raised by the data path (an error completion, a failed post) for the control plane.
   std::string requested;
+  bool awaiting_standby = false;      // `requested` waits for a standby still being connected
   std::deque<std::uint64_t> recent;   // start times of the failovers in the HA_NCCL_RETRY_WINDOW_MS
 };
 

@@ -99,6 +99,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.ib_sl = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
   c.test_ack_delay_ms = env_int(env, "HA_NCCL_TEST_ACK_DELAY_MS", c.test_ack_delay_ms, 0, 60000);
   c.test_failback_stall_ms = env_int(env, "HA_NCCL_TEST_FAILBACK_STALL_MS", c.test_failback_stall_ms, 0, 60000);
+  c.test_standby_delay_ms = env_int(env, "HA_NCCL_TEST_STANDBY_DELAY_MS", c.test_standby_delay_ms, 0, 60000);
   if (auto at = net::env_string(env, {"HA_NCCL_TEST_FAILBACK_STALL_AT"})) {
     const std::string v = lower(*at);
     if (v == "switch") c.test_failback_stall_at = Config::stall_switch;
@@ -188,6 +189,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
   add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
   if (c.test_ack_delay_ms) add("HA_NCCL_TEST_ACK_DELAY_MS", std::to_string(c.test_ack_delay_ms));
+  if (c.test_standby_delay_ms) add("HA_NCCL_TEST_STANDBY_DELAY_MS", std::to_string(c.test_standby_delay_ms));
   if (c.test_failback_stall_ms) {
     static constexpr const char* kAt[] = {"switch", "finish"};
     add("HA_NCCL_TEST_FAILBACK_STALL_MS", std::to_string(c.test_failback_stall_ms));

@@ -71,6 +71,9 @@ struct Config {
   // take the target down inside the switch (failover.cpp).
   enum FailbackStall : std::uint8_t { stall_switch, stall_finish };
   int test_failback_stall_ms = 0;
+  // HA_NCCL_TEST_STANDBY_DELAY_MS 0..60000, for tests only: every new comm connects its standby
+  // this much later (the failover-standby-late VM test fails the primary inside that window).
+  int test_standby_delay_ms = 0;
   FailbackStall test_failback_stall_at = stall_switch;
 
   static Config from_env();

@@ -144,6 +144,11 @@ void make_single_path(CommBase& c) {
 asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endpoint& remote, std::uint64_t token,
                                   Millis timeout) {
   path.remote = remote;
+  if (const int ms = state()->config.test_standby_delay_ms; ms > 0) {  // test setting: a slow standby
+    asio::steady_timer delay(sock.get_executor(), Millis(ms));
+    auto [ec] = co_await delay.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+  }
   auto connect_standby = [&path, &remote] {  // verbs work: on a reactor worker
     auto done = net::connect_rc_qp(path.qp.get(), path.local, remote, rc_attrs(path));
     if (done)

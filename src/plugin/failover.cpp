@@ -148,6 +148,8 @@ void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::P
   fo.stall_until_ns = 0;
   fo.started_ns = now;
   fo.deadline_ns = now + kDrainBoundNs;
+  fo.requested.clear();  // a request still waiting (for a standby being connected) is this one now
+  fo.awaiting_standby = false;
 }
 
 void record_failed_failback(CommBase& c, const std::string& why, const char* stage, const std::string& from,
@@ -294,6 +296,18 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
              sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen)
       unusable = "standby " + sb->dev->port.id() + " is down (" + describe_fault(*sb->dev) + ")";  // fail fast
   }
+  if (sb && !proved && c.standby.state == StandbyHealth::connecting && !c.rp.job) {
+    // A new comm's standby is still being connected (run_standby, bounded by the handshake
+    // timeout): the failover waits for it (NCCL sees a delay), then goes on - or fails - once
+    // tend_standby() has seen it settle (Path::link) and said so.
+    if (!c.fo.awaiting_standby)
+      HA_WARN("NET/HA: %s: %s; its standby %s is still being connected: the failover waits for it", c.id.c_str(),
+              failed.c_str(), sb->dev->port.id().c_str());
+    c.fo.awaiting_standby = true;
+    c.fo.requested = cause;  // again at the next step
+    return;
+  }
+  c.fo.awaiting_standby = false;
   if (!unusable.empty()) {
     fail_comm(c, failed + "; " + unusable);
     return;

@@ -221,6 +221,7 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   const Path& p = c.path();
   if (p.sends_out > 0) next = std::min(next, std::max(now + kMinTickNs, p.last_progress_ns + c.rto_ns + p.rto_allowance_ns));
   if (c.inbox.sync) next = std::min(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
+  if (!c.fo.requested.empty()) next = std::min(next, now + kMinTickNs);  // a failover waiting for its standby
   return next;
 }
 

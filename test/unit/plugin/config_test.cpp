@@ -45,6 +45,7 @@ const IntVar kInts[] = {
     {"HA_NCCL_PROM_INTERVAL_MS", &Config::prom_interval_ms, 100, 3600000},
     {"HA_NCCL_TEST_ACK_DELAY_MS", &Config::test_ack_delay_ms, 0, 60000},
     {"HA_NCCL_TEST_FAILBACK_STALL_MS", &Config::test_failback_stall_ms, 0, 60000},
+    {"HA_NCCL_TEST_STANDBY_DELAY_MS", &Config::test_standby_delay_ms, 0, 60000},
 };
 
 struct BoolVar {

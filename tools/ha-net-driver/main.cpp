@@ -113,12 +113,26 @@ std::vector<Check> property_checks(const Properties& p, int version) {
   return c;
 }
 
+// --fault dead-rail / finalize-open leave QPs that may still be destroyed long after finalize.
+bool background_fault(const Options& o) { return o.fault == "dead-rail" || o.fault == "finalize-open"; }
+constexpr int kBackgroundBoundS = 60;  // a QP on a dead Soft-RoCE port: up to ~30 s seen (rxe, link down)
+
 // Like NCCL at the end: finalize (v11+), then check that the plugin released what it held, then
 // dlclose and give a leftover plugin thread the chance to crash here rather than inside NCCL.
 void finish(const Options& o, Report& rep, Plugin& net) {
   note_phase(o, rep, "finalize");
   if (net.has_finalize()) check(net.finalize(), "finalize");
+  // finalize returns within its bound; QPs on a dead port that the kernel is slow to destroy are
+  // destroyed in the background after it (the plugin WARNs how many): their devices' fds close
+  // then. Wait for that (bounded) so that the check below tells a slow kernel from a leak.
+  // Only while the plugin still has threads (its background reaper): fds held without any are a leak.
+  const std::int64_t finalized_at = now_ns();
   wait_fds_at_most(rep.before_init->fds, 1000);
+  if (!background_fault(o))
+    for (Deadline d(kBackgroundBoundS); count_fds() > rep.before_init->fds && count_threads() > rep.before_init->threads &&
+                                        !d.expired();)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  rep.finalize_settle_ms = static_cast<double>(now_ns() - finalized_at) / 1e6;
   rep.after_close = snapshot(true);
   rep.calls = net.stats();
   if (o.dlclose) {
@@ -335,7 +349,7 @@ void evaluate(const Options& o, Report& rep) {
   // flight, may still be destroyed in the background after finalize (their device's fd stays
   // open, the plugin's reaper threads run): informational here; with --linger the same checks
   // apply after the linger instead.
-  const bool background = o.fault == "dead-rail" || o.fault == "finalize-open";
+  const bool background = background_fault(o);
   auto resource_check = [&rep, background](const std::string& name, bool ok, const std::string& detail) {
     if (background) rep.checks.push_back({name + " (informational: QPs on the dead port are destroyed in the background)", true, detail});
     else rep.check(name, ok, detail);
@@ -344,6 +358,8 @@ void evaluate(const Options& o, Report& rep) {
     const Snapshot& b = *rep.before_init;
     const Snapshot& a = *rep.after_close;
     std::string detail = strf("%d before init, %d after close%s", b.fds, a.fds, rep.api >= 11 ? " and finalize" : "");
+    if (rep.finalize_settle_ms > 1000)
+      detail += strf(" (%.0f ms after finalize returned: its QPs were destroyed in the background)", rep.finalize_settle_ms);
     if (rep.api >= 11) resource_check("fds returned after finalize", a.fds == b.fds, detail);
     else rep.checks.push_back({"fds after close (v<11 has no finalize: informational)", true, detail});
     if (b.mrs && a.mrs) {

@@ -411,6 +411,7 @@ bool write_json(const Report& r, const std::string& path) {
   json_snapshot(j, "after_dlclose", r.after_dlclose);
   j.close('}');
   j.kv("linger_ms", r.linger_ms);
+  j.kv("finalize_settle_ms", r.finalize_settle_ms);
   j.key("fault");
   if (!r.fault.name.empty()) {
     j.open('{');

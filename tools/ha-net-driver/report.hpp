@@ -194,6 +194,7 @@ struct Report {
   ChurnStats churn;
   std::optional<Snapshot> before_init, after_close, after_dlclose;
   std::optional<double> linger_ms;  // --linger: how long after dlclose the thread count took to return
+  double finalize_settle_ms = 0;     // after finalize returned, until the fds were back (or the bound)
   // --check-resources: after the ring is connected (settled), and after the integrity phase,
   // before closing: at once (stream_end_first) and once it matched after_connect or the settle
   // bound passed (stream_end, stream_settle_ms after the phase ended).

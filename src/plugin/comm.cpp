@@ -7,23 +7,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "datapath.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
 namespace {
 
 constexpr int kRemoteWritable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-
-// Registers `len` bytes at `addr` on every device slot of the comm.
-Status register_on_slots(CommBase& c, void* addr, std::size_t len, int access, net::MrPtr (&out)[kSlots]) {
-  for (int s = 0; s < kSlots; ++s) {
-    if (!c.devs[s]) continue;
-    auto mr = net::register_mr(c.devs[s]->pd.get(), addr, len, access);
-    if (!mr) return std::move(mr).error();
-    out[s] = std::move(mr).value();
-  }
-  return {};
-}
 
 Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device* backup, int send_depth,
                  int recv_depth) {
@@ -38,9 +28,9 @@ Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device*
   }
   c.paths[0]->link.store(Path::up, std::memory_order_relaxed);  // connected by the handshake itself
   c.standby.state = backup ? StandbyHealth::connecting : StandbyHealth::none;
-  if (auto s = register_on_slots(c, &c.ctrl, sizeof c.ctrl, kRemoteWritable, c.ctrl_mr); !s) return s;
-  if (auto s = register_on_slots(c, &c.ctrl_out, sizeof c.ctrl_out, IBV_ACCESS_LOCAL_WRITE, c.ctrl_out_mr); !s)
-    return s;
+  for (int s = 0; s < kSlots; ++s)
+    if (c.devs[s])
+      if (auto k = register_slot_keys(c, *c.devs[s], s, c.keys[s]); !k) return k;
   if (const State* st = state()) {
     const Config& cfg = st->config;
     c.max_poll = cfg.test_max_poll;
@@ -54,6 +44,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device*
     c.test_failback_stall_ns = static_cast<std::uint64_t>(cfg.test_failback_stall_ms) * 1000000ull;
     c.test_failback_stall_at = static_cast<std::uint8_t>(cfg.test_failback_stall_at);
   }
+  account_ports(c);
   char id[64];
   std::snprintf(id, sizeof id, "%s comm %p", c.kind == CommKind::send ? "send" : "recv", static_cast<void*>(&c));
   c.id = id;
@@ -61,6 +52,25 @@ Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device*
 }
 
 }  // namespace
+
+Status register_slot_keys(CommBase& c, Device& d, int slot, SlotKeys& out) {
+  auto reg = [&d](void* addr, std::size_t len, int access, net::MrPtr& mr) -> Status {
+    auto r = net::register_mr(d.pd.get(), addr, len, access);
+    if (!r) return std::move(r).error();
+    mr = std::move(r).value();
+    return {};
+  };
+  if (auto s = reg(&c.ctrl, sizeof c.ctrl, kRemoteWritable, out.ctrl); !s) return s;
+  if (auto s = reg(&c.ctrl_out, sizeof c.ctrl_out, IBV_ACCESS_LOCAL_WRITE, out.ctrl_out); !s) return s;
+  if (c.kind == CommKind::send) {
+    auto& sc = static_cast<SendComm&>(c);
+    return reg(sc.fifo, sizeof sc.fifo, kRemoteWritable, out.ring);
+  }
+  auto& rc = static_cast<RecvComm&>(c);
+  if (auto s = reg(rc.outbox, sizeof rc.outbox, IBV_ACCESS_LOCAL_WRITE, out.ring); !s) return s;
+  if (rc.flush_on) return reg(&rc.flush_sink[slot], sizeof rc.flush_sink[slot], IBV_ACCESS_LOCAL_WRITE, out.flush_sink);
+  return {};
+}
 
 std::uint64_t record_check(const void* data, std::size_t len) noexcept {
   const auto* b = static_cast<const unsigned char*>(data);
@@ -120,8 +130,6 @@ Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth,
 Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup) {
   auto c = std::make_shared<SendComm>();
   if (auto s = init_base(c, primary, backup, kSendQueueDepth, kSendRecvQueueDepth); !s) return std::move(s).error();
-  if (auto s = register_on_slots(*c, c->fifo, sizeof c->fifo, kRemoteWritable, c->fifo_mr); !s)
-    return std::move(s).error();
   c->nfree = static_cast<int>(c->reqs.size());
   for (std::size_t i = 0; i < c->reqs.size(); ++i) {
     c->free_list[i] = static_cast<std::uint16_t>(c->reqs.size() - 1 - i);
@@ -133,8 +141,6 @@ Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* back
 Expected<std::shared_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup) {
   auto c = std::make_shared<RecvComm>();
   if (auto s = init_base(c, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth); !s)
-    return std::move(s).error();
-  if (auto s = register_on_slots(*c, c->outbox, sizeof c->outbox, IBV_ACCESS_LOCAL_WRITE, c->outbox_mr); !s)
     return std::move(s).error();
   for (auto& r : c->reqs) r.comm = c.get();
   c->flushed.comm = c.get();

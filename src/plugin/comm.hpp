@@ -35,7 +35,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "config.hpp"
 #include "core.hpp"
@@ -74,14 +76,21 @@ struct SyncMsg {
 };
 static_assert(sizeof(SyncMsg) == 64);
 
-// Re-protection handshake (reprotect.cpp): the send side asks, the receive side answers.
+// Re-protection handshake (reprotect.cpp): the send side asks, the receive side answers. The
+// standby may move to another pair of ports (rebind.hpp): the request names the receiver's device,
+// and each side's keys for its memory on its new device travel with its endpoint.
+constexpr std::uint32_t kSameDevice = 0xffffffffu;  // ReprotectMsg::dev: the slot's device as it is
 struct ReprotectMsg {
   std::uint8_t endpoint[net::kEndpointSize] = {};  // the writer's new standby QP
   std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...)
   std::uint32_t gen = 0;                           // attempt number
+  std::uint32_t dev = kSameDevice;                 // request: the receiver's device to build on (its NCCL index)
+  std::uint32_t ctrl_rkey = 0;                     // the writer's ControlBlock on its device of the attempt
+  std::uint32_t fifo_rkey = 0;                     // request: the sender's FIFO on its device of the attempt
+  std::uint32_t own_dev = kSameDevice;             // the writer's device of the attempt (its NCCL index)
   std::uint64_t check = 0;                         // record_check of the bytes above
 };
-static_assert(sizeof(ReprotectMsg) == 48);
+static_assert(sizeof(ReprotectMsg) == 64);
 
 // The re-protection attempt whose new path the sender proved by writing this over it.
 struct HelloMsg {
@@ -136,12 +145,33 @@ constexpr WrKind wr_kind(std::uint64_t wr_id) { return static_cast<WrKind>(wr_id
 constexpr std::uint64_t wr_value(std::uint64_t wr_id) { return wr_id & ((1ull << 56) - 1); }
 
 // What regMr hands to NCCL: the buffer's registration on every device slot of the comm.
+// Written under CommBase::reg_mutex (regMr, deregMr, a slot moving to another device: rebind.hpp);
+// the data path reads mr[] / lkey / rkey while it holds the comm, which a move's installation
+// also holds, so it never sees one half done.
 struct RegHandle {
   MrHandle* mr[kSlots] = {};
   Device* dev[kSlots] = {};
+  // A slot moving to another device: the buffer's registration there, prepared off the progress
+  // thread and swapped into mr[slot] when the move is installed (rebind.cpp).
+  MrHandle* next_mr = nullptr;
+  Device* next_dev = nullptr;
+  void* data = nullptr;  // what NCCL registered: registered again on a device the comm moves to
+  std::size_t size = 0;
   bool gpu = false;  // registered as NCCL_PTR_CUDA: iflush reads it back (flush.cpp)
   std::uint32_t lkey(int slot) const { return mr[slot] ? mr[slot]->mr->lkey : 0; }
   std::uint32_t rkey(int slot) const { return mr[slot] ? mr[slot]->mr->rkey : 0; }
+};
+
+// The comm's own memory registered on the device of one slot, and the peer's keys for its memory
+// on the device at the other end of that slot's path: everything a slot's path needs besides its
+// QP. Replaced whole when the slot moves to another device (rebind.hpp).
+struct SlotKeys {
+  net::MrPtr ctrl;        // our ControlBlock: the peer writes it
+  net::MrPtr ctrl_out;    // source of our control writes
+  net::MrPtr ring;        // send comm: its FIFO (the peer writes it); receive comm: its outbox (source of CTS writes)
+  net::MrPtr flush_sink;  // receive comms with flush QPs: where the slot's READs land (flush.cpp)
+  std::uint32_t peer_ctrl = 0;  // rkey of the peer's ControlBlock on its device of this slot
+  std::uint32_t peer_fifo = 0;  // receive comm: rkey of the sender's FIFO on its device of this slot
 };
 
 enum class ReqType : std::uint8_t { free, send, recv, flush };
@@ -161,6 +191,9 @@ struct Request {
   std::uint64_t raddr = 0;
   std::uint32_t lkey[kSlots] = {};
   std::uint32_t rkey[kSlots] = {};
+  // The registration of each buffer (send: [0]; receive: [0, nreqs); flush: [0]): keys are taken
+  // afresh from it when the request is posted again after its slot moved (rebind.hpp).
+  const RegHandle* mh[kMaxRecvs] = {};
   CommBase* comm = nullptr;
 };
 
@@ -201,6 +234,7 @@ struct Path {
   std::uint32_t spare_recvs = 0;
   std::uint32_t fault_gen = 0;          // dev->fault_gen when the path came up
   Qos qos;                              // the comm's, set before the QP is connected
+  int peer_dev = -1;                    // the peer's NCCL device index at the other end (-1: not known)
 };
 
 // The RC attributes `p`'s QP is connected with: its port's timeouts, the comm's QoS.
@@ -239,6 +273,13 @@ struct ReprotectState {
   std::uint64_t attempts = 0;
   std::uint64_t done = 0;            // standbys re-established
   std::shared_ptr<PathJob> job;      // the path being built / connected
+  // The attempt's ports: ours (a device index) and the peer's (-1: its slot's device as it is).
+  int dev = -1;
+  int peer_dev = -1;
+  std::uint64_t rebind = 0;          // the attempt's move of the slot to another device (rebind.hpp); 0: none
+  std::uint32_t peer_ctrl = 0;       // the peer's keys on its device of the attempt
+  std::uint32_t peer_fifo = 0;       // (receive side: the sender's FIFO)
+  std::string port;                  // "rxe1:1": the attempt's port here (log lines)
 };
 
 struct FailoverState {
@@ -309,10 +350,8 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
 
   ControlBlock ctrl;                     // written by the peer
   ControlBlock ctrl_out;                 // source of our control writes
-  net::MrPtr ctrl_mr[kSlots];
-  net::MrPtr ctrl_out_mr[kSlots];
-  std::uint64_t peer_ctrl = 0;
-  std::uint32_t peer_ctrl_rkey[kSlots] = {};
+  SlotKeys keys[kSlots];                 // registrations and the peer's keys, per device slot
+  std::uint64_t peer_ctrl = 0;           // the peer's ControlBlock (its address; rkeys in keys[])
 
   // Settings copied at creation (the data path reads no global).
   int max_poll = 16;
@@ -338,6 +377,20 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)
   std::string peer;   // the peer's handshake address (set by the handshake)
 
+  // The buffers NCCL registered on this comm (regMr .. deregMr), so that a slot moving to another
+  // device registers them there too (rebind.hpp). regMr / deregMr (NCCL's thread), a move's
+  // preparation (a worker) and its commit (progress thread) take `reg_mutex`; the data path never.
+  std::mutex reg_mutex;
+  std::vector<RegHandle*> regs;
+  Device* rebind_dev = nullptr;   // a move of a slot to this device is being prepared
+  std::uint64_t rebind_gen = 0;   // moves begun or given up so far
+
+  // Where standbys go (standby.cpp). Control plane, except `counted_*` (account_ports' callers).
+  Device* counted_active = nullptr;   // the ports account_ports counted this comm on
+  Device* counted_standby = nullptr;
+  std::vector<std::pair<int, int>> failed_pairs;  // (our device, the peer's) failed since the last reset
+  std::vector<std::uint32_t> seen_recover;        // every device's recover_gen at the last look
+
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }
   Device& device() { return *devs[active]; }
@@ -346,8 +399,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
 
 struct SendComm : CommBase {
   SendComm() : CommBase(CommKind::send) {}
-  alignas(64) FifoEntry fifo[kMaxRequests] = {};  // written remotely by the receiver
-  net::MrPtr fifo_mr[kSlots];
+  alignas(64) FifoEntry fifo[kMaxRequests] = {};  // written remotely by the receiver (keys[s].ring)
   std::uint64_t seq = 0;           // FIFO slot being consumed
   FifoEntry cur{};                 // whole copy of fifo[seq % kMaxRequests] once it checked
   std::uint64_t cur_seq = ~0ull;   // the seq `cur` is for
@@ -359,10 +411,8 @@ struct SendComm : CommBase {
 
 struct RecvComm : CommBase {
   RecvComm() : CommBase(CommKind::recv) {}
-  alignas(64) FifoEntry outbox[kMaxRequests] = {};  // source of the FIFO writes
-  net::MrPtr outbox_mr[kSlots];
-  std::uint64_t remote_fifo = 0;
-  std::uint32_t remote_fifo_rkey[kSlots] = {};
+  alignas(64) FifoEntry outbox[kMaxRequests] = {};  // source of the FIFO writes (keys[s].ring)
+  std::uint64_t remote_fifo = 0;                     // the sender's FIFO (its address; rkeys in keys[])
   std::uint64_t seq = 0;  // next irecv
   std::array<Request, kMaxRequests> reqs{};
   Request flushed{ReqType::flush};  // returned by iflush when nothing is to be read back: complete
@@ -379,8 +429,7 @@ struct RecvComm : CommBase {
   bool flush_want[kSlots] = {};                // a new QP is wanted (the old one failed, or is stale)
   std::uint64_t flush_retry_ns[kSlots] = {};   // after a failed rebuild: next attempt
   std::uint64_t flush_backoff_ns[kSlots] = {};
-  alignas(8) std::uint64_t flush_sink[kSlots] = {};
-  net::MrPtr flush_sink_mr[kSlots];
+  alignas(8) std::uint64_t flush_sink[kSlots] = {};  // registered as keys[s].flush_sink
   std::array<Request, kMaxRequests> flushes{};
   std::uint64_t flush_seq = 0;
 };
@@ -396,6 +445,10 @@ constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs + 2 * kCtlRecvs;  // on
 // The comm's own reference is in `self` (NCCL's, dropped at close).
 Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup);
 Expected<std::shared_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup);
+
+// The comm's own memory (control blocks, FIFO or outbox, the flush sink of a receive comm with
+// flush QPs) registered on `d` as slot `slot`'s; the peer's keys are left as they are. Verbs work.
+Status register_slot_keys(CommBase& c, Device& d, int slot, SlotKeys& out);
 
 // A path on `dev`: CQ + RC QP in RESET, its local endpoint chosen. With an `owner`, the CQ
 // reports to the device's completion channel (wakes the owner's control plane).

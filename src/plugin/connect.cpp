@@ -96,21 +96,25 @@ Device* backup_for(Device& dev, bool peer_offers, const char* side) {
   return nullptr;
 }
 
-RemoteKeys keys_of(const void* addr, const net::MrPtr (&mrs)[kSlots]) {
+// The address of our memory `addr` and its rkey on every slot (the registration `mr` of SlotKeys).
+RemoteKeys keys_of(const CommBase& c, const void* addr, net::MrPtr SlotKeys::*mr) {
   RemoteKeys k;
   k.addr = reinterpret_cast<std::uint64_t>(addr);
-  for (int s = 0; s < kSlots; ++s) k.rkey[s] = mrs[s] ? mrs[s]->rkey : 0;
+  for (int s = 0; s < kSlots; ++s) k.rkey[s] = c.keys[s].*mr ? (c.keys[s].*mr)->rkey : 0;
   return k;
 }
 
-void take_keys(const RemoteKeys& k, std::uint64_t& addr, std::uint32_t (&rkeys)[kSlots]) {
+// The peer's memory: its address, and its rkey on every slot into the SlotKeys member `rkey`.
+void take_keys(CommBase& c, const RemoteKeys& k, std::uint64_t& addr, std::uint32_t SlotKeys::*rkey) {
   addr = k.addr;
-  for (int s = 0; s < kSlots; ++s) rkeys[s] = k.rkey[s];
+  for (int s = 0; s < kSlots; ++s) c.keys[s].*rkey = k.rkey[s];
 }
 
 // A comm NCCL never got (or will never get): its QPs go to ERROR and its paths to the reaper,
 // as closeSend / closeRecv do; nothing is destroyed on the calling thread.
 void discard(CommBase& c) {
+  c.closing.store(true, std::memory_order_relaxed);
+  account_ports(c);
   for (auto& p : c.paths) {
     if (p && p->qp) (void)net::qp_to_error(p->qp.get());
     retire(std::move(p));
@@ -136,6 +140,7 @@ void make_single_path(CommBase& c) {
   c.paths[1].reset();
   c.devs[1] = nullptr;
   c.standby.state = StandbyHealth::none;
+  account_ports(c);
 }
 
 // Phase two: connects the standby QP and agrees with the peer that both ends are up, then
@@ -204,8 +209,8 @@ ConnRequest make_request(const SendComm& c) {
   ConnRequest r;
   r.primary = c.paths[0]->local;
   if (c.paths[1]) r.standby = c.paths[1]->local;
-  r.fifo = keys_of(c.fifo, c.fifo_mr);
-  r.ctrl = keys_of(&c.ctrl, c.ctrl_mr);
+  r.fifo = keys_of(c, c.fifo, &SlotKeys::ring);
+  r.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
   r.qos = c.qos;
   return r;
 }
@@ -247,7 +252,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   auto decoded = decode_reply(reply->payload);
   if (!decoded) co_return std::move(decoded).error();
   const ConnReply& rep = *decoded;
-  take_keys(rep.ctrl, c.peer_ctrl, c.peer_ctrl_rkey);
+  take_keys(c, rep.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
   if (!rep.standby) make_single_path(c);
   const net::Endpoint* remote = &rep.primary;
   c.paths[0]->remote = *remote;
@@ -334,8 +339,8 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   c.params = ls->params;
   boost::system::error_code peer_ec;
   c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
-  take_keys(req.fifo, c.remote_fifo, c.remote_fifo_rkey);
-  take_keys(req.ctrl, c.peer_ctrl, c.peer_ctrl_rkey);
+  take_keys(c, req.fifo, c.remote_fifo, &SlotKeys::peer_fifo);
+  take_keys(c, req.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
   set_qos(c, req.qos);  // the connector's, as NCCL does
   c.paths[0]->remote = req.primary;
   auto connect_primary = [&c, &req]() -> Status {  // verbs work: on a reactor worker
@@ -347,7 +352,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   ConnReply rep;
   rep.primary = c.paths[0]->local;
   if (c.paths[1]) rep.standby = c.paths[1]->local;
-  rep.ctrl = keys_of(&c.ctrl, c.ctrl_mr);
+  rep.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
   const std::vector<std::uint8_t> reply = encode_reply(rep);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;

@@ -41,12 +41,8 @@ asio::steady_timer::time_point at_ns(std::uint64_t ns) {
 }
 
 void watch_devices(const std::shared_ptr<CommBase>& c) {
-  for (Device* d : c->devs) {
-    if (!d) continue;
-    auto& w = d->watchers;
-    std::erase_if(w, [](const std::weak_ptr<CommBase>& x) { return x.expired(); });
-    w.push_back(c);
-  }
+  for (Device* d : c->devs)
+    if (d) watch_device(c, *d);
 }
 
 asio::awaitable<void> control_loop(std::shared_ptr<CommBase> comm) {
@@ -101,6 +97,12 @@ void wake(CommBase& c) {
   st->reactor.post([owner = c.weak_from_this()] {
     if (auto comm = owner.lock()) wake_here(*comm);
   });
+}
+
+void watch_device(const std::shared_ptr<CommBase>& c, Device& d) {
+  auto& w = d.watchers;
+  std::erase_if(w, [&c](const std::weak_ptr<CommBase>& x) { return x.expired() || x.lock() == c; });
+  w.push_back(c);
 }
 
 void wake_watchers(Device& d) {

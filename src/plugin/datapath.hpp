@@ -54,7 +54,14 @@ int post_recvs(Path& p, std::uint64_t slot, int n);              // n receive WR
 int post_cts(RecvComm& c, Path& p, std::uint64_t slot);          // outbox[slot] -> peer FIFO
 // Writes ctrl_out bytes [offset, offset+len) into the peer's ControlBlock over p; with a `notify`
 // kind, as a write with immediate data that raises a completion (and wakes the peer's control plane).
-int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify = {});
+// The keys are p's slot's (CommBase::keys), or `keys` for a path whose slot has not moved to its
+// device yet (re-protection's hello).
+struct WriteKeys {
+  std::uint32_t lkey = 0;  // ctrl_out on p's device
+  std::uint32_t rkey = 0;  // the peer's ControlBlock on its device of p
+};
+int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify = {},
+                 const WriteKeys* keys = nullptr);
 // One heartbeat write on p (the standby's health probe, the idle active path's liveness probe).
 int post_heartbeat(CommBase& c, Path& p);
 
@@ -68,8 +75,6 @@ ncclResult_t test_flush(Request& r, int* done);  // test() of an iflush request
 // A new loopback path on d, slot `slot`, connected to itself with the port's GID as it is now.
 // Verbs work (any thread, a worker's).
 Expected<std::shared_ptr<Path>> build_flush_path(Device& d, int slot);
-// Re-protection building a standby on `slot` builds the slot's flush QP too when this says so.
-bool flush_rebuilt_with_standby(const RecvComm& c, int slot);
 struct PathJob;
 // The flush path a finished job built for `slot` (control plane, comm held): it replaces the
 // slot's QP as soon as no READ is outstanding on that one.
@@ -126,6 +131,9 @@ void wake_here(CommBase& c);
 void watch_channel(Device& d);
 // Port events of d: every comm with a path on it runs its control step now.
 void wake_watchers(Device& d);
+// The comm is woken by d's port events too (its standby moved there). Progress thread.
+void watch_device(const std::shared_ptr<CommBase>& c, Device& d);
+inline void watch_device(CommBase& c, Device& d) { watch_device(c.shared_from_this(), d); }
 
 // ---- switchover (failover.cpp)
 // The receiver's report: base = its oldest receive not fully received (or next_seq), and the
@@ -146,6 +154,27 @@ const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch);
 void fail_comm(CommBase& c, const std::string& why);
 // Failovers started within the window, after dropping the older ones (pure; unit-tested).
 std::size_t failovers_in_window(std::deque<std::uint64_t>& starts, std::uint64_t now, std::uint64_t window_ns);
+
+// ---- standby ports (standby.cpp): which pair of ports a new standby goes on
+// The next attempt's ports: ours (nullptr: none now, `why` says why) and the peer's (-1: its slot's
+// device as it is). Pairs that failed since the last reset are skipped.
+struct AttemptPorts {
+  Device* dev = nullptr;
+  int peer_dev = -1;
+  std::string why;
+};
+AttemptPorts choose_standby_ports(CommBase& c);
+// The pair (dev, peer_dev) failed: the next choice skips it until the reset.
+void standby_ports_failed(CommBase& c, int dev, int peer_dev);
+// Every pair may be tried again (after the backoff).
+void standby_ports_reset(CommBase& c);
+// A port that could carry this comm's standby came back (PORT_ACTIVE, GID change) since the last
+// call: the pairs through it may be tried again. True when one did.
+bool standby_ports_recovered(CommBase& c);
+// The connections each port carries (Device::carried): the comm's active and standby devices
+// counted, what it counted before taken back. Called after every change of devs[] or active, and
+// at close (closing: nothing counted any more).
+void account_ports(CommBase& c);
 
 // ---- re-protection (reprotect.cpp): builds a new standby when there is none (send side
 // drives, receive side answers). Called by control_step in the normal phase; returns when it

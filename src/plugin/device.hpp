@@ -72,6 +72,11 @@ struct Device {
   net::ChannelPtr channel;
   // Comms with a path on this device, woken by its port events. Progress thread only.
   std::vector<std::weak_ptr<CommBase>> watchers;
+  // Connections whose traffic runs on this port (active) and whose standby is on it, whatever its
+  // state (standby.cpp account_ports). Any thread; read when standbys are placed (load spreading)
+  // and by the exporter.
+  std::atomic<int> active_comms{0};
+  std::atomic<int> standby_comms{0};
   // Paths on this device not destroyed yet, and of those the ones queued or being destroyed at
   // the reaper: the device is closed after its last path (reaper.cpp). The reaper's mutex.
   int live_paths = 0;

@@ -41,6 +41,27 @@ constexpr std::uint64_t kDrainBoundNs = 200'000'000;  // flushes of rxe / hardwa
 
 double ms_since(std::uint64_t start, std::uint64_t now) { return static_cast<double>(now - start) / 1e6; }
 
+// The keys of receive `r`'s buffers in its clear-to-send entry, taken afresh from their
+// registrations: a slot may have moved to another device since the entry was first written
+// (rebind.hpp). Only while no write of the entry is in flight (the old path is drained).
+void refresh_entry(FifoEntry& e, const Request& r) {
+  for (int i = 0; i < r.nreqs; ++i)
+    if (const RegHandle* mh = r.mh[i])
+      for (int s = 0; s < kSlots; ++s) e.rkey[s][i] = mh->rkey(s);
+  seal(e);
+}
+
+// A send about to be replayed on `slot`: its local key from its registration, the receiver's key
+// from the clear-to-send entry the receiver re-published for it before its report (the report's
+// write completing means those writes have landed). Either side's slot may have moved since the
+// send was first posted.
+void refresh_send(SendComm& c, Request& r, int slot) {
+  if (r.mh[0]) r.lkey[slot] = r.mh[0]->lkey(slot);
+  FifoEntry e;
+  if (read_record(c.fifo[r.seq % kMaxRequests], e) && e.seq == r.seq + 1 && r.index < e.nreqs)
+    r.rkey[slot] = e.rkey[slot][r.index];
+}
+
 // Receiver: what it has, re-armed on the new path; then the report.
 // A path that carried traffic before (kept by a failback, or re-synchronised in place) still has
 // receive WRs posted: only the difference is posted, any excess is the path's spare_recvs.
@@ -58,6 +79,7 @@ Status announce_recv(RecvComm& c, Path& p) {
     deficit -= n;
     if (int rc = post_recvs(p, slot, static_cast<int>(n)); rc != 0)
       return make_error(Errc::verbs, std::string("posting receives on the new path: ") + std::strerror(rc));
+    refresh_entry(c.outbox[slot], r);
     if (int rc = post_cts(c, p, slot); rc != 0)
       return make_error(Errc::verbs, std::string("re-publishing a clear-to-send: ") + std::strerror(rc));
   }
@@ -83,6 +105,7 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
       c.stats.bytes_sent += static_cast<std::uint64_t>(r.sizes[0]);
       continue;
     }
+    refresh_send(c, r, p.slot);
     if (int rc = post_data(c, r, p); rc != 0)
       return make_error(Errc::verbs, std::string("replaying on the new path: ") + std::strerror(rc));
     ++replayed;
@@ -421,6 +444,7 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
       return std::min(fo.stall_until_ns, now + 10'000'000);
     }
     c.active = fo.in_place ? fo.from : 1 - fo.from;
+    account_ports(c);
     Path& p = c.path();
     Status s;
     if (c.kind == CommKind::recv) s = announce_recv(static_cast<RecvComm&>(c), p);
@@ -495,6 +519,9 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
       return 0;
     }
     replayed = *r;
+    // The clear-to-send entry being consumed is read again: re-published, with the keys of the
+    // receiver's slot as they are now.
+    static_cast<SendComm&>(c).cur_seq = ~0ull;
   }
   finish(c, replayed);
   return now + 1;

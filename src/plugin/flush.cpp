@@ -51,7 +51,7 @@ std::uint64_t flush_wr_value(const Request& r) { return (r.seq << 1) | r.done_ma
 int post_flush_read(RecvComm& c, Request& r, int slot) {
   Path& p = *c.flush_paths[slot];
   ibv_sge sge{reinterpret_cast<std::uint64_t>(&c.flush_sink[slot]), sizeof c.flush_sink[slot],
-              c.flush_sink_mr[slot]->lkey};
+              c.keys[slot].flush_sink->lkey};
   ibv_send_wr wr{};
   wr.wr_id = make_wr_id(WrKind::flush, flush_wr_value(r));
   wr.sg_list = &sge;
@@ -59,7 +59,7 @@ int post_flush_read(RecvComm& c, Request& r, int slot) {
   wr.opcode = IBV_WR_RDMA_READ;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = r.raddr;
-  wr.wr.rdma.rkey = r.rkey[slot];
+  wr.wr.rdma.rkey = r.mh[0] ? r.mh[0]->rkey(slot) : r.rkey[slot];  // as the slot's device is now (rebind.hpp)
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
   if (rc == 0) {
@@ -183,7 +183,7 @@ Status setup_flush(RecvComm& c) {
     c.flush_gen[s] = dev->recover_gen.load(std::memory_order_relaxed);
     Status ok;
     if (auto mr = net::register_mr(dev->pd.get(), &c.flush_sink[s], sizeof c.flush_sink[s], IBV_ACCESS_LOCAL_WRITE))
-      c.flush_sink_mr[s] = std::move(mr).value();
+      c.keys[s].flush_sink = std::move(mr).value();
     else
       ok = std::move(mr).error();
     if (ok) {
@@ -196,7 +196,7 @@ Status setup_flush(RecvComm& c) {
       if (s == 0) return ok;  // the primary's flush QP is required
       HA_WARN("NET/HA: %s: no flush QP on %s (%s); flushes read through %s until one is built", c.id.c_str(),
               dev->port.id().c_str(), ok.error().message.c_str(), c.devs[0]->port.id().c_str());
-      c.flush_want[s] = c.flush_sink_mr[s] != nullptr;  // the control plane builds it when it can
+      c.flush_want[s] = c.keys[s].flush_sink != nullptr;  // the control plane builds it when it can
     }
   }
   for (auto& r : c.flushes) r.comm = &c;
@@ -210,10 +210,6 @@ void close_flush(RecvComm& c) {
     if (c.flush_job[s]) c.flush_job[s]->cancelled.store(true, std::memory_order_relaxed);
     c.flush_job[s].reset();
   }
-}
-
-bool flush_rebuilt_with_standby(const RecvComm& c, int slot) {
-  return c.flush_on && c.devs[slot] && c.flush_sink_mr[slot];
 }
 
 void offer_flush_path(RecvComm& c, int slot, PathJob& job) {
@@ -241,7 +237,7 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
   const auto soonest = [&next](std::uint64_t t) { next = next == 0 ? t : std::min(next, t); };
   for (int s = 0; s < kSlots; ++s) {
     Device* d = c.devs[s];
-    if (!d || !c.flush_sink_mr[s]) continue;
+    if (!d || !c.keys[s].flush_sink) continue;
     if (const auto& job = c.flush_job[s]) {  // a rebuild of its own
       const int o = job_outcome(*job);
       if (o == 0) continue;  // it wakes us
@@ -320,7 +316,7 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
   r.done_mask = 0;
   r.seq = c.flush_seq;
   r.raddr = reinterpret_cast<std::uint64_t>(data[last]);
-  for (int s = 0; s < kSlots; ++s) r.rkey[s] = mh->rkey(s);
+  r.mh[0] = mh;
   if (int rc = post_flush_read(c, r, slot); rc != 0)
     return flush_failed(c, r, std::string("ibv_post_send: ") + std::strerror(rc));
   ++c.flush_seq;

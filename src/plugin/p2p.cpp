@@ -101,6 +101,7 @@ void heartbeat_done(CommBase& c, Path& p) {
 void close_comm(CommBase& c) {
   hold_blocking(c);
   c.closing.store(true, std::memory_order_relaxed);
+  account_ports(c);
   write_stats(c, "close");
   unregister_comm(c);
   if (c.kind == CommKind::recv) close_flush(static_cast<RecvComm&>(c));  // held: the control plane swaps them
@@ -152,7 +153,7 @@ int post_recvs(Path& p, std::uint64_t slot, int n) {
 
 int post_cts(RecvComm& c, Path& p, std::uint64_t slot) {
   const FifoEntry& e = c.outbox[slot];
-  ibv_sge sge{reinterpret_cast<std::uint64_t>(&e), sizeof e, c.outbox_mr[p.slot]->lkey};
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(&e), sizeof e, c.keys[p.slot].ring->lkey};
   ibv_send_wr wr{};
   wr.wr_id = make_wr_id(WrKind::cts, slot);
   wr.sg_list = &sge;
@@ -160,16 +161,18 @@ int post_cts(RecvComm& c, Path& p, std::uint64_t slot) {
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;  // every CTS is watched by the soft RTO
   wr.wr.rdma.remote_addr = c.remote_fifo + slot * sizeof(FifoEntry);
-  wr.wr.rdma.rkey = c.remote_fifo_rkey[p.slot];
+  wr.wr.rdma.rkey = c.keys[p.slot].peer_fifo;
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
   if (rc == 0) note_send_posted(p);
   return rc;
 }
 
-int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify) {
+int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify,
+                 const WriteKeys* keys) {
   auto* src = reinterpret_cast<std::uint8_t*>(&c.ctrl_out) + offset;
-  ibv_sge sge{reinterpret_cast<std::uint64_t>(src), static_cast<std::uint32_t>(len), c.ctrl_out_mr[p.slot]->lkey};
+  const WriteKeys k = keys ? *keys : WriteKeys{c.keys[p.slot].ctrl_out->lkey, c.keys[p.slot].peer_ctrl};
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(src), static_cast<std::uint32_t>(len), k.lkey};
   ibv_send_wr wr{};
   wr.wr_id = make_wr_id(kind, 0);
   wr.sg_list = &sge;
@@ -178,7 +181,7 @@ int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::siz
   wr.imm_data = htonl(kCtlImm | static_cast<std::uint32_t>(notify));
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = c.peer_ctrl + offset;
-  wr.wr.rdma.rkey = c.peer_ctrl_rkey[p.slot];
+  wr.wr.rdma.rkey = k.rkey;
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
   if (rc == 0) note_send_posted(p);
@@ -259,6 +262,7 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   r.laddr = reinterpret_cast<std::uint64_t>(data);
   r.raddr = e.addr[index];
   const auto* mh = static_cast<const RegHandle*>(mhandle);
+  r.mh[0] = mh;
   for (int s = 0; s < kSlots; ++s) {
     r.lkey[s] = mh ? mh->lkey(s) : 0;
     r.rkey[s] = e.rkey[s][index];
@@ -292,6 +296,7 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   FifoEntry& e = c.outbox[slot];
   for (int i = 0; i < n; ++i) {
     const auto* mh = static_cast<const RegHandle*>(mhandles[i]);
+    r.mh[i] = mh;
     e.addr[i] = reinterpret_cast<std::uint64_t>(data[i]);
     e.size[i] = sizes[i];
     for (int s = 0; s < kSlots; ++s) e.rkey[s][i] = mh ? mh->rkey(s) : 0;

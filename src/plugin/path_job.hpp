@@ -27,6 +27,7 @@ struct PathJob {
   std::string flush_why;                  // why `flush` is null although one was asked for
   std::uint32_t flush_gen = 0;            // the device's recover_gen when `flush` was built
   std::string why;                        // failed: what
+  SlotKeys keys;                          // a move of the slot to another device: the registrations there (rebind.hpp)
   ~PathJob();
 };
 

@@ -1,9 +1,13 @@
 // Memory registration: regMr / regMrDmaBuf / deregMr through a per-device cache.
 #include <unistd.h>
 
+#include <algorithm>
+#include <mutex>
+
 #include "comm.hpp"
 #include "core.hpp"
 #include "device.hpp"
+#include "rebind.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -53,7 +57,8 @@ std::size_t MrCache::size() const {
 namespace nccl_ha::plugin {
 
 // The buffer is registered on every device of the comm (primary and backup) at once, so that
-// a failover never waits for a registration. Both go through their device's cache.
+// a failover never waits for a registration, and on the device a slot is moving to (rebind.hpp).
+// Each goes through its device's cache.
 ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
   *mhandle = nullptr;
@@ -64,23 +69,35 @@ ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** m
             type == NCCL_PTR_CUDA ? "no GPU peer-memory client is loaded" : "host and, with peer memory, CUDA only");
     return ncclInvalidArgument;
   }
-  const auto& c = *static_cast<CommBase*>(comm);
+  auto& c = *static_cast<CommBase*>(comm);
   auto h = std::make_unique<RegHandle>();
   h->gpu = gpu;
+  h->data = data;
+  h->size = size;
+  std::lock_guard<std::mutex> lock(c.reg_mutex);
   for (int s = 0; s < kSlots; ++s) {
     Device* dev = c.devs[s];
     if (!dev) continue;
-    auto mr = dev->mrs->acquire(data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    auto mr = dev->mrs->acquire(data, size, kBufferAccess);
     if (!mr) {
       HA_WARN("NET/HA: regMr(%p, %zu) on %s failed: %s", data, size, dev->port.id().c_str(),
               mr.error().message.c_str());
-      for (int k = 0; k < s; ++k)
-        if (h->mr[k]) h->dev[k]->mrs->release(h->mr[k]);
+      release_registrations(*h);
       return ncclSystemError;
     }
     h->mr[s] = *mr;
     h->dev[s] = dev;
   }
+  if (Device* next = c.rebind_dev) {  // a slot is moving there: the buffer goes along
+    if (auto mr = next->mrs->acquire(data, size, kBufferAccess)) {
+      h->next_mr = *mr;
+      h->next_dev = next;
+    } else {  // the move cannot complete (rebind_ready says so); the buffer itself is fine
+      HA_INFO("NET/HA: %s: regMr(%p, %zu) on %s, where the standby is moving, failed: %s", c.id.c_str(), data, size,
+              next->port.id().c_str(), mr.error().message.c_str());
+    }
+  }
+  c.regs.push_back(h.get());
   *mhandle = h.release();
   return ncclSuccess;
 }
@@ -93,9 +110,11 @@ ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, s
 
 ncclResult_t dereg_mr(void* comm, void* mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
+  auto& c = *static_cast<CommBase*>(comm);
   std::unique_ptr<RegHandle> h(static_cast<RegHandle*>(mhandle));
-  for (int s = 0; s < kSlots; ++s)
-    if (h->mr[s]) h->dev[s]->mrs->release(h->mr[s]);
+  std::lock_guard<std::mutex> lock(c.reg_mutex);
+  std::erase(c.regs, h.get());
+  release_registrations(*h);
   return ncclSuccess;
 }
 

@@ -1,29 +1,37 @@
-// Re-protection: after a failover (or when the standby died), a new standby path is built so a
-// second failure is survived too - on the old device once its port is ACTIVE again (its GID is
-// resolved afresh: it can change after a RoCE flap). Retried with exponential backoff
-// (100 ms .. 5 s), never given up while the comm lives.
+// Re-protection: after a failover (or when the standby died, or never came up), a new standby path
+// is built so a second failure is survived too. The send side chooses the attempt's pair of ports
+// (standby.cpp: a pair both ends can reach, preferring the old one once its port is ACTIVE again -
+// its GID is resolved afresh: it can change after a RoCE flap - else the next best, e.g. a third
+// port when the failed one stays down); when a pair fails, the next one is tried at once, and only
+// when every pair failed does it wait (exponential backoff, 100 ms .. 5 s). Never given up while
+// the comm lives.
 //
 //   send side                                   receive side
-//   [reactor] new QP on devs[slot]
-//   ReprotectMsg{endpoint, gen} -- active -->   [reactor] new QP, INIT->RTR->RTS
-//                                <-- active --  ReprotectMsg{endpoint, ok, gen}
-//   [reactor] INIT->RTR->RTS
-//   hello = gen ----------- new path ------->   sees hello == gen: standby up
-//   the write completed: standby up
+//   [worker] new QP on its device; on another
+//   device than the slot's, the comm's memory
+//   registered there too (rebind.hpp)
+//   ReprotectMsg{endpoint, gen, the receiver's
+//   device, our rkeys there} -- active -->      [worker] new QP on that device (+ registrations
+//                                               there), INIT->RTR->RTS
+//                                <-- active --  ReprotectMsg{endpoint, ok, gen, its ctrl rkey}
+//   [worker] INIT->RTR->RTS
+//   hello = gen ----------- new path ------->   sees hello == gen: standby up (the slot moved)
+//   the write completed: standby up (the slot moved)
 // A request with a newer gen replaces whatever the receive side built for an older one. Every
 // message is a write with immediate data: its completion wakes the peer's control plane.
-// The verbs work ([reactor]: QP creation and state transitions, tens of milliseconds under
-// emulation) runs as a PathJob (path_job.hpp) on the reactor's worker threads, never on the
-// progress thread; the comm is woken when it is done. On a receive comm with flush QPs
+// The verbs work ([worker]: QP creation and state transitions, registrations, tens of
+// milliseconds under emulation) runs as a PathJob (path_job.hpp) on the reactor's worker threads,
+// never on the progress thread; the comm is woken when it is done. On a receive comm with flush QPs
 // (flush.cpp) the same job builds a new loopback QP on the standby's device, installed with the
 // standby: a flush QP never outlives the port state it was built in.
-// A PORT_ACTIVE or GID-change event of the standby's device starts the next attempt at once;
-// the backoff only paces attempts that failed.
+// A PORT_ACTIVE or GID-change event of one of the comm's candidate ports starts the next attempt
+// at once; the backoff only paces attempts that failed.
 #include <cstring>
 #include <functional>
 
 #include "datapath.hpp"
 #include "path_job.hpp"
+#include "rebind.hpp"
 #include "reaper.hpp"
 #include "nccl_ha/net/discovery.hpp"
 #include "state.hpp"
@@ -57,21 +65,34 @@ Status connect_path(PathJob& job, const net::Endpoint& remote) {
   return {};
 }
 
-std::shared_ptr<PathJob> start_build(CommBase& c, int slot, const net::Endpoint* remote_to_connect) {
-  Device* d = c.devs[slot];
+// The attempt's job on `d`: a new path for the standby slot (connected to `remote_to_connect` when
+// given), on another device than the slot's the comm's memory registered there too, and on a
+// receive comm with flush QPs the device's loopback QP.
+std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint* remote_to_connect) {
+  const int slot = c.standby_slot();
+  Device* dp = &d;
   const int sd = c.kind == CommKind::send ? kSendQueueDepth : kRecvSendQueueDepth;
   const int rd = c.kind == CommKind::send ? kSendRecvQueueDepth : kRecvQueueDepth;
   const bool connect = remote_to_connect != nullptr;
   const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
-  const bool flush = c.kind == CommKind::recv && flush_rebuilt_with_standby(static_cast<RecvComm&>(c), slot);
-  const std::uint32_t gen = d->recover_gen.load(std::memory_order_relaxed);  // before the port is queried
-  return start_job(c, nullptr, [d, slot, sd, rd, connect, remote, flush, gen, qos = c.qos,
+  c.rp.rebind = dp != c.devs[slot] ? begin_rebind(c, d) : 0;
+  // A flush QP needs the slot's flush sink: registered with the move, or there already.
+  const bool flush = c.kind == CommKind::recv && static_cast<RecvComm&>(c).flush_on &&
+                     (c.rp.rebind || c.keys[slot].flush_sink);
+  const std::uint32_t gen = dp->recover_gen.load(std::memory_order_relaxed);  // before the port is queried
+  return start_job(c, nullptr, [dp, slot, sd, rd, connect, remote, flush, gen, rebind = c.rp.rebind, qos = c.qos,
                                 owner = c.weak_from_this()](PathJob& job) {
-    Status s = build_path(job, *d, slot, sd, rd, owner);
+    Status s = build_path(job, *dp, slot, sd, rd, owner);
     if (s) job.path->qos = qos;  // a rebuilt standby keeps the connection's QoS
+    if (s && rebind) {
+      if (auto comm = owner.lock())
+        s = prepare_rebind(*comm, *dp, slot, rebind, job.keys);
+      else
+        s = make_error(Errc::closed, "the comm is closed");
+    }
     if (s && connect) s = connect_path(job, remote);
     if (s && flush) {  // the device's flush QP too; its failure does not fail the standby
-      auto f = build_flush_path(*d, slot);
+      auto f = build_flush_path(*dp, slot);
       if (f) {
         job.flush = std::move(f).value();
         job.flush_gen = gen;
@@ -83,15 +104,35 @@ std::shared_ptr<PathJob> start_build(CommBase& c, int slot, const net::Endpoint*
   });
 }
 
-// Installs the job's path as the standby (and, on a receive comm, its flush path).
-void install(CommBase& c, PathJob& job, std::uint64_t now) {
+// Our keys on the attempt's device: the slot's own, or the ones the job registered there.
+const SlotKeys& attempt_keys(const CommBase& c, const PathJob& job) {
+  return c.rp.rebind ? job.keys : c.keys[c.standby_slot()];
+}
+
+// Installs the job's path as the standby (and, on a receive comm, its flush path); when it is on
+// another device than the slot's, the slot moves there first (rebind.hpp). False (nothing
+// installed) when the move cannot be made.
+bool install(CommBase& c, PathJob& job, std::uint64_t now) {
   std::shared_ptr<Path> p = job.path;
-  if (c.kind == CommKind::recv) offer_flush_path(static_cast<RecvComm&>(c), p->slot, job);
+  const int slot = p->slot;
+  if (c.rp.rebind) {
+    if (auto s = commit_rebind(c, slot, c.rp.rebind, job.keys); !s) {
+      set_standby(c, StandbyHealth::down, "re-protection on " + p->dev->port.id() + ": " + s.error().message);
+      return false;
+    }
+    c.rp.rebind = 0;
+    watch_device(c, *p->dev);
+    account_ports(c);
+  }
+  c.keys[slot].peer_ctrl = c.rp.peer_ctrl;
+  if (c.kind == CommKind::recv) c.keys[slot].peer_fifo = c.rp.peer_fifo;
+  p->peer_dev = c.rp.peer_dev;
+  if (c.kind == CommKind::recv) offer_flush_path(static_cast<RecvComm&>(c), slot, job);
   c.rp.job.reset();
   p->link.store(Path::up, std::memory_order_relaxed);
   const std::string dev = p->dev->port.id();
-  retire(std::move(c.paths[p->slot]));  // the standby it replaces
-  c.paths[p->slot] = std::move(p);
+  retire(std::move(c.paths[slot]));  // the standby it replaces
+  c.paths[slot] = std::move(p);
   c.standby.outstanding = false;
   c.standby.misses = 0;
   c.standby.next_ns = now;
@@ -99,15 +140,32 @@ void install(CommBase& c, PathJob& job, std::uint64_t now) {
   c.rp.step = ReprotectState::idle;
   c.rp.backoff_ns = 0;
   set_standby(c, StandbyHealth::up, "re-protected on " + dev);
+  return true;
 }
 
+// Drops the attempt (its job, a move it prepared) and waits: every pair failed.
 void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
   retire_job(c);
+  standby_ports_reset(c);
   c.rp.step = ReprotectState::idle;
   c.rp.backoff_ns = c.rp.backoff_ns ? std::min(c.rp.backoff_ns * 2, kMaxBackoffNs) : kFirstBackoffNs;
   c.rp.next_try_ns = now + c.rp.backoff_ns;
   set_standby(c, StandbyHealth::down, why + "; next re-protection attempt in " +
                                           std::to_string(c.rp.backoff_ns / 1000000) + " ms");
+}
+
+// Send side: the attempt's pair of ports failed: the next pair at once, or the backoff when none is left.
+std::uint64_t attempt_failed(CommBase& c, std::uint64_t now, const std::string& why) {
+  standby_ports_failed(c, c.rp.dev, c.rp.peer_dev);
+  retire_job(c);
+  c.rp.step = ReprotectState::idle;
+  if (const auto next = choose_standby_ports(c); next.dev) {
+    set_standby(c, StandbyHealth::down, why + "; trying " + next.dev->port.id() + " next");
+    c.rp.next_try_ns = now;
+    return now + 1;
+  }
+  back_off(c, now, why);
+  return c.rp.next_try_ns;
 }
 
 // The peer's ReprotectMsg, once one arrived (its completion was seen) and reads whole.
@@ -117,16 +175,22 @@ bool read_reprotect(CommBase& c, ReprotectMsg& out) {
   return true;
 }
 
-// Writes our ReprotectMsg {endpoint of `mine` (none: zeros), ok, gen} to the peer over the active path.
-int post_reprotect(CommBase& c, const Path* mine, std::uint32_t ok, std::uint32_t gen) {
+// Writes our ReprotectMsg to the peer over the active path: the endpoint of `job`'s path (no job:
+// zeros, ok 0) and our keys on its device, `ok`, `gen`, and (request) the peer's device to use.
+int post_reprotect(CommBase& c, const PathJob* job, std::uint32_t ok, std::uint32_t gen, int peer_dev) {
   ReprotectMsg& m = c.ctrl_out.reprotect;
-  std::memset(m.endpoint, 0, sizeof m.endpoint);
-  if (mine) {
-    const auto bytes = net::encode_endpoint(mine->local);
+  m = ReprotectMsg{};
+  if (job) {
+    const auto bytes = net::encode_endpoint(job->path->local);
     std::memcpy(m.endpoint, bytes.data(), sizeof m.endpoint);
+    const SlotKeys& k = attempt_keys(c, *job);
+    m.ctrl_rkey = k.ctrl->rkey;
+    if (c.kind == CommKind::send) m.fifo_rkey = k.ring->rkey;
+    m.own_dev = static_cast<std::uint32_t>(job->path->dev->index);
   }
   m.ok = ok;
   m.gen = gen;
+  if (peer_dev >= 0) m.dev = static_cast<std::uint32_t>(peer_dev);
   seal(m);
   return post_control(c, c.path(), WrKind::reprotect, offsetof(ControlBlock, reprotect), sizeof(ReprotectMsg),
                       CtlKind::reprotect);
@@ -135,29 +199,31 @@ int post_reprotect(CommBase& c, const Path* mine, std::uint32_t ok, std::uint32_
 // ---- send side: drives the attempts. Returns when it wants to run again (0: when woken).
 std::uint64_t drive(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
-  const int slot = c.standby_slot();
-  const std::string dev = c.devs[slot]->port.id();
   switch (rp.step) {
-    case ReprotectState::idle:
+    case ReprotectState::idle: {
       if (now < rp.next_try_ns) return rp.next_try_ns;
-      if (!c.devs[slot]->port_up.load(std::memory_order_relaxed)) {
-        back_off(c, now, "re-protection on " + dev + ": the port is not active");
+      const AttemptPorts ports = choose_standby_ports(c);
+      if (!ports.dev) {
+        back_off(c, now, "re-protection: " + ports.why);
         return rp.next_try_ns;
       }
       ++rp.attempts;
-      rp.job = start_build(c, slot, nullptr);
+      rp.dev = ports.dev->index;
+      rp.peer_dev = ports.peer_dev;
+      rp.port = ports.dev->port.id();
+      rp.job = start_build(c, *ports.dev, nullptr);
       rp.step = ReprotectState::building;
-      set_standby(c, StandbyHealth::connecting, "re-protecting on " + dev);
+      set_standby(c, StandbyHealth::connecting, "re-protecting on " + ports.dev->port.id());
       return 0;  // the job wakes us
+    }
     case ReprotectState::building:
       if (const int o = job_outcome(*rp.job); o == 0) {
         return 0;
       } else if (o < 0) {
-        back_off(c, now, "re-protection on " + dev + ": " + rp.job->why);
-        return rp.next_try_ns;
+        return attempt_failed(c, now, "re-protection on " + rp.port + ": " + rp.job->why);
       }
       c.inbox.reprotect = false;  // answers to older attempts are of no interest
-      if (post_reprotect(c, rp.job->path.get(), 1, ++rp.gen) != 0) {
+      if (post_reprotect(c, rp.job.get(), 1, ++rp.gen, rp.peer_dev) != 0) {
         back_off(c, now, "re-protection: the request could not be posted");
         return rp.next_try_ns;
       }
@@ -173,17 +239,18 @@ std::uint64_t drive(CommBase& c, std::uint64_t now) {
         }
         return rp.deadline_ns + 1;  // its completion wakes us before
       }
-      if (!answer.ok) {
-        back_off(c, now, "re-protection: the peer cannot build its side");
-        return rp.next_try_ns;
-      }
+      if (!answer.ok) return attempt_failed(c, now, "re-protection: the peer cannot build its side");
       auto remote = net::decode_endpoint(std::span<const std::uint8_t>(answer.endpoint, sizeof answer.endpoint));
-      if (!remote) {
-        back_off(c, now, "re-protection: " + remote.error().message);
-        return rp.next_try_ns;
-      }
+      if (!remote || answer.ctrl_rkey == 0)
+        return attempt_failed(c, now, "re-protection: " + (remote ? std::string("no control key in the answer")
+                                                                  : remote.error().message));
+      rp.peer_ctrl = answer.ctrl_rkey;
+      if (answer.own_dev != kSameDevice) rp.peer_dev = static_cast<int>(answer.own_dev);
       const net::Endpoint r = *remote;
-      rp.job = start_job(c, rp.job->path, [r](PathJob& job) { return connect_path(job, r); });
+      rp.job = start_job(c, rp.job->path, [r, prev = rp.job](PathJob& job) {
+        job.keys = std::move(prev->keys);  // a move's registrations stay with the attempt
+        return connect_path(job, r);
+      });
       rp.step = ReprotectState::connecting;
       return 0;
     }
@@ -191,13 +258,14 @@ std::uint64_t drive(CommBase& c, std::uint64_t now) {
       if (const int o = job_outcome(*rp.job); o == 0) {
         return 0;
       } else if (o < 0) {
-        back_off(c, now, "re-protection: " + rp.job->why);
-        return rp.next_try_ns;
+        return attempt_failed(c, now, "re-protection: " + rp.job->why);
       }
       c.ctrl_out.hello.gen = rp.gen;
       seal(c.ctrl_out.hello);
-      if (post_control(c, *rp.job->path, WrKind::hello, offsetof(ControlBlock, hello), sizeof(HelloMsg),
-                       CtlKind::hello) != 0) {
+      const SlotKeys& k = attempt_keys(c, *rp.job);
+      const WriteKeys keys{k.ctrl_out->lkey, rp.peer_ctrl};  // the slot's keys are the old device's until the install
+      if (post_control(c, *rp.job->path, WrKind::hello, offsetof(ControlBlock, hello), sizeof(HelloMsg), CtlKind::hello,
+                       &keys) != 0) {
         back_off(c, now, "re-protection: the hello could not be posted");
         return rp.next_try_ns;
       }
@@ -210,56 +278,89 @@ std::uint64_t drive(CommBase& c, std::uint64_t now) {
       ibv_wc err{};
       err.status = IBV_WC_SUCCESS;
       poll_and_arm(c, p, 4, &err);
-      if (err.status != IBV_WC_SUCCESS) {
-        back_off(c, now, std::string("re-protection: hello failed: ") + ibv_wc_status_str(err.status));
-        return rp.next_try_ns;
-      }
+      if (err.status != IBV_WC_SUCCESS)
+        return attempt_failed(c, now, std::string("re-protection: hello failed: ") + ibv_wc_status_str(err.status));
       if (p.sends_out == 0) {
         const auto job = rp.job;
-        install(c, *job, now);
+        if (!install(c, *job, now)) {
+          back_off(c, now, "re-protection: " + c.standby.why);
+          return rp.next_try_ns;
+        }
         return now + 1;
       }
-      if (now > rp.deadline_ns) {
-        back_off(c, now, "re-protection: hello unanswered");
-        return rp.next_try_ns;
-      }
+      if (now > rp.deadline_ns) return attempt_failed(c, now, "re-protection: hello unanswered");
       return rp.deadline_ns + 1;
     }
   }
   return 0;
 }
 
+// The receive side's device for a request: the one it names (kSameDevice: the slot's), if it can
+// carry a standby of this comm; else nullptr with the reason.
+Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why) {
+  Device* d = c.devs[c.standby_slot()];
+  if (req.dev != kSameDevice) {
+    const State* st = state();
+    d = req.dev < st->devices.size() ? st->devices[req.dev].get() : nullptr;
+    if (!d) {
+      why = "the peer asks for device " + std::to_string(req.dev) + ", which does not exist here";
+      return nullptr;
+    }
+  }
+  if (d->port.link_layer != c.devs[c.active]->port.link_layer) {
+    why = d->port.id() + " is of another link layer";
+    return nullptr;
+  }
+  if (!d->port_up.load(std::memory_order_relaxed)) {
+    why = d->port.id() + ": the port is not active";
+    return nullptr;
+  }
+  return d;
+}
+
 // ---- receive side: answers requests, installs on the hello
 std::uint64_t answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
-  const int slot = c.standby_slot();
   ReprotectMsg req;
   if (read_reprotect(c, req) && req.gen != rp.gen) {  // a new request: whatever was under way for an older one is dropped
     const std::uint32_t gen = req.gen;
     rp.gen = gen;
     ++rp.attempts;
+    retire_job(c);
+    rp.step = ReprotectState::idle;
     auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
-    if (!remote || !c.devs[slot]->port_up.load(std::memory_order_relaxed)) {
-      retire_job(c);
-      rp.step = ReprotectState::idle;
-      post_reprotect(c, nullptr, 0, gen);
-      set_standby(c, StandbyHealth::down, "re-protection on " + c.devs[slot]->port.id() + ": " +
-                                              (remote ? "the port is not active" : remote.error().message));
+    std::string why;
+    Device* d = remote ? requested_device(c, req, why) : nullptr;
+    if (remote && d && (req.ctrl_rkey == 0 || req.fifo_rkey == 0)) {
+      why = "no keys in the request";
+      d = nullptr;
+    }
+    if (!d) {
+      post_reprotect(c, nullptr, 0, gen, -1);
+      set_standby(c, StandbyHealth::down, "re-protection: " + (remote ? why : remote.error().message));
       return 0;
     }
-    retire_job(c);
-    rp.job = start_build(c, slot, &*remote);
+    rp.dev = d->index;
+    rp.port = d->port.id();
+    rp.peer_dev = req.own_dev == kSameDevice ? -1 : static_cast<int>(req.own_dev);
+    rp.peer_ctrl = req.ctrl_rkey;
+    rp.peer_fifo = req.fifo_rkey;
+    rp.job = start_build(c, *d, &*remote);
     rp.step = ReprotectState::building;
     c.inbox.hello = false;
-    set_standby(c, StandbyHealth::connecting, "re-protecting on " + c.devs[slot]->port.id());
+    set_standby(c, StandbyHealth::connecting, "re-protecting on " + d->port.id());
     return 0;
   }
   if (rp.step == ReprotectState::building) {
     const int o = job_outcome(*rp.job);
     if (o == 0) return 0;
-    post_reprotect(c, o > 0 ? rp.job->path.get() : nullptr, o > 0 ? 1 : 0, rp.gen);
-    if (o < 0) {
-      set_standby(c, StandbyHealth::down, "re-protection on " + c.devs[slot]->port.id() + ": " + rp.job->why);
+    std::string why = o < 0 ? rp.job->why : std::string();
+    if (o > 0 && rp.rebind)
+      if (auto ready = rebind_ready(c, rp.rebind); !ready) why = ready.error().message;
+    const bool ok = why.empty();
+    post_reprotect(c, ok ? rp.job.get() : nullptr, ok ? 1 : 0, rp.gen, -1);
+    if (!ok) {
+      set_standby(c, StandbyHealth::down, "re-protection on " + rp.port + ": " + why);
       retire_job(c);
       rp.step = ReprotectState::idle;
       return 0;
@@ -274,7 +375,11 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
     if (c.inbox.hello && read_record(c.ctrl.hello, hello) && hello.gen == rp.gen) {
       c.inbox.hello = false;
       const auto job = rp.job;
-      install(c, *job, now);
+      if (!install(c, *job, now)) {
+        retire_job(c);
+        rp.step = ReprotectState::idle;
+        return 0;
+      }
       return now + 1;
     }
   }
@@ -286,27 +391,26 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
 bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now) {
   if (!via || !c.rp.job || c.rp.job->path.get() != via || job_outcome(*c.rp.job) <= 0) return false;
   const auto job = c.rp.job;
-  install(c, *job, now);
-  return true;
+  return install(c, *job, now);
 }
 
 void retire_job(CommBase& c) {
   // A job still queued does nothing; one running finishes and its paths go to the reaper with the
-  // last reference (~PathJob), whichever thread drops it.
+  // last reference (~PathJob), whichever thread drops it. A move it prepared is given up.
   if (c.rp.job) c.rp.job->cancelled.store(true, std::memory_order_relaxed);
   c.rp.job.reset();
+  if (c.rp.rebind) abort_rebind(c);
+  c.rp.rebind = 0;
 }
 
 std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
-  Device* d = c.devs[c.standby_slot()];
-  if (!d) return 0;  // single path
-  if (const auto g = d->recover_gen.load(std::memory_order_relaxed); g != c.rp.recover_gen) {
-    c.rp.recover_gen = g;  // the port came back (or its GID changed): try now, not after the backoff
-    if (c.kind == CommKind::send && c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
-      HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
-              d->port.id().c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
-      c.rp.next_try_ns = now;
-    }
+  if (!c.devs[c.standby_slot()]) return 0;  // single path
+  if (standby_ports_recovered(c) && c.kind == CommKind::send && c.rp.step == ReprotectState::idle &&
+      c.standby.state == StandbyHealth::down) {
+    // A candidate port came back (or its GID changed): try now, not after the backoff.
+    HA_INFO("NET/HA: %s: a standby port is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
+            static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
+    c.rp.next_try_ns = now;
   }
   if (c.kind == CommKind::send) {
     const Path* sb = c.paths[c.standby_slot()].get();

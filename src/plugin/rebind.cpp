@@ -1,0 +1,89 @@
+#include "rebind.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+#include "state.hpp"
+
+namespace nccl_ha::plugin {
+namespace {
+
+// reg_mutex held: drops the registrations a move prepared.
+void release_next(CommBase& c) {
+  for (RegHandle* h : c.regs) {
+    if (h->next_mr) h->next_dev->mrs->release(h->next_mr);
+    h->next_mr = nullptr;
+    h->next_dev = nullptr;
+  }
+  c.rebind_dev = nullptr;
+  ++c.rebind_gen;
+}
+
+// reg_mutex held.
+Status check_ready(const CommBase& c, std::uint64_t gen) {
+  if (c.rebind_gen != gen || !c.rebind_dev) return make_error(Errc::closed, "the move of the slot was given up");
+  for (const RegHandle* h : c.regs)
+    if (h->next_dev != c.rebind_dev)
+      return make_error(Errc::verbs, "a buffer of the comm could not be registered on " + c.rebind_dev->port.id());
+  return {};
+}
+
+}  // namespace
+
+std::uint64_t begin_rebind(CommBase& c, Device& d) {
+  std::lock_guard<std::mutex> lock(c.reg_mutex);
+  if (c.rebind_dev) release_next(c);
+  c.rebind_dev = &d;
+  return ++c.rebind_gen;
+}
+
+Status prepare_rebind(CommBase& c, Device& d, int slot, std::uint64_t gen, SlotKeys& keys) {
+  if (auto s = register_slot_keys(c, d, slot, keys); !s) return s;
+  std::lock_guard<std::mutex> lock(c.reg_mutex);  // regMr waits meanwhile (it is not on the data path)
+  if (c.rebind_gen != gen || c.rebind_dev != &d) return make_error(Errc::closed, "the move of the slot was given up");
+  for (RegHandle* h : c.regs) {
+    if (h->next_dev == &d) continue;  // regMr registered it there already
+    auto mr = d.mrs->acquire(h->data, h->size, kBufferAccess);
+    if (!mr) return std::move(mr).error();
+    h->next_mr = *mr;
+    h->next_dev = &d;
+  }
+  return {};
+}
+
+Status rebind_ready(CommBase& c, std::uint64_t gen) {
+  std::lock_guard<std::mutex> lock(c.reg_mutex);
+  return check_ready(c, gen);
+}
+
+Status commit_rebind(CommBase& c, int slot, std::uint64_t gen, SlotKeys& keys) {
+  std::lock_guard<std::mutex> lock(c.reg_mutex);
+  if (auto s = check_ready(c, gen); !s) return s;
+  Device* d = c.rebind_dev;
+  for (RegHandle* h : c.regs) {
+    if (h->mr[slot]) h->dev[slot]->mrs->release(h->mr[slot]);
+    h->mr[slot] = h->next_mr;
+    h->dev[slot] = d;
+    h->next_mr = nullptr;
+    h->next_dev = nullptr;
+  }
+  c.devs[slot] = d;
+  c.rebind_dev = nullptr;
+  ++c.rebind_gen;
+  std::swap(c.keys[slot], keys);
+  return {};
+}
+
+void abort_rebind(CommBase& c) {
+  std::lock_guard<std::mutex> lock(c.reg_mutex);
+  if (c.rebind_dev) release_next(c);
+}
+
+void release_registrations(RegHandle& h) {
+  for (int s = 0; s < kSlots; ++s)
+    if (h.mr[s]) h.dev[s]->mrs->release(h.mr[s]);
+  if (h.next_mr) h.next_dev->mrs->release(h.next_mr);
+  h = RegHandle{};
+}
+
+}  // namespace nccl_ha::plugin

@@ -103,9 +103,33 @@ RemoteKeys keys_of(const void* addr, const net::MrPtr (&mrs)[kSlots]) {
   return k;
 }
 
+// Slot 0 only: the standby's rkeys travel with the standby (conn_msg v4).
+RemoteKeys primary_keys_of(const void* addr, const net::MrPtr (&mrs)[kSlots]) {
+  RemoteKeys k = keys_of(addr, mrs);
+  for (int s = 1; s < kSlots; ++s) k.rkey[s] = 0;
+  return k;
+}
+
 void take_keys(const RemoteKeys& k, std::uint64_t& addr, std::uint32_t (&rkeys)[kSlots]) {
   addr = k.addr;
   for (int s = 0; s < kSlots; ++s) rkeys[s] = k.rkey[s];
+}
+
+// TEMP (conn_msg v4, until the lead's connect.cpp): each side lists only its primary and its
+// local backup port; the standby pair is (connector's backup, listener's backup) when the two
+// reach each other, else the connection has a single path: today's behaviour.
+Candidate candidate_of(const Device& d, std::uint8_t flags) {
+  Candidate c;
+  c.dev = static_cast<std::uint8_t>(d.index);
+  c.link_layer = static_cast<std::uint8_t>(d.port.link_layer);
+  c.flags = static_cast<std::uint8_t>(flags | (d.port_up.load(std::memory_order_relaxed) ? kCandUp : 0));
+  c.topo = d.topo;
+  return c;
+}
+std::vector<Candidate> candidates_of(const CommBase& c) {
+  std::vector<Candidate> out{candidate_of(*c.devs[0], kCandPrimary)};
+  if (c.devs[1]) out.push_back(candidate_of(*c.devs[1], 0));
+  return out;
 }
 
 // A comm NCCL never got (or will never get): its QPs go to ERROR and its paths to the reaper,
@@ -203,10 +227,11 @@ ConnectOps& connect_ops() {
 ConnRequest make_request(const SendComm& c) {
   ConnRequest r;
   r.primary = c.paths[0]->local;
-  if (c.paths[1]) r.standby = c.paths[1]->local;
-  r.fifo = keys_of(c.fifo, c.fifo_mr);
-  r.ctrl = keys_of(&c.ctrl, c.ctrl_mr);
+  r.offer_standby = c.paths[1] != nullptr;
+  r.fifo = primary_keys_of(c.fifo, c.fifo_mr);
+  r.ctrl = primary_keys_of(&c.ctrl, c.ctrl_mr);
   r.qos = c.qos;
+  r.candidates = candidates_of(c);
   return r;
 }
 
@@ -239,7 +264,8 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
   c.peer = peer_name(peer.address());
-  const auto request = encode_request(make_request(c));
+  const ConnRequest sent = make_request(c);
+  const auto request = encode_request(sent);
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
     co_return s;
   auto reply = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), token, timeout);
@@ -247,8 +273,12 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   auto decoded = decode_reply(reply->payload);
   if (!decoded) co_return std::move(decoded).error();
   const ConnReply& rep = *decoded;
+  if (auto s = check_standby_offer(sent, rep); !s) co_return s;
   take_keys(rep.ctrl, c.peer_ctrl, c.peer_ctrl_rkey);
-  if (!rep.standby) make_single_path(c);
+  if (rep.standby && c.devs[1] && rep.standby->pair.a == c.devs[1]->index)
+    c.peer_ctrl_rkey[1] = rep.standby->ctrl_rkey;
+  else
+    make_single_path(c);
   const net::Endpoint* remote = &rep.primary;
   c.paths[0]->remote = *remote;
   auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
@@ -257,8 +287,16 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     return {};
   };
   if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
-  const std::vector<std::uint8_t> none;
-  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, none, timeout); !s)
+  ConnReady ready;
+  if (c.paths[1]) {
+    ready.standby = c.paths[1]->local;
+    ready.fifo_rkey = c.fifo_mr[1]->rkey;
+    ready.ctrl_rkey = c.ctrl_mr[1]->rkey;
+  }
+  const auto ready_bytes = encode_ready(ready);
+  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, ready_bytes,
+                                         timeout);
+      !s)
     co_return s;
   auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
   if (!ack) co_return std::move(ack).error();
@@ -267,7 +305,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
           c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
   if (c.paths[1]) {
     plan.path = c.paths[1];
-    plan.remote = *rep.standby;
+    plan.remote = rep.standby->endpoint;
     plan.sock.emplace(std::move(*sock));
   }
   op.comm = std::move(owned);
@@ -324,7 +362,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   auto decoded = decode_request(frame->payload);  // nothing is created for a request that does not decode
   if (!decoded) co_return std::move(decoded).error();
   const ConnRequest& req = *decoded;
-  Device* const backup = backup_for(*ls->dev, req.standby.has_value(), "recv");
+  Device* const backup = backup_for(*ls->dev, req.offer_standby, "recv");
   auto create = [ls, backup] { return make_recv_comm(*ls->dev, backup); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
@@ -338,6 +376,15 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   take_keys(req.ctrl, c.peer_ctrl, c.peer_ctrl_rkey);
   set_qos(c, req.qos);  // the connector's, as NCCL does
   c.paths[0]->remote = req.primary;
+  const std::vector<Candidate> mine = candidates_of(c);
+  std::optional<PortPair> pair;  // TEMP: only (the connector's backup, this side's backup)
+  if (c.devs[1])
+    for (const PortPair& p : rank_standby_pairs(req.candidates, mine, {primary_dev(req.candidates), c.devs[0]->index}))
+      if (p.a != primary_dev(req.candidates) && p.b == c.devs[1]->index) {
+        pair = p;
+        break;
+      }
+  if (!pair) make_single_path(c);
   auto connect_primary = [&c, &req]() -> Status {  // verbs work: on a reactor worker
     if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0])); !s) return s;
     if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
@@ -346,13 +393,23 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
   ConnReply rep;
   rep.primary = c.paths[0]->local;
-  if (c.paths[1]) rep.standby = c.paths[1]->local;
-  rep.ctrl = keys_of(&c.ctrl, c.ctrl_mr);
+  if (c.paths[1]) rep.standby = StandbyOffer{*pair, c.paths[1]->local, c.ctrl_mr[1]->rkey};
+  rep.ctrl = primary_keys_of(&c.ctrl, c.ctrl_mr);
+  rep.candidates = mine;
   const std::vector<std::uint8_t> reply = encode_reply(rep);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;
-  auto ready = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
+  auto ready_frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
+  if (!ready_frame) co_return std::move(ready_frame).error();
+  auto ready = decode_ready(ready_frame->payload);
   if (!ready) co_return std::move(ready).error();
+  if (ready->standby && !c.paths[1]) co_return make_error(Errc::invalid_argument, "a standby that was not offered");
+  if (ready->standby) {
+    c.remote_fifo_rkey[1] = ready->fifo_rkey;
+    c.peer_ctrl_rkey[1] = ready->ctrl_rkey;
+  } else if (c.paths[1]) {
+    make_single_path(c);
+  }
   HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
           req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
           c.qos.traffic_class, c.qos.service_level);
@@ -378,7 +435,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
       co_return make_error(Errc::closed, why);
     }
   }
-  if (standby_path) co_await run_standby(sock, *standby_path, *req.standby, ls->token, timeout);
+  if (standby_path) co_await run_standby(sock, *standby_path, *ready->standby, ls->token, timeout);
   co_return Status{};
 }
 

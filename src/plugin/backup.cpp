@@ -1,15 +1,7 @@
 #include "backup.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
-
-#include <bit>
 #include <cctype>
-#include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -19,52 +11,10 @@
 namespace nccl_ha::plugin {
 namespace {
 
-std::string realpath_or_empty(const std::string& path) {
-  char buf[PATH_MAX];
-  return ::realpath(path.c_str(), buf) ? std::string(buf) : std::string();
-}
-
-bool all_hex(std::string_view s) {
-  for (char ch : s)
-    if (!std::isxdigit(static_cast<unsigned char>(ch))) return false;
-  return !s.empty();
-}
-
-// "0000:03:00.1" (the domain may be longer than 4 digits, e.g. VMD's "10000").
-bool is_pci_function(std::string_view s) {
-  if (s.size() < 12) return false;
-  const std::size_t n = s.size();
-  return s[n - 2] == '.' && s[n - 1] >= '0' && s[n - 1] <= '7' && all_hex(s.substr(n - 4, 2)) && s[n - 5] == ':' &&
-         all_hex(s.substr(n - 7, 2)) && s[n - 8] == ':' && all_hex(s.substr(0, n - 8));
-}
-
-// (component, end offset of the component in `path`) for every PCI function in the path.
-std::vector<std::pair<std::string, std::size_t>> pci_functions(const std::string& path) {
-  std::vector<std::pair<std::string, std::size_t>> out;
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    std::size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    std::string comp = path.substr(start, end - start);
-    if (is_pci_function(comp)) out.emplace_back(comp, end);
-    start = end + 1;
-  }
-  return out;
-}
-
 std::string trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return std::string(s);
-}
-
-std::string ib_gid_prefix(const std::string& sysfs_root, const net::PortInfo& p) {
-  std::ifstream in(sysfs_root + "/class/infiniband/" + p.device + "/ports/" + std::to_string(p.port) + "/gids/0");
-  std::string gid;
-  if (in) std::getline(in, gid);
-  // "fe80:0000:0000:0000:0002:c903:00f1:2345": the first four groups are the subnet prefix.
-  if (gid.size() < 39 || gid[19] != ':') return {};
-  return gid.substr(0, 19);
 }
 
 // The ranking of candidate j as the backup of i: lower is better, compared field by field.
@@ -154,48 +104,6 @@ class Selector {
 };
 
 }  // namespace
-
-std::string netdev_subnet(const std::string& netdev) {
-  ifaddrs* list = nullptr;
-  if (netdev.empty() || ::getifaddrs(&list) != 0) return {};
-  std::string out;
-  for (ifaddrs* a = list; a && out.empty(); a = a->ifa_next) {
-    if (!a->ifa_addr || !a->ifa_netmask || a->ifa_addr->sa_family != AF_INET || netdev != a->ifa_name) continue;
-    const std::uint32_t addr = ntohl(reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr);
-    const std::uint32_t mask = ntohl(reinterpret_cast<const sockaddr_in*>(a->ifa_netmask)->sin_addr.s_addr);
-    const in_addr network{htonl(addr & mask)};
-    char buf[INET_ADDRSTRLEN] = {};
-    if (::inet_ntop(AF_INET, &network, buf, sizeof buf)) out = std::string(buf) + "/" + std::to_string(std::popcount(mask));
-  }
-  ::freeifaddrs(list);
-  return out;
-}
-
-PortAffinity port_affinity(const net::PortInfo& p, const std::string& sysfs_root, const std::string& subnet) {
-  PortAffinity a;
-  a.pci_path = p.pci_path.empty() ? net::sysfs_pci_path(sysfs_root, p.device, p.netdev) : p.pci_path;
-  a.numa_node = p.numa_node >= 0 ? p.numa_node : net::sysfs_numa_node(a.pci_path);
-  // A virtual function belongs to the NIC of its physical function.
-  std::string physical = a.pci_path.empty() ? std::string() : realpath_or_empty(a.pci_path + "/physfn");
-  if (physical.empty()) physical = a.pci_path;
-  const auto functions = pci_functions(physical);
-  if (!functions.empty()) {
-    const std::string& f = functions.back().first;
-    a.nic = f.substr(0, f.rfind('.'));  // domain:bus:device
-  } else {
-    a.nic = p.device;
-  }
-  // [root port, (switch upstream port, switch downstream port)..., function]: the upstream port
-  // of the innermost switch is two levels above the function.
-  if (functions.size() >= 3) a.pcie_switch = physical.substr(0, functions[functions.size() - 3].second);
-  if (!subnet.empty())
-    a.subnet = subnet;
-  else if (p.roce())
-    a.subnet = netdev_subnet(p.netdev);
-  else if (p.link_layer == IBV_LINK_LAYER_INFINIBAND)
-    a.subnet = ib_gid_prefix(sysfs_root, p);
-  return a;
-}
 
 std::vector<BackupChoice> select_backups(const std::vector<net::PortInfo>& ports, const std::vector<PortAffinity>& affinity,
                                          const std::string& map, std::vector<std::string>* warnings) {

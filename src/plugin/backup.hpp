@@ -1,33 +1,16 @@
-// Backup (shadow path) selection: the plugin's internal PCI/NUMA/rail model of each port
-// (ARCHITECTURE.md 2.2) and the deterministic choice of one backup port per primary (2.3).
-// It never changes what NCCL is told: NCCL still picks the primary among all reported devices.
+// Backup (shadow path) selection: the deterministic local choice of one backup port per primary
+// (ARCHITECTURE.md 2.3) from the PCI/NUMA/rail model of each port (PortAffinity, topology.hpp),
+// and HA_NCCL_BACKUP_MAP. It never changes what NCCL is told: NCCL still picks the primary among
+// all reported devices.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "nccl_ha/net/discovery.hpp"
+#include "topology.hpp"
 
 namespace nccl_ha::plugin {
-
-struct PortAffinity {          // the internal PCI/NUMA/rail model of one port
-  std::string pci_path;        // sysfs realpath of the PCI function ("" unknown)
-  std::string nic;             // physical NIC identity: PCI domain:bus:device without the function (or the verbs device name when no PCI)
-  std::string pcie_switch;     // the upstream bridge path shared by devices behind one switch ("" unknown)
-  int numa_node = -1;
-  std::string subnet;          // rail: IPv4 network of the netdev "10.20.0.0/24" for RoCE, GID subnet prefix hex for IB, "" unknown
-};
-
-// The model of one discovered port. pci_path and numa_node come from `p` (looked up again under
-// `sysfs_root` when `p` has none). An SR-IOV virtual function counts as its physical function's
-// NIC (its "physfn" link). pcie_switch is the upstream port of the innermost switch above the
-// function (two bridges up; "" when the function hangs off a root port). `subnet` is used as
-// given; "" derives it: RoCE -> netdev_subnet(p.netdev), IB -> the subnet prefix of GID 0 from
-// <sysfs_root>/class/infiniband/<dev>/ports/<port>/gids/0 ("fe80:0000:0000:0000").
-PortAffinity port_affinity(const net::PortInfo& p, const std::string& sysfs_root, const std::string& subnet);
-
-// "10.20.0.0/24": the network of the first IPv4 address of `netdev` (getifaddrs); "" when none.
-std::string netdev_subnet(const std::string& netdev);
 
 struct BackupChoice { int backup = -1; std::string reason; };  // per primary index
 

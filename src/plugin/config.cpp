@@ -90,6 +90,14 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.use_progress_thread = env_bool(env, "HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
   c.failover_timeout_ms = env_int(env, "HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
   c.backup_map = net::env_string(env, {"HA_NCCL_BACKUP_MAP"}).value_or("");
+  if (auto len = net::env_string(env, {"HA_NCCL_ISLAND_PREFIX_LEN"})) {
+    const auto v = net::parse_int(*len);
+    if (v && *v >= 0 && *v <= 128)
+      c.island_prefix_len = static_cast<int>(*v);
+    else
+      HA_WARN("NET/HA: HA_NCCL_ISLAND_PREFIX_LEN='%s' is invalid (expected an integer in [0, 128]); using the "
+              "default: islands from the address (each port's own subnet)", len->c_str());
+  }
   c.stats_file = net::env_string(env, {"HA_NCCL_STATS_FILE"}).value_or("");
   c.prom_file = net::env_string(env, {"HA_NCCL_PROM_FILE"}).value_or("");
   c.prom_interval_ms = env_int(env, "HA_NCCL_PROM_INTERVAL_MS", c.prom_interval_ms, 100, 3600000);
@@ -181,6 +189,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_USE_PROGRESS_THREAD", b(c.use_progress_thread));
   add("HA_NCCL_FAILOVER_TIMEOUT_MS", std::to_string(c.failover_timeout_ms));
   add("HA_NCCL_BACKUP_MAP", quoted_if_needed(c.backup_map));
+  add("HA_NCCL_ISLAND_PREFIX_LEN", c.island_prefix_len < 0 ? std::string("unset") : std::to_string(c.island_prefix_len));
   add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));
   add("HA_NCCL_PROM_FILE", quoted_if_needed(c.prom_file));
   add("HA_NCCL_PROM_INTERVAL_MS", std::to_string(c.prom_interval_ms));

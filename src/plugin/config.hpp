@@ -40,6 +40,11 @@ struct Config {
   bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1
   int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
   std::string backup_map;            // HA_NCCL_BACKUP_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see backup.hpp)
+  // HA_NCCL_ISLAND_PREFIX_LEN 0..128: the prefix length that classifies ports into islands
+  // (topology.hpp island_of: IPv4 bits for an IPv4 rail, bits of the 128-bit address for IPv6 and
+  // IB; never longer than the rail's own). Ports of different islands never pair up. -1: unset,
+  // "from the address": each port's island is its own rail (subnet). Same value on every node.
+  int island_prefix_len = -1;
   std::string stats_file;            // HA_NCCL_STATS_FILE (%h host, %p pid, %% expanded at init)
   std::string prom_file;             // HA_NCCL_PROM_FILE: Prometheus text snapshot (%h, %p, %% expanded)
   int prom_interval_ms = 10000;      // HA_NCCL_PROM_INTERVAL_MS 100..3600000: its period

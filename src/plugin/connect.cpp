@@ -6,11 +6,15 @@
 //
 //   connector (sender)                         listener (receiver)
 //   TCP connect to the handle's address  --->  accept
-//   conn_request {primary + standby endpoints, FIFO and control block addresses/rkeys, token}
-//                                              create QPs, primary INIT->RTR->RTS
-//                                        <---  conn_reply {primary + standby endpoints, control block}
-//   primary INIT->RTR->RTS
-//   conn_ready                           --->  one step under the listener's mutex: conn_ack
+//   conn_request {primary endpoint, FIFO and control block addresses/rkeys, QoS, the connector's
+//                 candidate ports (topology.hpp: rail, island, NIC, load ...)}
+//                                              chooses the standby pair both ends can reach
+//                                              (rank_standby_pairs), creates QPs on its primary
+//                                              and on its port of that pair, primary INIT->RTR->RTS
+//                                        <---  conn_reply {primary endpoint, standby offer {pair,
+//                                              endpoint, rkey}, control block, its candidates}
+//   standby QP on its port of the pair (+ the comm's registrations there), primary INIT->RTR->RTS
+//   conn_ready {standby endpoint, rkeys} --->  one step under the listener's mutex: conn_ack
 //                                              written (non-blocking, whole or not at all) and
 //                                        <---  the recv comm queued for accept(); closeListen()
 //                                              before it: an error frame instead
@@ -71,43 +75,49 @@ static_assert(kSlots == kConnSlots, "conn_msg.hpp carries one rkey per device sl
 // ends (each is bounded by the handshake timeout). NCCL connects one connector per listener.
 constexpr int kMaxHandshakes = 64;
 
-// The backup device connections made from `dev` get (nullptr: single path), logging why not once.
-Device* backup_for(Device& dev, bool peer_offers, const char* side) {
-  State* st = state();
-  const char* why = nullptr;
-  if (!st->config.enable_backup)
-    why = "HA_NCCL_ENABLE_BACKUP=0";
-  else if (dev.backup < 0)
-    why = "no usable backup port";
-  else if (!peer_offers)
-    why = "the peer offers no standby (HA disabled there, or no backup port)";
-  if (!why) return st->devices[static_cast<std::size_t>(dev.backup)].get();
+// Connections on `dev` without a standby: said once per port, side and reason (a WARN when HA is
+// on: protection expected and not given, the operator must see it).
+void note_unprotected(const Device& dev, const char* side, const std::string& why) {
   static std::mutex once_mutex;
   static std::vector<std::string> logged;
   const std::string key = dev.port.id() + side + why;
   std::lock_guard<std::mutex> lock(once_mutex);
-  if (std::find(logged.begin(), logged.end(), key) == logged.end()) {
-    logged.push_back(key);
-    if (st->config.enable_backup)  // protection expected and not given: the operator must see it
-      HA_WARN("NET/HA: %s comms on %s: single path (%s): NOT protected", side, dev.port.id().c_str(), why);
-    else
-      HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why);
-  }
-  return nullptr;
+  if (std::find(logged.begin(), logged.end(), key) != logged.end()) return;
+  logged.push_back(key);
+  if (state()->config.enable_backup)
+    HA_WARN("NET/HA: %s comms on %s: single path (%s): NOT protected", side, dev.port.id().c_str(), why.c_str());
+  else
+    HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why.c_str());
 }
 
-// The address of our memory `addr` and its rkey on every slot (the registration `mr` of SlotKeys).
+// Why connections from `dev` offer no standby at all ("": they do).
+std::string no_standby_here(const Device& dev) {
+  if (!state()->config.enable_backup) return "HA_NCCL_ENABLE_BACKUP=0";
+  if (dev.backup < 0) return "no other port of its link layer";
+  return {};
+}
+
+// The address of our memory `addr` and its rkey on the primary's device (the registration `mr` of
+// SlotKeys); the standby's rkeys travel with its endpoint (reply, conn_ready).
 RemoteKeys keys_of(const CommBase& c, const void* addr, net::MrPtr SlotKeys::*mr) {
   RemoteKeys k;
   k.addr = reinterpret_cast<std::uint64_t>(addr);
-  for (int s = 0; s < kSlots; ++s) k.rkey[s] = c.keys[s].*mr ? (c.keys[s].*mr)->rkey : 0;
+  k.rkey[0] = (c.keys[0].*mr)->rkey;
   return k;
 }
 
-// The peer's memory: its address, and its rkey on every slot into the SlotKeys member `rkey`.
+// The peer's memory: its address, and its rkey on the primary's device into the SlotKeys member `rkey`.
 void take_keys(CommBase& c, const RemoteKeys& k, std::uint64_t& addr, std::uint32_t SlotKeys::*rkey) {
   addr = k.addr;
-  for (int s = 0; s < kSlots; ++s) c.keys[s].*rkey = k.rkey[s];
+  c.keys[0].*rkey = k.rkey[0];
+}
+
+// The peer's ports (its handshake message's candidates): kept for the standby choices of later
+// re-protections; its primary is the other end of our primary path.
+void take_peer(CommBase& c, std::vector<Candidate> candidates) {
+  c.peer_cands = std::move(candidates);
+  c.peer_home = primary_dev(c.peer_cands);
+  c.paths[0]->peer_dev = c.peer_home;
 }
 
 // A comm NCCL never got (or will never get): its QPs go to ERROR and its paths to the reaper,
@@ -135,9 +145,15 @@ struct DiscardUnclaimed {
   }
 };
 
-// Drops the standby of a comm whose peer did not take it.
+// Drops the standby of a comm whose peer did not take it (before NCCL has the comm).
 void make_single_path(CommBase& c) {
-  c.paths[1].reset();
+  if (c.kind == CommKind::recv) {  // its flush QP on the standby's device goes too
+    auto& rc = static_cast<RecvComm&>(c);
+    retire(std::move(rc.flush_paths[1]));
+    rc.flush_want[1] = false;
+  }
+  retire(std::move(c.paths[1]));
+  c.keys[1] = SlotKeys{};
   c.devs[1] = nullptr;
   c.standby.state = StandbyHealth::none;
   account_ports(c);
@@ -205,14 +221,23 @@ ConnectOps& connect_ops() {
   return *ops;
 }
 
-ConnRequest make_request(const SendComm& c) {
+ConnRequest make_request(const SendComm& c, bool offer_standby) {
   ConnRequest r;
   r.primary = c.paths[0]->local;
-  if (c.paths[1]) r.standby = c.paths[1]->local;
+  r.offer_standby = offer_standby;
   r.fifo = keys_of(c, c.fifo, &SlotKeys::ring);
   r.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
   r.qos = c.qos;
+  r.candidates = local_candidates(*c.devs[0]);
   return r;
+}
+
+// The connector's side of the standby the listener offers: its port of the pair, if the offer is
+// one it can take ("" then, else why not).
+std::string check_offer(const ConnRequest& sent, const ConnReply& rep) {
+  if (!rep.standby) return "the peer offers no standby (HA disabled there, or no standby pair both ends can reach)";
+  if (auto s = check_standby_offer(sent, rep); !s) return "the peer's standby offer: " + s.error().message;
+  return {};
 }
 
 void set_qos(CommBase& c, const Qos& q) {
@@ -234,8 +259,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
                                     Millis timeout, StandbyPlan& plan) {
   auto sock = co_await net::connect_with_retry(peer, timeout);
   if (!sock) co_return std::move(sock).error();
-  Device* const backup = backup_for(*dev, peer_ha, "send");
-  auto create = [dev, backup] { return make_send_comm(*dev, backup); };  // verbs work: on a reactor worker
+  std::string unprotected = no_standby_here(*dev);
+  if (unprotected.empty() && !peer_ha) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
+  auto create = [dev] { return make_send_comm(*dev, nullptr); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<SendComm> owned = std::move(comm).value();
@@ -244,8 +270,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
   c.peer = peer_name(peer.address());
-  const auto request = encode_request(make_request(c));
-  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token, request, timeout); !s)
+  const ConnRequest sent = make_request(c, unprotected.empty());
+  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token,
+                                         encode_request(sent), timeout); !s)
     co_return s;
   auto reply = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), token, timeout);
   if (!reply) co_return std::move(reply).error();
@@ -253,7 +280,23 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!decoded) co_return std::move(decoded).error();
   const ConnReply& rep = *decoded;
   take_keys(c, rep.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
-  if (!rep.standby) make_single_path(c);
+  take_peer(c, rep.candidates);
+  if (unprotected.empty()) unprotected = check_offer(sent, rep);
+  ConnReady ready;
+  if (unprotected.empty()) {  // our end of the pair the listener chose: a QP and the comm's memory there
+    Device* backup = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
+    auto attach = [&c, backup] { return attach_standby(c, *backup); };  // verbs work: on a reactor worker
+    if (auto s = co_await state()->reactor.offload(attach); !s) {
+      unprotected = "building the standby on " + backup->port.id() + ": " + s.error().message;
+    } else {
+      c.keys[1].peer_ctrl = rep.standby->ctrl_rkey;
+      c.paths[1]->peer_dev = rep.standby->pair.b;
+      ready.standby = c.paths[1]->local;
+      ready.fifo_rkey = c.keys[1].ring->rkey;
+      ready.ctrl_rkey = c.keys[1].ctrl->rkey;
+    }
+  }
+  if (!unprotected.empty()) note_unprotected(*dev, "send", unprotected);
   const net::Endpoint* remote = &rep.primary;
   c.paths[0]->remote = *remote;
   auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
@@ -262,8 +305,8 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     return {};
   };
   if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
-  const std::vector<std::uint8_t> none;
-  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token, none, timeout); !s)
+  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token,
+                                         encode_ready(ready), timeout); !s)
     co_return s;
   auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
   if (!ack) co_return std::move(ack).error();
@@ -272,7 +315,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
           c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
   if (c.paths[1]) {
     plan.path = c.paths[1];
-    plan.remote = *rep.standby;
+    plan.remote = rep.standby->endpoint;
     plan.sock.emplace(std::move(*sock));
   }
   op.comm = std::move(owned);
@@ -324,12 +367,30 @@ AckResult ack_and_queue(ListenState& ls, tcp::socket& sock, std::shared_ptr<Recv
 }
 
 asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
+  boost::system::error_code peer_ec;
   auto frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), ls->token, timeout);
   if (!frame) co_return std::move(frame).error();
   auto decoded = decode_request(frame->payload);  // nothing is created for a request that does not decode
   if (!decoded) co_return std::move(decoded).error();
   const ConnRequest& req = *decoded;
-  Device* const backup = backup_for(*ls->dev, req.standby.has_value(), "recv");
+  // The standby pair: the best both ends can reach (topology.hpp), our port of it the backup.
+  std::string unprotected = no_standby_here(*ls->dev);
+  if (unprotected.empty() && !req.offer_standby) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
+  const std::vector<Candidate> mine = local_candidates(*ls->dev);
+  std::optional<PortPair> pair;
+  if (unprotected.empty()) {
+    const auto pairs = rank_standby_pairs(req.candidates, mine, PortPair{primary_dev(req.candidates), ls->dev->index});
+    if (pairs.empty())
+      unprotected = "no standby pair both ends can reach (different islands, ports down, or no other port of the link layer)";
+    else
+      pair = pairs.front();
+  }
+  Device* const backup = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
+  if (pair)
+    HA_INFO("NET/HA: standby of the connection from %s on %s: %s <-> its device %d (%s)",
+            peer_name(sock.remote_endpoint(peer_ec).address()).c_str(), ls->dev->port.id().c_str(),
+            backup->port.id().c_str(), pair->a,
+            explain_pair(req.candidates, mine, *pair, PortPair{primary_dev(req.candidates), ls->dev->index}).c_str());
   auto create = [ls, backup] { return make_recv_comm(*ls->dev, backup); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
@@ -337,10 +398,10 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   const DiscardUnclaimed<RecvComm> unclaimed{owned};
   RecvComm& c = *owned;
   c.params = ls->params;
-  boost::system::error_code peer_ec;
   c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
   take_keys(c, req.fifo, c.remote_fifo, &SlotKeys::peer_fifo);
   take_keys(c, req.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
+  take_peer(c, req.candidates);
   set_qos(c, req.qos);  // the connector's, as NCCL does
   c.paths[0]->remote = req.primary;
   auto connect_primary = [&c, &req]() -> Status {  // verbs work: on a reactor worker
@@ -351,13 +412,25 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
   ConnReply rep;
   rep.primary = c.paths[0]->local;
-  if (c.paths[1]) rep.standby = c.paths[1]->local;
+  if (c.paths[1]) rep.standby = StandbyOffer{*pair, c.paths[1]->local, c.keys[1].ctrl->rkey};
   rep.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
+  rep.candidates = mine;
   const std::vector<std::uint8_t> reply = encode_reply(rep);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;
-  auto ready = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
+  auto ready_frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
+  if (!ready_frame) co_return std::move(ready_frame).error();
+  auto ready = decode_ready(ready_frame->payload);
   if (!ready) co_return std::move(ready).error();
+  if (c.paths[1] && ready->standby) {  // the connector built its end: the keys of its memory on its port of the pair
+    c.keys[1].peer_fifo = ready->fifo_rkey;
+    c.keys[1].peer_ctrl = ready->ctrl_rkey;
+    c.paths[1]->peer_dev = pair->a;
+  } else if (c.paths[1]) {
+    unprotected = "the peer could not build its end of the standby";
+    make_single_path(c);
+  }
+  if (!unprotected.empty()) note_unprotected(*ls->dev, "recv", unprotected);
   HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
           req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
           c.qos.traffic_class, c.qos.service_level);
@@ -383,7 +456,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
       co_return make_error(Errc::closed, why);
     }
   }
-  if (standby_path) co_await run_standby(sock, *standby_path, *req.standby, ls->token, timeout);
+  if (standby_path) co_await run_standby(sock, *standby_path, *ready->standby, ls->token, timeout);
   co_return Status{};
 }
 

@@ -13,6 +13,7 @@
 #include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/verbs.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
+#include "topology.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -49,6 +50,7 @@ struct Device {
   int index = 0;   // NCCL device number
   int backup = -1; // device index of its backup port (backup.hpp), -1: none
   net::PortInfo port;
+  PortTopo topo;   // rail, island, NIC, PCIe switch, NUMA node (topology.hpp), computed once at init
   net::ContextPtr ctx;
   net::PdPtr pd;
   std::unique_ptr<MrCache> mrs;

@@ -29,7 +29,10 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // 2: control records with checksums, control writes with immediate data (issue #9); a peer
 // speaking 1 is refused at connect, never half understood.
 // 3: the connection request carries the connection's traffic class and service level (#11).
-constexpr std::uint16_t kHandleVersion = 3;
+// 4: request and reply carry each side's candidate ports (rail, island, NIC, load: topology.hpp),
+// the listener chooses the standby pair both ends reach and offers it in the reply; conn_ready
+// carries the connector's standby (conn_msg.hpp, #12).
+constexpr std::uint16_t kHandleVersion = 4;
 
 struct Handle {
   std::uint32_t magic;
@@ -60,7 +63,7 @@ std::string handle_address(const Handle& h);  // "a.b.c.d:port", "[fd00::1]:port
 enum class HandshakeMsg : std::uint16_t {
   conn_request = 0x200,
   conn_reply = 0x201,
-  conn_ready = 0x202,
+  conn_ready = 0x202,  // payload: ConnReady (the connector's standby, conn_msg.hpp)
   conn_ack = 0x203,  // the listener queued the comm for accept(): only now may connect() succeed
   standby_up = 0x204,      // phase two: this side's standby QP is RTS
   standby_failed = 0x205,  // phase two: it is not (payload: why)

@@ -6,7 +6,9 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -71,12 +73,21 @@ std::vector<net::IfAddr> host_addresses() {
     a.family = i->ifa_addr->sa_family;
     a.up = (i->ifa_flags & IFF_UP) != 0;
     a.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
-    if (a.family == AF_INET)
+    std::array<std::uint8_t, 16> mask{};
+    if (a.family == AF_INET) {
       std::memcpy(a.addr.data(), &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, 4);
-    else if (a.family == AF_INET6)
+      if (i->ifa_netmask) std::memcpy(mask.data(), &reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr, 4);
+    } else if (a.family == AF_INET6) {
       std::memcpy(a.addr.data(), &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
-    else
+      if (i->ifa_netmask) std::memcpy(mask.data(), &reinterpret_cast<const sockaddr_in6*>(i->ifa_netmask)->sin6_addr, 16);
+    } else {
       continue;
+    }
+    if (i->ifa_netmask) {  // the leading one bits
+      a.prefix_len = 0;
+      for (std::size_t k = 0; k < mask.size() && mask[k] == 0xff; ++k) a.prefix_len += 8;
+      if (a.prefix_len < 128) a.prefix_len += std::countl_one(mask[static_cast<std::size_t>(a.prefix_len / 8)]);
+    }
     out.push_back(std::move(a));
   }
   freeifaddrs(list);
@@ -85,7 +96,7 @@ std::vector<net::IfAddr> host_addresses() {
 
 // The address handles advertise (net/socket_if.hpp: NCCL's NCCL_SOCKET_IFNAME / _FAMILY rules).
 // Nothing usable fails init: a silent 127.0.0.1 would only fail later, on the peer's host.
-ncclResult_t pick_handshake_address(State& s) {
+ncclResult_t pick_handshake_address(State& s, const std::vector<net::IfAddr>& addrs) {
   net::SocketIfQuery q;
   q.spec = s.config.socket_ifname;
   q.spec_var = s.config.socket_ifname_var;
@@ -93,7 +104,7 @@ ncclResult_t pick_handshake_address(State& s) {
   q.family_var = s.config.socket_family_var;
   for (const auto& d : s.devices)
     if (!d->port.netdev.empty()) q.rdma_netdevs.push_back(d->port.netdev);
-  auto choice = net::choose_socket_if(host_addresses(), q);
+  auto choice = net::choose_socket_if(addrs, q);
   if (!choice) {
     HA_WARN("NET/HA: %s", choice.error().message.c_str());
     return choice.error().code == Errc::invalid_argument ? ncclInvalidUsage : ncclSystemError;
@@ -118,17 +129,21 @@ constexpr const char* kWorkerThreadName = "ncclHaWorker";
 constexpr std::size_t kWorkerThreads = 2;
 constexpr int kWorkerNice = 0;
 
-// The INIT|NET line: version, devices with their backup pairing, handshake interface, budget and
-// the HA settings that matter, in one line an operator can grep for.
+// The INIT|NET line: version, devices with their rail, island and backup pairing, the island
+// setting, handshake interface, budget and the HA settings that matter, in one line an operator
+// can grep for.
 std::string init_summary(const State& s) {
   std::string line = std::string("NET/HA: nccl-ha ") + kVersion + " (net API v6-v12): HA " +
                      (s.config.enable_backup ? "on" : "OFF (HA_NCCL_ENABLE_BACKUP=0)") + "; " +
                      std::to_string(s.devices.size()) + " device(s):";
   for (const auto& d : s.devices) {
     line += " [" + std::to_string(d->index) + "] " + d->port.id() + " " + net::link_layer_name(d->port.link_layer) + " " +
-            std::to_string(d->port.speed_mbps) + " Mbps maxComms " + std::to_string(d->max_comms) + " backup " +
+            std::to_string(d->port.speed_mbps) + " Mbps rail " + d->topo.rail.str() + " island " + d->topo.island.str() +
+            " maxComms " + std::to_string(d->max_comms) + " backup " +
             (d->backup >= 0 ? s.devices[static_cast<std::size_t>(d->backup)]->port.id() : std::string("NONE"));
   }
+  line += s.config.island_prefix_len < 0 ? std::string("; islands: prefix from the address")
+                                         : "; islands: HA_NCCL_ISLAND_PREFIX_LEN=" + std::to_string(s.config.island_prefix_len);
   const Qos q = resolve_qos(s.config, -1);
   char tail[320];
   std::snprintf(tail, sizeof tail,
@@ -141,13 +156,16 @@ std::string init_summary(const State& s) {
   return line + tail;
 }
 
-// Backup port of every device (backup.hpp), logged.
-void assign_backups(State& s) {
+// The topology of every device (topology.hpp: rail, island, NIC, PCIe switch, NUMA node) and its
+// local backup port (backup.hpp), logged. `addrs`: the host's addresses (the RoCE rails).
+void assign_backups(State& s, const std::vector<net::IfAddr>& addrs) {
   std::vector<net::PortInfo> ports;
   std::vector<PortAffinity> affinity;
   for (const auto& d : s.devices) {
+    const NetPrefix rail = port_rail(d->port, addrs, "/sys");
     ports.push_back(d->port);
-    affinity.push_back(port_affinity(d->port, "/sys", netdev_subnet(d->port.netdev)));
+    affinity.push_back(port_affinity(d->port, "/sys", rail));
+    d->topo = port_topo(affinity.back(), rail, s.config.island_prefix_len);
   }
   std::vector<std::string> warnings;
   const auto choices = select_backups(ports, affinity, s.config.backup_map, &warnings);
@@ -280,14 +298,17 @@ ncclResult_t create_state() {
     d->port = std::move(port);
     s->devices.push_back(std::move(d));
   }
-  assign_backups(*s);
-  if (ncclResult_t rc = pick_handshake_address(*s); rc != ncclSuccess) return rc;
+  const std::vector<net::IfAddr> addrs = host_addresses();
+  assign_backups(*s, addrs);
+  if (ncclResult_t rc = pick_handshake_address(*s, addrs); rc != ncclSuccess) return rc;
   for (std::size_t i = 0; i < s->devices.size(); ++i) {
     const auto& p = s->devices[i]->port;
-    HA_INFO("NET/HA: dev %zu: %s %s %s speed %d Mbps mtu %d gid %u pci %s numa %d guid 0x%llx", i, p.id().c_str(),
-            net::link_layer_name(p.link_layer), p.netdev.c_str(), p.speed_mbps, net::mtu_bytes(p.active_mtu),
-            p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
-            static_cast<unsigned long long>(p.guid));
+    const PortTopo& t = s->devices[i]->topo;
+    HA_INFO("NET/HA: dev %zu: %s %s %s speed %d Mbps mtu %d gid %u pci %s numa %d guid 0x%llx rail %s island %s "
+            "nic %08x pcie %08x",
+            i, p.id().c_str(), net::link_layer_name(p.link_layer), p.netdev.c_str(), p.speed_mbps,
+            net::mtu_bytes(p.active_mtu), p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
+            static_cast<unsigned long long>(p.guid), t.rail.str().c_str(), t.island.str().c_str(), t.nic, t.pcie);
   }
   log_init_line(init_summary(*s));
   s->reactor.set_workers(kWorkerThreads, kWorkerThreadName, kWorkerNice);

@@ -1,14 +1,18 @@
 // Every HA_NCCL_* / NCCL_* variable the plugin reads at init, from any text (src/plugin/config.cpp
 // Config::from_lookup, net::QpTimeouts and net::DeviceFilter ::from_lookup), then everything init
 // derives from them (describe, config_warnings with the timeouts as init adjusts them,
-// resolve_qos). Input: "NAME=VALUE" lines (env_vars.hpp). Properties: every setting ends within
-// its documented range (a bad value is WARNed about and the default used), nothing crashes.
+// resolve_qos, the islands of HA_NCCL_ISLAND_PREFIX_LEN). Input: "NAME=VALUE" lines (env_vars.hpp).
+// Properties: every setting ends within its documented range (a bad value is WARNed about and the
+// default used), nothing crashes.
 #include <sys/socket.h>
+
+#include <array>
 
 #include "config.hpp"
 #include "env_vars.hpp"
 #include "nccl_ha/net/device_filter.hpp"
 #include "nccl_ha/net/qp.hpp"
+#include "topology.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;
@@ -28,6 +32,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_REQUIRE(in(c.ib_tc, -1, 255) && in(c.ib_sl, -1, 15) && in(c.test_ack_delay_ms, 0, 60000));
   FUZZ_REQUIRE(c.socket_family == 0 || c.socket_family == AF_INET || c.socket_family == AF_INET6);
   FUZZ_REQUIRE(!describe(c).empty());
+  // HA_NCCL_ISLAND_PREFIX_LEN: unset (-1) or 0..128; an island always contains its rail.
+  FUZZ_REQUIRE(in(c.island_prefix_len, -1, 128));
+  std::array<std::uint8_t, 16> v4{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 21, 0, 0}, v6{0xfd, 0, 0, 1};
+  for (const NetPrefix& rail : {make_prefix(v4, 120), make_prefix(v6, 64)}) {
+    const NetPrefix island = island_of(rail, c.island_prefix_len);
+    FUZZ_REQUIRE(prefix_contains(island, rail) && (c.island_prefix_len >= 0 || island == rail));
+  }
 
   const auto t = net::QpTimeouts::from_lookup(lookup);
   FUZZ_REQUIRE(t.timeout >= 1 && t.timeout <= 31 && t.retry_cnt <= 7);

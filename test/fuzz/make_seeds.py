@@ -5,7 +5,8 @@ streams, environment settings, specs and command lines), plus a few near misses.
 checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
 
 Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/conn_msg.hpp
-(request, reply), src/plugin/handle.hpp (handle)."""
+(request, reply, ready, candidates: v4), src/plugin/handle.hpp (handle, version 4)."""
+import ipaddress
 import os
 import socket
 import struct
@@ -27,24 +28,65 @@ def endpoint(qpn=0x11, psn=0x123456, gid=bytes(10) + b"\xff\xff" + bytes([10, 20
     return struct.pack("<II16sHBBBBH", qpn, psn, gid, lid, port, gid_index, link_layer, mtu, 0)
 
 
-def keys(addr, k0, k1):
+def keys(addr, k0, k1=0):
     return struct.pack("<QII", addr, k0, k1)
 
 
-def request(standby=True, tc=96, sl=5):
-    sb = endpoint(qpn=0x22, gid=bytes(10) + b"\xff\xff" + bytes([10, 21, 0, 1])) if standby else bytes(32)
-    return (endpoint() + struct.pack("<I", 1 if standby else 0) + sb + keys(0x7F0000001000, 0x1234, 0x5678 if standby else 0)
-            + keys(0x7F0000002000, 0x9ABC, 0xDEF0 if standby else 0) + bytes([tc, sl]))
+UP, PRIMARY, PREFERRED = 1, 2, 4
 
 
-def reply(standby=True):
-    sb = endpoint(qpn=0x44) if standby else bytes(32)
-    return endpoint(qpn=0x33) + struct.pack("<I", 1 if standby else 0) + sb + keys(0x7F0000003000, 0x1111, 0x2222 if standby else 0)
+def prefix(text, length):
+    """(known, len, 16 bytes) of a prefix: IPv4 as ::ffff:a.b.c.d with len 96 + its bits."""
+    if text is None:
+        return 0, 0, bytes(16)
+    net = ipaddress.ip_network(f"{text}/{length}", strict=False)
+    if net.version == 4:
+        return 1, 96 + length, bytes(10) + b"\xff\xff" + net.network_address.packed
+    return 1, length, net.network_address.packed
+
+
+def cand(dev, flags=UP, rail=None, rail_bits=24, island_bits=None, link=2, load=0, nic=None, pcie=0, numa=-1):
+    """One candidate port (conn_msg.hpp): the island is the rail masked to island_bits (None: the rail)."""
+    rk, rl, ra = prefix(rail, rail_bits)
+    ik, il, ia = prefix(rail, rail_bits if island_bits is None else min(island_bits, rail_bits))
+    nic = 0x1000 + dev if nic is None else nic
+    return struct.pack("<BBBBHBB16s16sIIi", dev, link, flags, rk | ik << 1, load, rl, il, ra, ia, nic, pcie, numa)
+
+
+def rails(n, primary=0, island_bits=15, loads=()):
+    """n ports on the rails 10.20.0.0/24, 10.21.0.0/24, ... with islands of island_bits."""
+    return [cand(i, UP | (PRIMARY if i == primary else 0), f"10.{20 + i}.0.0", 24, island_bits,
+                 load=loads[i] if i < len(loads) else 0, numa=i // 2) for i in range(n)]
+
+
+def candidates(cands):
+    return bytes([len(cands)]), b"".join(cands)
+
+
+def request(standby=True, tc=96, sl=5, cands=None):
+    cands = rails(4) if cands is None else cands
+    n, body = candidates(cands)
+    return (endpoint() + struct.pack("<I", 1 if standby else 0) + keys(0x7F0000001000, 0x1234)
+            + keys(0x7F0000002000, 0x9ABC) + bytes([tc, sl]) + n + b"\0" + body)
+
+
+def reply(pair=(1, 1), cands=None, link=2):
+    cands = rails(4, loads=(0, 2, 1)) if cands is None else cands
+    n, body = candidates(cands)
+    offer = (bytes([pair[0], pair[1], 0, 0]) + struct.pack("<I", 0x2222) + endpoint(qpn=0x44, link_layer=link)) if pair else bytes(40)
+    return (endpoint(qpn=0x33, link_layer=link) + struct.pack("<I", 1 if pair else 0) + keys(0x7F0000003000, 0x1111) + offer
+            + n + b"\0\0\0" + body)
+
+
+def ready(standby=True):
+    if not standby:
+        return bytes(44)
+    return struct.pack("<I", 1) + endpoint(qpn=0x55) + struct.pack("<II", 0xBBBB, 0xDDDD)
 
 
 def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1):
     raw = socket.inet_pton(family, addr).ljust(16, b"\0")
-    h = struct.pack("<IHHIHH16sQQI", 0x31484148, 3, 128, flags, family, port, raw, token, 0, scope)
+    h = struct.pack("<IHHIHH16sQQI", 0x31484148, 4, 128, flags, family, port, raw, token, 0, scope)
     return h.ljust(128, b"\0")
 
 
@@ -59,13 +101,13 @@ def main():
     # wire_frame: every handshake message as it travels, and near misses.
     seeds = {
         "request": frame(CONN_REQUEST, request()), "reply": frame(CONN_REPLY, reply()),
-        "ready": frame(CONN_READY), "ack": frame(CONN_ACK), "standby-up": frame(STANDBY_UP),
+        "ready": frame(CONN_READY, ready()), "ack": frame(CONN_ACK), "standby-up": frame(STANDBY_UP),
         "standby-failed": frame(STANDBY_FAILED, b"local: ibv_modify_qp(RTR): Connection timed out"),
         "error": frame(ERROR, b"the listener was closed during the handshake"),
         "endpoint": frame(ENDPOINT, endpoint()),
         "oversize": frame(CONN_REQUEST, b"", length=1 << 20),
         "truncated": frame(CONN_REQUEST, request())[:60],
-        "flags": frame(CONN_READY, flags=1), "version": frame(CONN_READY, version=2),
+        "flags": frame(CONN_READY, ready(), flags=1), "version": frame(CONN_READY, ready(), version=2),
     }
     for k, v in seeds.items():
         write("wire_frame", f"seed-{k}.bin", v)
@@ -77,19 +119,38 @@ def main():
     write("byte_reader", "seed-header.bin", bytes([5, 2, 1, 2, 2, 3]) + frame(CONN_READY))
     write("byte_reader", "seed-str.bin", bytes([3, 6 + 7 * 5, 0, 5]) + struct.pack("<H", 5) + b"hello" + b"\x01\x02")
     # handshake_read: byte 0 = reader (0 read_frame, 1 read_frame_of 0x200.., 2 exchange_endpoints)
-    write("handshake_read", "seed-listener.bin", b"\x00" + frame(CONN_REQUEST, request()) + frame(CONN_READY)
+    # (two candidates a side: read_frame_of reads at most 256 payload bytes there)
+    small_req, small_rep = request(cands=rails(2)), reply(cands=rails(2))
+    write("handshake_read", "seed-listener.bin", b"\x00" + frame(CONN_REQUEST, small_req) + frame(CONN_READY, ready())
           + frame(STANDBY_UP))
-    write("handshake_read", "seed-typed.bin", b"\x01" + frame(CONN_REQUEST, request()) + frame(CONN_REPLY, reply())
-          + frame(CONN_READY) + frame(CONN_ACK))
+    write("handshake_read", "seed-typed.bin", b"\x01" + frame(CONN_REQUEST, small_req) + frame(CONN_REPLY, small_rep)
+          + frame(CONN_READY, ready()) + frame(CONN_ACK))
     write("handshake_read", "seed-error.bin", b"\x01" + frame(ERROR, b"peer reported: no"))
     write("handshake_read", "seed-endpoints.bin", b"\x02" + frame(ENDPOINT, endpoint()) * 2)
     write("handshake_read", "seed-half.bin", b"\x00" + frame(CONN_REQUEST, request())[:40])
     # conn_msg
+    # conn_msg: the three messages; rail-optimised, island, IPv6 and IB layouts; near misses
     write("conn_msg", "seed-request.bin", request())
-    write("conn_msg", "seed-request-single.bin", request(standby=False, tc=0, sl=0))
+    write("conn_msg", "seed-request-single.bin", request(standby=False, tc=0, sl=0, cands=rails(1)))
     write("conn_msg", "seed-request-sl16.bin", request(sl=16))
+    write("conn_msg", "seed-request-max.bin", request(cands=[cand(i, UP | (PRIMARY if i == 3 else 0) | (PREFERRED if i == 5 else 0),
+                                                                 f"10.{20 + i % 8}.0.0", 24, i % 25, load=i * 100)
+                                                            for i in range(32)]))
+    write("conn_msg", "seed-request-mixed.bin", request(cands=[
+        cand(0, UP | PRIMARY, "10.20.0.0", 24, nic=7, pcie=9, numa=0),
+        cand(1, UP | PREFERRED, "10.20.0.0", 24, nic=7, pcie=9, numa=0),  # the same NIC's second port
+        cand(2, UP, "fd00:1::", 64, 48, load=65535, numa=1),
+        cand(3, 0),  # down, nothing known
+        cand(4, UP, "fe80::", 64, link=1)]))
+    write("conn_msg", "seed-request-two-primaries.bin", request(cands=rails(2, primary=0) + [cand(2, UP | PRIMARY)]))
     write("conn_msg", "seed-reply.bin", reply())
-    write("conn_msg", "seed-reply-single.bin", reply(standby=False))
+    write("conn_msg", "seed-reply-single.bin", reply(pair=None))
+    write("conn_msg", "seed-reply-cross-rail.bin", reply(pair=(1, 0)))
+    write("conn_msg", "seed-reply-ib.bin", reply(pair=(1, 1), cands=[
+        cand(0, UP | PRIMARY, "fe80::", 64, link=1), cand(1, UP, "fe80:0:0:1::", 64, 48, link=1)], link=1))
+    write("conn_msg", "seed-reply-down.bin", reply(pair=(1, 3), cands=rails(3) + [cand(3, 0, "10.23.0.0", 24, 15)]))
+    write("conn_msg", "seed-ready.bin", ready())
+    write("conn_msg", "seed-ready-none.bin", ready(standby=False))
     # handle
     write("handle", "seed-v4.bin", handle())
     write("handle", "seed-v6.bin", handle(socket.AF_INET6, "fd00:aa::1"))
@@ -100,12 +161,14 @@ def main():
     write("config", "seed-defaults.txt", "")
     write("config", "seed-vm.txt", "NCCL_SOCKET_IFNAME=eth2\nHA_NCCL_HANDSHAKE_TIMEOUT_MS=5000\nNCCL_DEBUG=WARN\n"
           "HA_NCCL_RTO_MS=1000\nHA_NCCL_HEARTBEAT_MS=200\nHA_NCCL_FAILOVER_TIMEOUT_MS=1000\n")
+    write("config", "seed-islands.txt", "HA_NCCL_ISLAND_PREFIX_LEN=15\nHA_NCCL_BACKUP_MAP=rxe0:rxe1\n")
     write("config", "seed-tuned.txt", "HA_NCCL_ENABLE_BACKUP=on\nHA_NCCL_ENABLE_FAILBACK=yes\nHA_NCCL_FAILBACK_HOLD_MS=100\n"
           "HA_NCCL_QP_TIMEOUT=20\nHA_NCCL_QP_RETRY_CNT=7\nHA_NCCL_MAX_RETRIES=0\nHA_NCCL_IB_HCA=^=mlx5_3:1\n"
           "HA_NCCL_BACKUP_MAP=rxe0:rxe1,rxe1:rxe0\nHA_NCCL_STATS_FILE=/tmp/s-%h-%p.jsonl\nNCCL_IB_TC=106\nNCCL_IB_SL=3\n"
           "HA_NCCL_SOCKET_FAMILY=AF_INET6\nHA_NCCL_TEST_ACK_DELAY_MS=1500\nHA_NCCL_FORCE_FLUSH=1\n")
     write("config", "seed-bad.txt", "HA_NCCL_RTO_MS=12abc\nHA_NCCL_IB_SL=16\nHA_NCCL_DEBUG= 1\nHA_NCCL_FORCE_FLUSH=maybe\n"
-          "NCCL_SOCKET_FAMILY=AF_UNIX\nHA_NCCL_QP_TIMEOUT=0\nHA_NCCL_TEST_MAX_POLL=99999999999999999999\n")
+          "NCCL_SOCKET_FAMILY=AF_UNIX\nHA_NCCL_QP_TIMEOUT=0\nHA_NCCL_TEST_MAX_POLL=99999999999999999999\n"
+          "HA_NCCL_ISLAND_PREFIX_LEN=129\n")
     # qos: HA_NCCL_IB_TC, NCCL_IB_TC, HA_NCCL_IB_SL, NCCL_IB_SL, the communicator's trafficClass
     write("qos", "seed-nccl.txt", "!\n106\n!\n3\n-1\n")
     write("qos", "seed-comm.txt", "!\n!\n!\n!\n96\n")

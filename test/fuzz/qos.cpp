@@ -50,9 +50,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ConnRequest r;
   r.primary.qpn = 1;
   r.primary.port = 1;
-  r.fifo.addr = 0x1000;
-  r.ctrl.addr = 0x2000;
+  r.primary.link_layer = IBV_LINK_LAYER_ETHERNET;
+  r.fifo = {0x1000, {1, 0}};
+  r.ctrl = {0x2000, {2, 0}};
   r.qos = q;
+  Candidate primary;
+  primary.link_layer = IBV_LINK_LAYER_ETHERNET;
+  primary.flags = kCandUp | kCandPrimary;
+  r.candidates = {primary};
   auto d = decode_request(encode_request(r));
   FUZZ_REQUIRE(d.ok() && d->qos == q);
   return 0;

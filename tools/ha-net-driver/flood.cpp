@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::size_t kFamilyOff = 12, kPortOff = 14, kAddrOff = 16, kTokenOff = 32, kScopeOff = 48;
 constexpr std::uint16_t kConnRequest = 0x200, kConnReady = 0x202;
-constexpr std::size_t kRequestSize = 102;
+constexpr std::size_t kRequestSize = 72 + 52;  // conn_msg v4: the fixed part and one candidate
 
 template <class T>
 T field(const std::string& h, std::size_t off) {
@@ -56,12 +56,11 @@ void endpoint(std::vector<std::uint8_t>& b, std::uint32_t qpn) {
   put(b, 0, 2);
 }
 
-// A connection request every field of which is fine, but the service level.
+// A connection request (src/plugin/conn_msg.hpp, v4) every field of which is fine, but the service level.
 std::vector<std::uint8_t> request_with_sl(std::uint8_t sl) {
   std::vector<std::uint8_t> b;
   endpoint(b, 0x101);
-  put(b, 0, 4);                // no standby offered
-  b.resize(b.size() + 32, 0);  // standby endpoint: zero
+  put(b, 0, 4);  // no standby offered
   put(b, 0x7f0000001000ull, 8);
   put(b, 0x1111, 4);
   put(b, 0, 4);
@@ -70,6 +69,14 @@ std::vector<std::uint8_t> request_with_sl(std::uint8_t sl) {
   put(b, 0, 4);
   b.push_back(0);   // traffic class
   b.push_back(sl);  // service level
+  put(b, 1, 2);     // one candidate:
+  put(b, 0, 1);     // device 0,
+  put(b, 2, 1);     // Ethernet,
+  put(b, 3, 1);     // up and primary,
+  b.resize(b.size() + 37, 0);  // no rail, no island, no load
+  put(b, 1, 4);                // NIC hash
+  put(b, 0, 4);                // PCIe switch unknown
+  put(b, 0xffffffffu, 4);      // NUMA node unknown
   return b;
 }
 

@@ -1,5 +1,6 @@
 // Backup selection: the ranking rules (link layer, NIC, NUMA, PCIe switch, rail, index), the
-// HA_NCCL_BACKUP_MAP override and its warnings, and port_affinity() against a fixture sysfs tree.
+// HA_NCCL_BACKUP_MAP override and its warnings, and port_affinity() (topology.hpp) against a
+// fixture sysfs tree.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backup.hpp"
+#include "topo_support.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;
@@ -328,6 +330,8 @@ struct PciSysfs {
   }
 
   std::string r() const { return root.string(); }
+  // The model as init builds it: the rail from the fixture (IB: GID 0), no host addresses.
+  PortAffinity model(const PortInfo& p) const { return port_affinity(p, r(), port_rail(p, {}, r())); }
   std::string real(const std::string& rel) const { return fs::canonical(root / rel).string(); }
   void write(const std::string& rel, const std::string& text) const {
     fs::create_directories((root / rel).parent_path());
@@ -344,30 +348,30 @@ struct PciSysfs {
 BOOST_AUTO_TEST_SUITE(affinity_model)
 
 BOOST_FIXTURE_TEST_CASE(hca_behind_a_pcie_switch, PciSysfs) {
-  const PortAffinity a = port_affinity(ib("mlx5_0"), r(), "");
+  const PortAffinity a = model(ib("mlx5_0"));
   BOOST_TEST(a.pci_path == real(sw + "/0000:02:08.0/0000:03:00.0"));
   BOOST_TEST(a.nic == "0000:03:00");
   BOOST_TEST(a.pcie_switch == real(sw));
   BOOST_TEST(a.numa_node == 1);
-  BOOST_TEST(a.subnet == "fe80:0000:0000:0000");  // IB: the subnet prefix of GID 0
+  BOOST_TEST(a.subnet == "fe80::/64");  // IB: the subnet prefix of GID 0
 }
 
 BOOST_FIXTURE_TEST_CASE(functions_and_virtual_functions_share_their_nic, PciSysfs) {
-  const PortAffinity f0 = port_affinity(ib("mlx5_0"), r(), "");
-  const PortAffinity f1 = port_affinity(ib("mlx5_1"), r(), "");
-  const PortAffinity vf = port_affinity(ib("mlx5_4"), r(), "");
-  const PortAffinity other = port_affinity(ib("mlx5_2"), r(), "");
+  const PortAffinity f0 = model(ib("mlx5_0"));
+  const PortAffinity f1 = model(ib("mlx5_1"));
+  const PortAffinity vf = model(ib("mlx5_4"));
+  const PortAffinity other = model(ib("mlx5_2"));
   BOOST_TEST(f1.nic == f0.nic);
   BOOST_TEST(vf.nic == f0.nic);
   BOOST_TEST(vf.pci_path == real(sw + "/0000:02:08.0/0000:03:10.1"));  // the model keeps the VF's own path
   BOOST_TEST(other.nic == "0000:04:00");
   BOOST_TEST(other.pcie_switch == f0.pcie_switch);
-  BOOST_TEST(f1.subnet == "fe80:0000:0000:0001");
+  BOOST_TEST(f1.subnet == "fe80:0:0:1::/64");
   BOOST_TEST(other.subnet.empty());  // no GID file
 }
 
 BOOST_FIXTURE_TEST_CASE(a_function_under_a_root_port_has_no_switch, PciSysfs) {
-  const PortAffinity a = port_affinity(ib("mlx5_3"), r(), "");
+  const PortAffinity a = model(ib("mlx5_3"));
   BOOST_TEST(a.nic == "0000:05:00");
   BOOST_TEST(a.pcie_switch.empty());
   BOOST_TEST(a.numa_node == 1);
@@ -376,7 +380,7 @@ BOOST_FIXTURE_TEST_CASE(a_function_under_a_root_port_has_no_switch, PciSysfs) {
 BOOST_FIXTURE_TEST_CASE(soft_roce_on_a_virtio_nic, PciSysfs) {
   PortInfo p = port("rxe0", 1);
   p.netdev = "eth0";
-  const PortAffinity a = port_affinity(p, r(), "10.20.0.0/24");
+  const PortAffinity a = port_affinity(p, r(), test::v4("10.20.0.0", 24));
   BOOST_TEST(a.pci_path == real("devices/pci0000:00/0000:00:04.0/virtio1"));
   BOOST_TEST(a.nic == "0000:00:04");
   BOOST_TEST(a.pcie_switch.empty());
@@ -388,17 +392,17 @@ BOOST_FIXTURE_TEST_CASE(values_already_discovered_are_kept, PciSysfs) {
   PortInfo p = ib("mlx5_0");
   p.pci_path = real(sw + "/0000:02:10.0/0000:04:00.0");
   p.numa_node = 3;
-  const PortAffinity a = port_affinity(p, r(), "custom");
+  const PortAffinity a = port_affinity(p, r(), test::v6("fd00:99::", 64));
   BOOST_TEST(a.pci_path == p.pci_path);
   BOOST_TEST(a.nic == "0000:04:00");
   BOOST_TEST(a.numa_node == 3);
-  BOOST_TEST(a.subnet == "custom");
+  BOOST_TEST(a.subnet == "fd00:99::/64");  // the rail given, not GID 0's
 }
 
 BOOST_FIXTURE_TEST_CASE(no_pci_device_at_all, PciSysfs) {
   PortInfo p = port("rxe7", 1);
   p.netdev = "no-such-netdev0";
-  const PortAffinity a = port_affinity(p, r(), "");
+  const PortAffinity a = model(p);
   BOOST_TEST(a.pci_path.empty());
   BOOST_TEST(a.nic == "rxe7");
   BOOST_TEST(a.pcie_switch.empty());
@@ -411,21 +415,11 @@ BOOST_FIXTURE_TEST_CASE(the_model_drives_the_choice, PciSysfs) {
   // ahead of its own second function (mlx5_1) and of mlx5_3 under another root port.
   const std::vector<PortInfo> ports{ib("mlx5_0"), ib("mlx5_1"), ib("mlx5_2"), ib("mlx5_3")};
   std::vector<PortAffinity> affinity;
-  for (const auto& p : ports) affinity.push_back(port_affinity(p, r(), ""));
+  for (const auto& p : ports) affinity.push_back(model(p));
   const auto c = select_backups(ports, affinity, "", nullptr);
   BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST(c[0].reason == "different NIC, same NUMA node 1, same PCIe switch, rail unknown");
   BOOST_TEST(c[3].reason == "different NIC, same NUMA node 1, rail unknown");
-}
-
-BOOST_AUTO_TEST_CASE(netdev_subnets) {
-  BOOST_TEST(netdev_subnet("").empty());
-  BOOST_TEST(netdev_subnet("no-such-netdev0").empty());
-  const std::string lo = netdev_subnet("lo");
-  if (lo.empty())
-    BOOST_TEST_MESSAGE("lo has no IPv4 address here; its subnet is not checked");
-  else
-    BOOST_TEST(lo == "127.0.0.0/8");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -68,7 +68,8 @@ struct CleanEnv {
     for (const auto& v : kInts) env.unset(v.name);
     for (const auto& v : kBools) env.unset(v.name);
     for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
-                          "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL"})
+                          "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL",
+                          "HA_NCCL_ISLAND_PREFIX_LEN"})
       env.unset(v);
   }
 };
@@ -107,6 +108,7 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.use_progress_thread);
   BOOST_TEST(c.failover_timeout_ms == 1000);
   BOOST_TEST(c.backup_map.empty());
+  BOOST_TEST(c.island_prefix_len == -1);
   BOOST_TEST(c.stats_file.empty());
   BOOST_TEST(c.prom_file.empty());
   BOOST_TEST(c.prom_interval_ms == 10000);
@@ -153,6 +155,33 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   BOOST_TEST(c.prom_interval_ms == 500);
   BOOST_TEST(c.force_ib_timeout);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+// HA_NCCL_ISLAND_PREFIX_LEN: 0..128; unset (-1) is "islands from the address", which is also the
+// default a bad value falls back to, and the WARN says so in words.
+BOOST_FIXTURE_TEST_CASE(island_prefix_length, CleanEnv) {
+  for (int len : {0, 1, 15, 24, 64, 127, 128}) {
+    env.set("HA_NCCL_ISLAND_PREFIX_LEN", std::to_string(len));
+    const Config c = Config::from_env();
+    BOOST_TEST(c.island_prefix_len == len);
+    BOOST_TEST(contains(describe(c), "HA_NCCL_ISLAND_PREFIX_LEN=" + std::to_string(len) + " "), describe(c));
+  }
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  for (const char* bad : {"-1", "129", "1000", "15abc", "", " 15", "0x10", "1.5"}) {
+    BOOST_TEST_CONTEXT("HA_NCCL_ISLAND_PREFIX_LEN='" << bad << "'") {
+      log.clear();
+      env.set("HA_NCCL_ISLAND_PREFIX_LEN", bad);
+      BOOST_TEST(Config::from_env().island_prefix_len == -1);
+      BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_ISLAND_PREFIX_LEN", std::string("'") + bad + "'",
+                                            "default: islands from the address"}) == 1u,
+                 log.dump());
+    }
+  }
+  const net::EnvLookup lookup = [](const char* name) -> std::optional<std::string> {  // the same through a lookup
+    if (std::string(name) == "HA_NCCL_ISLAND_PREFIX_LEN") return "15";
+    return std::nullopt;
+  };
+  BOOST_TEST(Config::from_lookup(lookup).island_prefix_len == 15);
 }
 
 BOOST_FIXTURE_TEST_CASE(socket_ifname_falls_back_to_nccl_socket_ifname, CleanEnv) {
@@ -412,7 +441,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
-             "HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
+             "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset");
 }
 

@@ -34,6 +34,7 @@ struct IfAddr {
   std::array<std::uint8_t, 16> addr{};  // network order; IPv4 in the first 4 bytes
   bool up = false;
   bool loopback = false;
+  int prefix_len = -1;                  // the netmask's length (ifa_netmask), -1 unknown
 };
 
 // A parsed NCCL_SOCKET_IFNAME.

@@ -154,7 +154,7 @@ std::vector<BackupChoice> select_backups(const std::vector<net::PortInfo>& ports
         warn(entry, sel.name(p) + " is already mapped by an earlier entry");
       } else {
         mapped[p] = true;
-        out[p] = {static_cast<int>(b), "HA_NCCL_BACKUP_MAP (" + sel.explain(p, b) + ")"};
+        out[p] = {static_cast<int>(b), "HA_NCCL_BACKUP_MAP (" + sel.explain(p, b) + ")", true};
       }
     }
   }

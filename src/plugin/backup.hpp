@@ -12,7 +12,7 @@
 
 namespace nccl_ha::plugin {
 
-struct BackupChoice { int backup = -1; std::string reason; };  // per primary index
+struct BackupChoice { int backup = -1; std::string reason; bool mapped = false; };  // per primary index; mapped: HA_NCCL_BACKUP_MAP's
 
 // For each port i, the backup port index (or -1 with the reason: "only one port", "no usable
 // backup ..."). Rules, in order: never itself; only ports of the same link layer; a different

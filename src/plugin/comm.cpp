@@ -20,6 +20,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device*
   CommBase& c = *comm;
   c.devs[0] = &primary;
   c.devs[1] = backup;
+  c.home = &primary;
   for (int s = 0; s < kSlots; ++s) {
     if (!c.devs[s]) continue;
     auto p = make_path(*c.devs[s], s, send_depth, recv_depth, comm);
@@ -125,6 +126,22 @@ Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth,
   p->local = net::local_endpoint(p->qp.get(), dev.port, net::random_psn());
   p->fault_gen = dev.fault_gen.load(std::memory_order_relaxed);
   return p;
+}
+
+Status attach_standby(CommBase& c, Device& backup) {
+  const bool send = c.kind == CommKind::send;
+  auto p = make_path(backup, 1, send ? kSendQueueDepth : kRecvSendQueueDepth, send ? kSendRecvQueueDepth : kRecvQueueDepth,
+                     c.weak_from_this());
+  if (!p) return std::move(p).error();
+  SlotKeys keys;
+  if (auto s = register_slot_keys(c, backup, 1, keys); !s) return s;
+  (*p)->qos = c.qos;
+  c.devs[1] = &backup;
+  c.paths[1] = std::move(p).value();
+  c.keys[1] = std::move(keys);
+  c.standby.state = StandbyHealth::connecting;
+  account_ports(c);
+  return {};
 }
 
 Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup) {

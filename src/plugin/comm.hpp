@@ -42,6 +42,7 @@
 #include "config.hpp"
 #include "core.hpp"
 #include "device.hpp"
+#include "topology.hpp"
 #include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/wire.hpp"
 
@@ -344,6 +345,10 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::shared_ptr<CommBase> self;        // NCCL's reference, dropped by closeSend / closeRecv
   std::shared_ptr<ControlTask> task;     // its timer; null until the comm is handed to NCCL
   Device* devs[kSlots] = {};             // slot 0: primary device; slot 1: backup (nullptr: single path)
+  // The connection's own pair of ports (the primary at both ends, as NCCL chose them): where a
+  // failback returns to, wherever the slots have moved since (rebind.hpp).
+  Device* home = nullptr;
+  int peer_home = -1;                    // the peer's device index (-1: not known)
   std::shared_ptr<Path> paths[kSlots];   // connected paths (paths[1] null: single path)
   int active = 0;                        // slot carrying the traffic
   ncclResult_t error = ncclSuccess;      // sticky: once set, every call returns it
@@ -375,6 +380,9 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
   Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)
+  // The peer's ports as its handshake listed them (topology.hpp): with our own, where later
+  // standbys can go (standby.cpp). The sender's list is side A of every ranking, the receiver's B.
+  std::vector<Candidate> peer_cands;
   std::string peer;   // the peer's handshake address (set by the handshake)
 
   // The buffers NCCL registered on this comm (regMr .. deregMr), so that a slot moving to another
@@ -393,6 +401,8 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
 
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }
+  // Whether `p` runs between the connection's own pair of ports.
+  bool at_home(const Path& p) const { return p.dev == home && p.peer_dev == peer_home; }
   Device& device() { return *devs[active]; }
   int standby_slot() const { return 1 - active; }
 };
@@ -445,6 +455,10 @@ constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs + 2 * kCtlRecvs;  // on
 // The comm's own reference is in `self` (NCCL's, dropped at close).
 Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup);
 Expected<std::shared_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup);
+// A comm made without a backup gets its standby resources on `backup` (slot 1): the QP (RESET) and
+// the comm's registrations there. All or nothing: on failure the comm stays single path. Local
+// work, before the comm is handed to NCCL (the connector learns its backup from the reply).
+Status attach_standby(CommBase& c, Device& backup);
 
 // The comm's own memory (control blocks, FIFO or outbox, the flush sink of a receive comm with
 // flush QPs) registered on `d` as slot `slot`'s; the peer's keys are left as they are. Verbs work.

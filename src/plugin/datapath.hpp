@@ -164,6 +164,12 @@ struct AttemptPorts {
   std::string why;
 };
 AttemptPorts choose_standby_ports(CommBase& c);
+// This node's ports as candidates for a connection whose port here is `primary` (each port's state,
+// standby load and topology; `primary` flagged, its HA_NCCL_BACKUP_MAP backup preferred), sorted
+// by device, at most kMaxCandidates (the primary always among them).
+std::vector<Candidate> local_candidates(const Device& primary);
+// One of them: port `d` as a candidate for connections whose port here is `primary`.
+Candidate candidate_for(const Device& d, const Device& primary);
 // The pair (dev, peer_dev) failed: the next choice skips it until the reset.
 void standby_ports_failed(CommBase& c, int dev, int peer_dev);
 // Every pair may be tried again (after the backoff).

@@ -49,6 +49,7 @@ struct Device {
 
   int index = 0;   // NCCL device number
   int backup = -1; // device index of its backup port (backup.hpp), -1: none
+  bool backup_mapped = false;  // `backup` is HA_NCCL_BACKUP_MAP's (preferred in every standby choice)
   net::PortInfo port;
   PortTopo topo;   // rail, island, NIC, PCIe switch, NUMA node (topology.hpp), computed once at init
   net::ContextPtr ctx;

@@ -173,9 +173,12 @@ void assign_backups(State& s, const std::vector<net::IfAddr>& addrs) {
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
     Device& d = *s.devices[i];
     d.backup = s.config.enable_backup ? choices[i].backup : -1;
-    if (d.backup >= 0)
-      HA_INFO("NET/HA: backup of %s is %s (%s)", d.port.id().c_str(),
-              s.devices[static_cast<std::size_t>(d.backup)]->port.id().c_str(), choices[i].reason.c_str());
+    d.backup_mapped = d.backup >= 0 && choices[i].mapped;
+    if (d.backup >= 0)  // each connection's standby pair is agreed with its peer (standby.cpp, connect.cpp)
+      HA_INFO("NET/HA: backup of %s is %s (%s)%s", d.port.id().c_str(),
+              s.devices[static_cast<std::size_t>(d.backup)]->port.id().c_str(), choices[i].reason.c_str(),
+              d.backup_mapped ? "; preferred in every standby pair chosen with a peer"
+                              : "; each connection's standby pair is chosen with its peer");
     else if (s.config.enable_backup)  // the operator expects protection and will not get it
       HA_WARN("NET/HA: %s has no backup port (%s): its connections are NOT protected", d.port.id().c_str(),
               choices[i].reason.c_str());

@@ -206,11 +206,12 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   if (c.error != ncclSuccess) return 0;
   if (c.kind == CommKind::recv) next = soonest(next, tend_flush(static_cast<RecvComm&>(c), now));
   if (c.error != ncclSuccess) return 0;
-  if (c.failback && c.kind == CommKind::send && c.active != 0 && c.paths[0] &&
-      c.standby.state == StandbyHealth::up) {
+  // Failback: back to the connection's own ports once the standby runs there again.
+  if (const Path* sb = c.paths[c.standby_slot()].get(); c.failback && c.kind == CommKind::send && sb &&
+      c.at_home(*sb) && !c.at_home(c.path()) && c.standby.state == StandbyHealth::up) {
     const std::uint64_t at = c.standby.up_since_ns + c.failback_hold_ns;
     if (now >= at)
-      start_failover(c, "failback: " + c.devs[0]->port.id() + " healthy for " +
+      start_failover(c, "failback: " + sb->dev->port.id() + " healthy for " +
                             std::to_string(c.failback_hold_ns / 1000000) + " ms", true);
     else
       next = std::min(next, at);

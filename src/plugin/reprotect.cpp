@@ -311,6 +311,14 @@ Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why)
     why = d->port.id() + " is of another link layer";
     return nullptr;
   }
+  // Never a standby across isolated islands, whatever the peer asks (its port as its handshake listed it).
+  if (req.own_dev != kSameDevice)
+    for (const Candidate& theirs : c.peer_cands)
+      if (theirs.dev == req.own_dev && !reachable(theirs, candidate_for(*d, *c.home))) {
+        why = "the peer's device " + std::to_string(req.own_dev) + " cannot reach " + d->port.id() + " (rail " +
+              d->topo.rail.str() + ", island " + d->topo.island.str() + ")";
+        return nullptr;
+      }
   if (!d->port_up.load(std::memory_order_relaxed)) {
     why = d->port.id() + ": the port is not active";
     return nullptr;

@@ -1,27 +1,84 @@
-// Standby ports: which pair of ports a comm's standby goes on when re-protection builds a new one,
-// and how many connections each port carries.
+// Standby ports: which pair of ports a comm's standby goes on, and how many connections each port
+// carries.
+//
+// At the handshake the listener chooses the first standby pair (connect.cpp); after that the send
+// side chooses for every re-protection: the pairs both ends can reach, ranked against the pair
+// that carries the traffic now (topology.hpp rank_standby_pairs: another NIC, another rail, the
+// least loaded ports, NUMA and PCIe locality), from this node's ports as they are now and the
+// peer's as its handshake listed them. A pair that fails (a port down at either end, a QP that
+// does not connect, a peer that refuses) is skipped until every pair has failed; then
+// re-protection backs off and starts again from the best. A port of ours that comes back
+// (PORT_ACTIVE, GID change) makes its pairs eligible again at once. With HA_NCCL_ENABLE_FAILBACK the
+// connection's own pair (the ports NCCL chose) comes first whenever it is usable: the failback
+// returns only to it.
 #include <algorithm>
 
 #include "datapath.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
+Candidate candidate_for(const Device& d, const Device& primary) {
+  Candidate c;
+  c.dev = static_cast<std::uint8_t>(d.index);
+  c.link_layer = static_cast<std::uint8_t>(d.port.link_layer);
+  if (d.port_up.load(std::memory_order_relaxed)) c.flags |= kCandUp;
+  if (&d == &primary)
+    c.flags |= kCandPrimary;
+  else if (primary.backup_mapped && primary.backup == d.index)
+    c.flags |= kCandPreferred;
+  c.load = candidate_load(static_cast<std::size_t>(std::max(0, d.standby_comms.load(std::memory_order_relaxed))));
+  c.topo = d.topo;
+  return c;
+}
+
+namespace {
+
+bool failed(const CommBase& c, const PortPair& p) {
+  return std::find(c.failed_pairs.begin(), c.failed_pairs.end(), std::pair{p.a, p.b}) != c.failed_pairs.end();
+}
+
+}  // namespace
+
+std::vector<Candidate> local_candidates(const Device& primary) {
+  std::vector<Candidate> out;
+  out.push_back(candidate_for(primary, primary));
+  for (const auto& d : state()->devices) {
+    if (out.size() == kMaxCandidates) break;  // the wire's bound: the ports NCCL lists first
+    if (d.get() != &primary && d->index <= 255) out.push_back(candidate_for(*d, primary));
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate& x, const Candidate& y) { return x.dev < y.dev; });
+  return out;
+}
 
 AttemptPorts choose_standby_ports(CommBase& c) {
   AttemptPorts out;
-  Device* d = c.devs[c.standby_slot()];
-  const Path* sb = c.paths[c.standby_slot()].get();
-  const int peer = sb ? sb->peer_dev : -1;
-  if (!d) {
+  if (!c.devs[c.standby_slot()]) {
     out.why = "single path";
-  } else if (std::find(c.failed_pairs.begin(), c.failed_pairs.end(), std::pair{d->index, peer}) != c.failed_pairs.end()) {
-    out.why = "every standby port failed";
-  } else if (!d->port_up.load(std::memory_order_relaxed)) {
-    out.why = d->port.id() + ": the port is not active";
-  } else {
-    out.dev = d;
-    out.peer_dev = peer;
+    return out;
   }
+  std::vector<Candidate> mine = local_candidates(*c.home);
+  // This comm's own standby does not count against the port it is on: staying there is no move.
+  for (Candidate& m : mine)
+    if (c.counted_standby && m.dev == c.counted_standby->index && m.load > 0) --m.load;
+  const PortPair active{c.devs[c.active]->index, c.path().peer_dev};
+  // The sender is side A (it connected), the receiver side B.
+  const bool send = c.kind == CommKind::send;
+  auto pairs = send ? rank_standby_pairs(mine, c.peer_cands, active)
+                    : rank_standby_pairs(c.peer_cands, mine, PortPair{active.b, active.a});
+  // With failback on, the connection's own pair first: the standby must be there to return to it.
+  const PortPair home = send ? PortPair{c.home->index, c.peer_home} : PortPair{c.peer_home, c.home->index};
+  if (const auto it = std::find(pairs.begin(), pairs.end(), home); c.failback && it != pairs.end())
+    std::rotate(pairs.begin(), it, it + 1);
+  bool any = false;
+  for (const PortPair& p : pairs) {
+    const PortPair ours = send ? p : PortPair{p.b, p.a};  // (our device, the peer's)
+    any = true;
+    if (failed(c, ours)) continue;
+    out.dev = state()->devices[static_cast<std::size_t>(ours.a)].get();
+    out.peer_dev = ours.b;
+    return out;
+  }
+  out.why = any ? "every standby pair failed" : "no standby pair both ends can reach (ports down, other islands)";
   return out;
 }
 

@@ -133,8 +133,9 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.kv("comm_id", hex64(c.params.comm_id));
   j.kv("peer", c.peer);
   j.kv("kind", c.kind == CommKind::send ? "send" : "recv");
-  j.kv("primary", c.devs[0]->port.id());
-  j.kv("backup", c.devs[1] ? c.devs[1]->port.id() : std::string());
+  j.kv("primary", c.home->port.id());  // the connection's own port
+  const Device* sb = c.devs[c.standby_slot()];
+  j.kv("backup", sb ? sb->port.id() : std::string());  // the standby's, whatever its state
   j.kv("active", c.devs[c.active]->port.id());
   j.kv("standby", standby_name(c.standby.state));
   j.kv("failovers", c.stats.failovers);

@@ -391,8 +391,12 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
             peer_name(sock.remote_endpoint(peer_ec).address()).c_str(), ls->dev->port.id().c_str(),
             backup->port.id().c_str(), pair->a,
             explain_pair(req.candidates, mine, *pair, PortPair{primary_dev(req.candidates), ls->dev->index}).c_str());
+  // The port counts as carrying this standby from the decision on (the comm counts itself once it
+  // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
+  if (backup) backup->standby_comms.fetch_add(1, std::memory_order_relaxed);
   auto create = [ls, backup] { return make_recv_comm(*ls->dev, backup); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
+  if (backup) backup->standby_comms.fetch_sub(1, std::memory_order_relaxed);
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<RecvComm> owned = std::move(comm).value();
   const DiscardUnclaimed<RecvComm> unclaimed{owned};

@@ -174,9 +174,9 @@ Candidate candidate_for(const Device& d, const Device& primary);
 void standby_ports_failed(CommBase& c, int dev, int peer_dev);
 // Every pair may be tried again (after the backoff).
 void standby_ports_reset(CommBase& c);
-// A port that could carry this comm's standby came back (PORT_ACTIVE, GID change) since the last
-// call: the pairs through it may be tried again. True when one did.
-bool standby_ports_recovered(CommBase& c);
+// The ports that came back (PORT_ACTIVE, GID change) since the last call, "rxe0:1,rxe2:1" ("":
+// none): the standby pairs through them may be tried again.
+std::string standby_ports_recovered(CommBase& c);
 // The connections each port carries (Device::carried): the comm's active and standby devices
 // counted, what it counted before taken back. Called after every change of devs[] or active, and
 // at close (closing: nothing counted any more).

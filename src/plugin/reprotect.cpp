@@ -413,11 +413,11 @@ void retire_job(CommBase& c) {
 
 std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
   if (!c.devs[c.standby_slot()]) return 0;  // single path
-  if (standby_ports_recovered(c) && c.kind == CommKind::send && c.rp.step == ReprotectState::idle &&
-      c.standby.state == StandbyHealth::down) {
-    // A candidate port came back (or its GID changed): try now, not after the backoff.
-    HA_INFO("NET/HA: %s: a standby port is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
-            static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
+  if (const std::string back = standby_ports_recovered(c); !back.empty() && c.kind == CommKind::send &&
+      c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
+    // A port came back (or its GID changed): try now, not after the backoff.
+    HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
+            back.c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
     c.rp.next_try_ns = now;
   }
   if (c.kind == CommKind::send) {

@@ -89,20 +89,20 @@ void standby_ports_failed(CommBase& c, int dev, int peer_dev) {
 
 void standby_ports_reset(CommBase& c) { c.failed_pairs.clear(); }
 
-bool standby_ports_recovered(CommBase& c) {
+std::string standby_ports_recovered(CommBase& c) {
   const State* st = state();
-  if (!st) return false;
+  if (!st) return {};
   c.seen_recover.resize(st->devices.size(), 0);
-  bool any = false;
+  std::string ports;
   for (const auto& d : st->devices) {
     const std::uint32_t g = d->recover_gen.load(std::memory_order_relaxed);
     auto& seen = c.seen_recover[static_cast<std::size_t>(d->index)];
     if (g == seen) continue;
     seen = g;
     std::erase_if(c.failed_pairs, [&d](const std::pair<int, int>& p) { return p.first == d->index; });
-    any = true;
+    ports += (ports.empty() ? "" : ",") + d->port.id();
   }
-  return any;
+  return ports;
 }
 
 void account_ports(CommBase& c) {

@@ -117,6 +117,30 @@ void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why
   });
 }
 
+namespace {
+
+// Events after which an operator wants to see where the node's connections are now: every port with
+// its state and the connections whose traffic (active) or standby runs on it (Device counters).
+bool with_ports(std::string_view event) {
+  return event == "failover" || event == "failback" || event == "resync" || event == "standby" || event == "fatal";
+}
+
+void write_ports(net::JsonWriter& j, const State& st) {
+  j.key("ports");
+  j.open('[');
+  for (const auto& d : st.devices) {
+    j.open('{');
+    j.kv("port", d->port.id());
+    j.kv("up", d->port_up.load(std::memory_order_relaxed));
+    j.kv("active", d->active_comms.load(std::memory_order_relaxed));
+    j.kv("standby", d->standby_comms.load(std::memory_order_relaxed));
+    j.close('}');
+  }
+  j.close(']');
+}
+
+}  // namespace
+
 void write_stats(const CommBase& c, const char* event, const std::function<void(net::JsonWriter&)>& extra) {
   State* st = state();
   if (!st || st->stats_path.empty()) return;
@@ -159,6 +183,7 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   for (const std::uint64_t n : c.stats.flush_rebuilds) j.num(n);
   j.close(']');
   if (extra) extra(j);
+  if (with_ports(event)) write_ports(j, *st);
   j.close('}');
   append_stats_line(*st, j.take());
 }

@@ -81,9 +81,13 @@ static_assert(sizeof(SyncMsg) == 64);
 // standby may move to another pair of ports (rebind.hpp): the request names the receiver's device,
 // and each side's keys for its memory on its new device travel with its endpoint.
 constexpr std::uint32_t kSameDevice = 0xffffffffu;  // ReprotectMsg::dev: the slot's device as it is
+// ReprotectMsg::ok of the receiver's unasked note that one of its ports came back while its standby
+// is down (the sender sees only its own port events): the sender's next attempt starts at once.
+constexpr std::uint32_t kPortBack = 2;
 struct ReprotectMsg {
   std::uint8_t endpoint[net::kEndpointSize] = {};  // the writer's new standby QP
-  std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...)
+  std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...);
+                                                   // kPortBack: no answer, the receiver's port came back
   std::uint32_t gen = 0;                           // attempt number
   std::uint32_t dev = kSameDevice;                 // request: the receiver's device to build on (its NCCL index)
   std::uint32_t ctrl_rkey = 0;                     // the writer's ControlBlock on its device of the attempt

@@ -196,6 +196,19 @@ int post_reprotect(CommBase& c, const PathJob* job, std::uint32_t ok, std::uint3
                       CtlKind::reprotect);
 }
 
+// ---- send side: the receiver's note that a port of its came back: every pair may be tried again, now.
+void take_port_back(CommBase& c, std::uint64_t now) {
+  ReprotectMsg m;
+  if (c.rp.step != ReprotectState::idle || !c.inbox.reprotect || !read_record(c.ctrl.reprotect, m) || m.ok != kPortBack)
+    return;  // an answer is drive()'s
+  c.inbox.reprotect = false;
+  standby_ports_reset(c);
+  if (c.standby.state != StandbyHealth::down) return;
+  HA_INFO("NET/HA: %s: a port of the peer is active again: re-protecting now (the backoff had %lld ms left)",
+          c.id.c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
+  c.rp.next_try_ns = now;
+}
+
 // ---- send side: drives the attempts. Returns when it wants to run again (0: when woken).
 std::uint64_t drive(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
@@ -232,7 +245,7 @@ std::uint64_t drive(CommBase& c, std::uint64_t now) {
       return rp.deadline_ns;
     case ReprotectState::requested: {
       ReprotectMsg answer;
-      if (!read_reprotect(c, answer) || answer.gen != rp.gen) {
+      if (!read_reprotect(c, answer) || answer.gen != rp.gen || answer.ok == kPortBack) {
         if (now > rp.deadline_ns) {
           back_off(c, now, "re-protection: the peer did not answer");
           return rp.next_try_ns;
@@ -329,6 +342,13 @@ Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why)
 // ---- receive side: answers requests, installs on the hello
 std::uint64_t answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
+  // A port of ours came back while the standby is down: the sender, which sees only its own port
+  // events, is told, so that it does not wait out its backoff.
+  if (const std::string back = standby_ports_recovered(c);
+      !back.empty() && rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
+    HA_INFO("NET/HA: %s: %s is active again: telling the peer to re-protect now", c.id.c_str(), back.c_str());
+    post_reprotect(c, nullptr, kPortBack, 0, -1);
+  }
   ReprotectMsg req;
   if (read_reprotect(c, req) && req.gen != rp.gen) {  // a new request: whatever was under way for an older one is dropped
     const std::uint32_t gen = req.gen;
@@ -413,14 +433,15 @@ void retire_job(CommBase& c) {
 
 std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
   if (!c.devs[c.standby_slot()]) return 0;  // single path
-  if (const std::string back = standby_ports_recovered(c); !back.empty() && c.kind == CommKind::send &&
-      c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
-    // A port came back (or its GID changed): try now, not after the backoff.
-    HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
-            back.c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
-    c.rp.next_try_ns = now;
-  }
   if (c.kind == CommKind::send) {
+    if (const std::string back = standby_ports_recovered(c);
+        !back.empty() && c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
+      // A port came back (or its GID changed): try now, not after the backoff.
+      HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
+              back.c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
+      c.rp.next_try_ns = now;
+    }
+    take_port_back(c, now);
     const Path* sb = c.paths[c.standby_slot()].get();
     const bool dead = !sb || sb->link.load(std::memory_order_relaxed) == Path::failed;
     if (dead || c.rp.step != ReprotectState::idle) return drive(c, now);

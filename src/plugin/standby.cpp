@@ -92,7 +92,10 @@ void standby_ports_reset(CommBase& c) { c.failed_pairs.clear(); }
 std::string standby_ports_recovered(CommBase& c) {
   const State* st = state();
   if (!st) return {};
-  c.seen_recover.resize(st->devices.size(), 0);
+  if (c.seen_recover.empty()) {  // the first look: what happened before the comm is history
+    for (const auto& d : st->devices) c.seen_recover.push_back(d->recover_gen.load(std::memory_order_relaxed));
+    return {};
+  }
   std::string ports;
   for (const auto& d : st->devices) {
     const std::uint32_t g = d->recover_gen.load(std::memory_order_relaxed);

@@ -53,6 +53,7 @@ mount -t devtmpfs devtmpfs $R/dev || die "mount devtmpfs"
 mkdir -p $R/dev/shm $R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm || die "mount /dev/shm"
 mount -t devpts devpts $R/dev/pts || die "mount /dev/pts"
+ln -sf /proc/self/fd $R/dev/fd # bash's process substitution <(...) needs /dev/fd
 mount -t tmpfs -o mode=1777 tmpfs $R/tmp || die "mount /tmp"
 mount -t tmpfs -o mode=1777 tmpfs $R/var/tmp || die "mount /var/tmp"
 mount -t tmpfs -o mode=755 tmpfs $R/run || die "mount /run"

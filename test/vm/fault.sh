@@ -23,13 +23,14 @@ die() { echo "fault.sh: ERROR: $*" >&2; exit 2; }
 usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 RAILS=${VM_RAILS:-2}
 
-wait_port() { # STATE: until this rail's rxe port is in STATE
-  local f=/sys/class/infiniband/$rxe/ports/1/state
-  for _ in $(seq 100); do
-    grep -q "$1" "$f" 2>/dev/null && return 0
+wait_port() { # STATE: until this rail's rxe port is in STATE (10 s max; no processes per poll)
+  local f=/sys/class/infiniband/$rxe/ports/1/state s='' i
+  for ((i = 0; i < 100; i++)); do
+    read -r s <"$f" 2>/dev/null || true
+    [[ $s == *"$1"* ]] && return 0
     sleep 0.1
   done
-  die "$rxe port did not become $1 (now: $(cat "$f" 2>/dev/null))"
+  die "$rxe port did not become $1 (now: $s)"
 }
 
 # Link up, and the on-link routes of an island (run-pair.sh's net.conf) back: a link going

@@ -17,7 +17,8 @@
 #         Results in $VM_OUT/reach.txt on a.
 #  bw     only with NCCL_HA_SMOKE_RAILS_BW_ROUNDS=N: N rounds of ib_write_bw (64 KiB x
 #         NCCL_HA_SMOKE_RAILS_BW_ITERS, default 500) on each rail in turn; MB/s per rail and
-#         round in $VM_OUT/bw.txt on a.
+#         round in $VM_OUT/bw.txt on a; each rxe device's packet and loss counters in
+#         $VM_OUT/counters.txt.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -175,6 +176,17 @@ for ((round = 1; round <= ROUNDS; round++)); do
     fi
   done
 done
+
+if ((ROUNDS)); then # losses on the way show as retransmissions (a) and out-of-sequence packets (b)
+  for ((r = 0; r < VM_RAILS; r++)); do
+    c=/sys/class/infiniband/$(vm_rdma_dev $r)/ports/1/hw_counters
+    line="rail $r:"
+    for k in sent_pkts rcvd_pkts completer_retry_err out_of_seq_request duplicate_request; do
+      line+=" $k $(<"$c/$k")"
+    done
+    echo "$line" | tee -a "$VM_OUT/counters.txt" >&2
+  done
+fi
 
 ((fails == 0)) || vm_die "$fails check(s) failed"
 vm_log "smoke-rails passed (${#checks[@]} reach checks)"

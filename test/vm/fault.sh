@@ -36,11 +36,11 @@ wait_port() { # STATE: until this rail's rxe port is in STATE (10 s max; no proc
 # Link up, and the on-link routes of an island (run-pair.sh's net.conf) back: a link going
 # down takes its routes with it.
 link_up() {
-  local what net via _
+  local what net via metric
   ip link set "$dev" up
   [[ -r /run/vmout/net.conf ]] || return 0
-  while read -r what net via _; do
-    [[ $what != route || $via != "$dev" ]] || ip route replace "$net" dev "$dev" metric 100
+  while read -r what net via metric; do
+    [[ $what != route || $via != "$dev" ]] || ip route replace "$net" dev "$dev" metric "$metric"
   done </run/vmout/net.conf
 }
 

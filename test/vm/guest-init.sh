@@ -67,7 +67,7 @@ log "file systems mounted"
 #   nic IF MAC ADDR/LEN MTU RXE|-   check IF's MAC (so a changed NIC order can't go unnoticed),
 #                                   address, MTU, up; then a rxe device RXE on it
 #   sysctl KEY VALUE                e.g. net.ipv4.conf.eth0.arp_ignore 1
-#   route NET/LEN IF                on-link route, metric 100 (islands: other rails' subnets)
+#   route NET/LEN IF METRIC         on-link route (islands: other rails' subnets)
 [ -r "$OUT/net.conf" ] || die "no net.conf in the vmout share"
 gid() { # a.b.c.d/len -> its RoCE v2 GID as sysfs shows it (::ffff:a.b.c.d)
   local IFS=./
@@ -85,7 +85,7 @@ while read -r what f1 f2 f3 f4 f5; do
       ip addr add "$f3" dev "$f1" && ip link set "$f1" mtu "$f4" up || die "$f1 setup"
       [ "$f5" = - ] || RXES="$RXES $f5=$f1=$(gid "$f3")" ;;
     sysctl) sysctl -w "$f1=$f2" >/dev/null || die "sysctl $f1=$f2 failed" ;;
-    route) ip route add "$f1" dev "$f2" metric 100 || die "ip route add $f1 dev $f2 failed" ;;
+    route) ip route add "$f1" dev "$f2" metric "$f3" || die "ip route add $f1 dev $f2 metric $f3 failed" ;;
     *) die "net.conf: unknown line '$what $f1 ...'" ;;
   esac
 done <"$OUT/net.conf"

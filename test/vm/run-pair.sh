@@ -211,8 +211,9 @@ mac() { echo "52:54:00:4e:0$1:0$2"; } # N NIC
 #   of the peer, whose rxe drops all it gets (not its GID), and retries forever (retry_cnt 7).
 #   With the strict setting no reply comes and the QP fails at RTR at once.
 # - A NIC in an island of several rails reaches the island's other subnets on its own segment:
-#   an on-link route each (rxe itself would not need them: its lookups are bound to its NIC and
-#   fall back to on-link; they serve everything else), no reverse-path filter.
+#   an on-link route each, metric 100 + NIC index (one subnet may be reached from several NICs;
+#   rxe itself would not need the routes: its lookups are bound to its NIC and fall back to
+#   on-link; they serve everything else), no reverse-path filter.
 write_net() { # ROLE N
   local role=$1 n=$2 k r q if
   local -n order=ORDER_$1
@@ -231,7 +232,7 @@ write_net() { # ROLE N
       ((ISLAND_SIZE[ISLAND[r]] > 1)) || continue
       echo "sysctl net.ipv4.conf.$if.rp_filter 0"
       for ((q = 0; q < RAILS; q++)); do
-        ((q == r || ISLAND[q] != ISLAND[r])) || echo "route 10.$((20 + q)).0.0/24 $if"
+        ((q == r || ISLAND[q] != ISLAND[r])) || echo "route 10.$((20 + q)).0.0/24 $if $((100 + k))"
       done
     done
     ((NISLANDS == RAILS)) || echo "sysctl net.ipv4.conf.all.rp_filter 0"

@@ -58,7 +58,7 @@ vm_log "map: rails ${mine}(peer: ${theirs})"
 # --- fault: fault.sh takes rail numbers and acts on this guest's NIC of that rail ----------------
 F=${NCCL_HA_SMOKE_RAILS_FAULT_RAIL:-0}
 state() { local s; s=$(<"/sys/class/infiniband/$(vm_rdma_dev "$1")/ports/1/state"); echo "${s#*: }"; }
-routes() { ip route show dev "$(vm_rail_if "$1")" metric 100 | sort | tr '\n' ' '; }
+routes() { ip route show dev "$(vm_rail_if "$1")" | sort | tr '\n' ' '; }
 before=$(routes "$F")
 vm_fault rail-down "$F" 2>/dev/null
 for ((r = 0; r < VM_RAILS; r++)); do

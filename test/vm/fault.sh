@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fault injection on a rail of THIS guest (runs inside a test-bed guest, as root).
 #
-#   fault.sh rail-down RAIL         ip link set ethRAIL down (local rxe port goes DOWN at once;
+#   fault.sh rail-down RAIL         the rail's NIC down (its local rxe port goes DOWN at once;
 #                                   the peer gets no event, only its retries run out)
 #   fault.sh rail-up RAIL           link up again; waits until the rxe port is ACTIVE
 #   fault.sh flap RAIL COUNT MS     COUNT times: link down, MS ms, link up, MS ms (no waiting for
@@ -12,20 +12,36 @@
 #   fault.sh clear RAIL             remove netem and bring the link up (all faults off)
 #   fault.sh status                 links, qdiscs and rxe port states
 #
-# RAIL is 0 or 1 (eth0/rxe0, eth1/rxe1); the management network (eth2) is never faulted.
+# RAIL is a rail number, 0..VM_RAILS-1: the command acts on this guest's NIC and rxe device of
+# that rail ($VM_RAIL_IF_<RAIL>, $VM_RAIL_DEV_<RAIL>; eth<RAIL>/rxe<RAIL> unless run-pair.sh
+# renumbered the NICs with --rail-order-a/b). RAIL may also list rails, e.g. 0+1, done in turn.
+# The management network ($VM_MGMT_IF) is never faulted.
 # netem acts on this guest's egress only, and each loss/delay/netem replaces the previous one.
 set -euo pipefail
 
 die() { echo "fault.sh: ERROR: $*" >&2; exit 2; }
 usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+RAILS=${VM_RAILS:-2}
 
-wait_port() { # RAIL STATE
-  local f=/sys/class/infiniband/rxe$1/ports/1/state
-  for _ in $(seq 100); do
-    grep -q "$2" "$f" 2>/dev/null && return 0
+wait_port() { # STATE: until this rail's rxe port is in STATE (10 s max; no processes per poll)
+  local f=/sys/class/infiniband/$rxe/ports/1/state s='' i
+  for ((i = 0; i < 100; i++)); do
+    read -r s <"$f" 2>/dev/null || true
+    [[ $s == *"$1"* ]] && return 0
     sleep 0.1
   done
-  die "rxe$1 port did not become $2 (now: $(cat "$f" 2>/dev/null))"
+  die "$rxe port did not become $1 (now: $s)"
+}
+
+# Link up, and the on-link routes of an island (run-pair.sh's net.conf) back: a link going
+# down takes its routes with it.
+link_up() {
+  local what net via metric
+  ip link set "$dev" up
+  [[ -r /run/vmout/net.conf ]] || return 0
+  while read -r what net via metric; do
+    [[ $what != route || $via != "$dev" ]] || ip route replace "$net" dev "$dev" metric "$metric"
+  done </run/vmout/net.conf
 }
 
 (($#)) || usage
@@ -33,23 +49,35 @@ cmd=$1
 shift
 if [[ $cmd == status ]]; then
   ip -br link show
-  tc qdisc show | grep -E 'eth[0-2]'
+  tc qdisc show | grep -E 'eth[0-9]'
   for d in /sys/class/infiniband/rxe*; do echo "$(basename "$d"): $(cat "$d/ports/1/state")"; done
+  for ((r = 0; r < RAILS; r++)); do
+    v=VM_RAIL_IF_$r w=VM_RAIL_DEV_$r
+    echo "rail $r: ${!v:-eth$r} ${!w:-rxe$r}"
+  done
   exit 0
 fi
-rail=${1:-}
-[[ $rail == 0 || $rail == 1 ]] || die "RAIL must be 0 or 1 (got '${rail}')"
-shift
-dev=eth$rail
+rails=${1:-}
+shift || true
+n='(0|[1-9][0-9]*)'
+[[ $rails =~ ^$n([+]$n)*$ ]] || die "RAIL must be a rail number 0..$((RAILS - 1)) or a list like 0+1 (got '$rails')"
+if [[ $rails == *+* ]]; then # each rail in turn
+  for rail in ${rails//+/ }; do "$0" "$cmd" "$rail" "$@"; done
+  exit 0
+fi
+rail=$rails
+((rail < RAILS)) || die "RAIL must be 0..$((RAILS - 1)) (got '$rail')"
+v=VM_RAIL_IF_$rail w=VM_RAIL_DEV_$rail
+dev=${!v:-eth$rail} rxe=${!w:-rxe$rail}
 [[ -d /sys/class/net/$dev ]] || die "$dev not found: run this inside a test-bed guest"
 
 case $cmd in
   rail-down)
     ip link set "$dev" down
-    wait_port "$rail" DOWN ;;
+    wait_port DOWN ;;
   rail-up)
-    ip link set "$dev" up
-    wait_port "$rail" ACTIVE ;;
+    link_up
+    wait_port ACTIVE ;;
   flap)
     [[ ${1:-} =~ ^[0-9]+$ && ${2:-} =~ ^[0-9]+$ ]] || die "flap needs COUNT and MS (whole numbers)"
     gap=$(printf '%d.%03d' $(($2 / 1000)) $(($2 % 1000)))
@@ -59,7 +87,8 @@ case $cmd in
       ip link set "$dev" up
       sleep "$gap"
     done
-    wait_port "$rail" ACTIVE ;;
+    link_up
+    wait_port ACTIVE ;;
   loss)
     [[ ${1:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "loss needs PERCENT (number)"
     tc qdisc replace dev "$dev" root netem loss "$1%" ;;
@@ -71,8 +100,8 @@ case $cmd in
     tc qdisc replace dev "$dev" root netem "$@" ;;
   clear)
     tc qdisc del dev "$dev" root 2>/dev/null || true
-    ip link set "$dev" up
-    wait_port "$rail" ACTIVE ;;
+    link_up
+    wait_port ACTIVE ;;
   *) usage ;;
 esac
-echo "fault.sh: $cmd rail $rail ($dev) ${*}" >&2
+echo "fault.sh: $cmd rail $rail ($dev, $rxe) ${*}" >&2

@@ -5,6 +5,7 @@
 # Kernel command line (set by run-pair.sh):  nccl_ha.role=a|b
 # 9p shares:  hostroot  -> host "/" read-only, becomes the guest's root (chroot)
 #             vmout     -> per-VM host log dir, writable, mounted at /run/vmout in the chroot
+# The network is described by /run/vmout/net.conf (written by run-pair.sh; format below).
 # The command to run is /run/vmout/job.sh (written by run-pair.sh); its exit code goes to
 # /run/vmout/exit_code, its stdout/stderr to /run/vmout/{stdout,stderr}.log. Then power off.
 
@@ -32,8 +33,7 @@ for w in $(cat /proc/cmdline); do
   case "$w" in nccl_ha.role=*) ROLE=${w#*=} ;; esac
 done
 case "$ROLE" in
-  a) N=1 ;;
-  b) N=2 ;;
+  a | b) ;;
   *) die "kernel command line lacks nccl_ha.role=a|b" ;;
 esac
 hostname "$ROLE"
@@ -53,6 +53,7 @@ mount -t devtmpfs devtmpfs $R/dev || die "mount devtmpfs"
 mkdir -p $R/dev/shm $R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm || die "mount /dev/shm"
 mount -t devpts devpts $R/dev/pts || die "mount /dev/pts"
+ln -sf /proc/self/fd $R/dev/fd # bash's process substitution <(...) needs /dev/fd
 mount -t tmpfs -o mode=1777 tmpfs $R/tmp || die "mount /tmp"
 mount -t tmpfs -o mode=1777 tmpfs $R/var/tmp || die "mount /var/tmp"
 mount -t tmpfs -o mode=755 tmpfs $R/run || die "mount /run"
@@ -62,36 +63,57 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 vmout $OUT ||
 rm -f "$OUT/exit_code" "$OUT/init-error"
 log "file systems mounted"
 
-# Networking: eth0 = rail 0, eth1 = rail 1, eth2 = management. MACs are set by run-pair.sh
-# as 52:54:00:4e:0<N>:0<nic>; check them so a changed NIC order can't go unnoticed.
+# Networking, as run-pair.sh describes it in net.conf (one item a line, applied in order):
+#   nic IF MAC ADDR/LEN MTU RXE|-   check IF's MAC (so a changed NIC order can't go unnoticed),
+#                                   address, MTU, up; then a rxe device RXE on it
+#   sysctl KEY VALUE                e.g. net.ipv4.conf.eth0.arp_ignore 1
+#   route NET/LEN IF METRIC         on-link route (islands: other rails' subnets)
+[ -r "$OUT/net.conf" ] || die "no net.conf in the vmout share"
+gid() { # a.b.c.d/len -> its RoCE v2 GID as sysfs shows it (::ffff:a.b.c.d)
+  local IFS=./
+  set -- $1
+  printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4"
+}
 ip link set lo up
-for i in 0 1 2; do
-  want="52:54:00:4e:0$N:0$i"
-  have=$(cat /sys/class/net/eth$i/address 2>/dev/null) || die "eth$i missing"
-  [ "$have" = "$want" ] || die "eth$i has MAC $have, expected $want"
+RXES= # "rxeK=IF=GID ..."
+while read -r what f1 f2 f3 f4 f5; do
+  case "$what" in
+    '' | '#'*) ;;
+    nic)
+      have=$(cat /sys/class/net/$f1/address 2>/dev/null) || die "$f1 missing"
+      [ "$have" = "$f2" ] || die "$f1 has MAC $have, expected $f2"
+      ip addr add "$f3" dev "$f1" && ip link set "$f1" mtu "$f4" up || die "$f1 setup"
+      [ "$f5" = - ] || RXES="$RXES $f5=$f1=$(gid "$f3")" ;;
+    sysctl) sysctl -w "$f1=$f2" >/dev/null || die "sysctl $f1=$f2 failed" ;;
+    route) ip route add "$f1" dev "$f2" metric "$f3" || die "ip route add $f1 dev $f2 metric $f3 failed" ;;
+    *) die "net.conf: unknown line '$what $f1 ...'" ;;
+  esac
+done <"$OUT/net.conf"
+n=0
+for x in $RXES; do
+  dev=${x%%=*} if=${x#*=}
+  chroot $R rdma link add "$dev" type rxe netdev "${if%%=*}" || die "rdma link add $dev failed"
+  n=$((n + 1))
 done
-ip addr add 10.20.0.$N/24 dev eth0 && ip link set eth0 mtu 9000 up || die "eth0 setup"
-ip addr add 10.21.0.$N/24 dev eth1 && ip link set eth1 mtu 9000 up || die "eth1 setup"
-ip addr add 10.30.0.$N/24 dev eth2 && ip link set eth2 up || die "eth2 setup"
-for i in 0 1; do
-  chroot $R rdma link add rxe$i type rxe netdev eth$i || die "rdma link add rxe$i failed"
-done
-# Wait (max ~10 s) for both ports ACTIVE, the IPv4 GID at index 1, and the uverbs nodes.
+# Wait (max ~20 s) for every port ACTIVE with its IPv4 GID at index 1, and n uverbs nodes.
 i=0
 while :; do
   ok=1
-  for d in 0 1; do
-    grep -q ACTIVE /sys/class/infiniband/rxe$d/ports/1/state 2>/dev/null || ok=0
-    gid=$(printf '0000:0000:0000:0000:0000:ffff:0a%02x:%04x' $((20 + d)) $N)
-    grep -q "$gid" /sys/class/infiniband/rxe$d/ports/1/gids/1 2>/dev/null || ok=0
+  for x in $RXES; do
+    grep -q ACTIVE /sys/class/infiniband/${x%%=*}/ports/1/state 2>/dev/null || ok=0
+    grep -q "${x##*=}" /sys/class/infiniband/${x%%=*}/ports/1/gids/1 2>/dev/null || ok=0
   done
-  [ -c /dev/infiniband/uverbs0 ] && [ -c /dev/infiniband/uverbs1 ] || ok=0
+  k=0
+  while [ $k -lt $n ]; do
+    [ -c /dev/infiniband/uverbs$k ] || ok=0
+    k=$((k + 1))
+  done
   [ $ok = 1 ] && break
   i=$((i + 1))
-  [ $i -lt 100 ] || die "rxe devices not ready: $(cat /sys/class/infiniband/rxe*/ports/1/state 2>&1)"
+  [ $i -lt 200 ] || die "rxe devices not ready: $(cat /sys/class/infiniband/rxe*/ports/1/state 2>&1)"
   usleep 100000
 done
-log "network and rxe0/rxe1 ready"
+log "network and $n rxe devices ready"
 
 [ -r "$OUT/job.sh" ] || die "no job.sh in the vmout share"
 ulimit -l unlimited

@@ -11,7 +11,8 @@
 #   vm_exchange NAME [VALUE]      rendezvous with the peer over the mgmt network; prints the
 #                                 peer's VALUE (one line). Both sides must use the same NAME.
 #   vm_barrier NAME               vm_exchange without a value
-#   vm_rdma_dev RAIL              rxe0 / rxe1
+#   vm_rdma_dev RAIL              this guest's rxe device of RAIL ($VM_RAIL_DEV_<RAIL>)
+#   vm_rail_if RAIL               this guest's NIC of RAIL ($VM_RAIL_IF_<RAIL>)
 #   vm_fault ARGS...              runs fault.sh ARGS... (see fault.sh)
 #
 # Rendezvous: a listens on mgmt TCP port $NCCL_HA_VM_BARRIER_PORT (default 7777), b connects.
@@ -24,7 +25,8 @@ VM_BARRIER_TIMEOUT=${NCCL_HA_VM_BARRIER_TIMEOUT:-300}
 
 vm_log() { printf '[%s %s] %s\n' "$VM_ROLE" "$(date +%T.%3N)" "$*" >&2; }
 vm_die() { vm_log "FAIL: $*"; exit 1; }
-vm_rdma_dev() { echo "rxe$1"; }
+vm_rdma_dev() { local v=VM_RAIL_DEV_$1; echo "${!v:-rxe$1}"; }
+vm_rail_if() { local v=VM_RAIL_IF_$1; echo "${!v:-eth$1}"; }
 vm_fault() { "$VM_LIB_DIR/fault.sh" "$@"; }
 
 vm_wait_tcp() { # HOST PORT [TIMEOUT]

@@ -5,7 +5,8 @@
 #
 # Cache: ${NCCL_HA_VM_CACHE:-$HOME/.cache/nccl-ha-vm}
 #   kernel-<kver>/vmlinuz, vmlinux (uncompressed, for PVH direct boot), lib/modules/<kver>/...
-#   initrd-<kver>-<hash>.cpio   (hash over guest-init.sh and this script: edits rebuild it)
+#   initrd-<kver>-<hash>.cpio   (hash over guest-init.sh and this script: edits rebuild it;
+#                                images unused for 7 days are removed)
 # Re-running is a no-op when everything is cached.
 # Kernel version: $NCCL_HA_VM_KVER (e.g. 6.1.0-56-amd64) if set, else what the Debian package
 # linux-image-amd64 depends on, else (no apt lists) the newest cached kernel.
@@ -129,9 +130,13 @@ if [[ ! -f $INITRD ]]; then
   mv "$tmp.cpio" "$INITRD"
   rm -rf "$tmp"
   trap - EXIT
-  # Drop initramfs images of older init/prepare versions for this kernel.
-  find "$CACHE" -maxdepth 1 -name "initrd-$KVER-*.cpio" ! -name "$(basename "$INITRD")" -delete
+  # Drop initramfs images of other init/prepare versions for this kernel once unused for a week.
+  # Not at once: several work trees (with different guest-init.sh versions) share this cache,
+  # and a run of another tree may be about to boot its image.
+  find "$CACHE" -maxdepth 1 -name "initrd-$KVER-*.cpio" ! -name "$(basename "$INITRD")" \
+    -mtime +7 -delete
 fi
+touch "$INITRD" # last use, for the clean-up above
 
 VMLINUX=
 [[ -f $KDIR/vmlinux ]] && VMLINUX=$KDIR/vmlinux

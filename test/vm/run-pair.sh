@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2178 # "local -n order=ORDER_$1": namerefs to the arrays ORDER_a/ORDER_b
 # Boots two Soft-RoCE VMs (a and b) and runs SCRIPT ARGS... in both. See test/vm/README.md.
 #
 #   test/vm/run-pair.sh [--timeout SEC] [--name NAME] [--mem MB] [--env VAR=VALUE]... \
-#                       -- SCRIPT [ARGS...]
+#                       [--rails 2|4] [--rail-order-a LIST] [--rail-order-b LIST] \
+#                       [--islands SPEC] [--dry-run] -- SCRIPT [ARGS...]
 #
-# Exit status: 0 iff SCRIPT exited 0 in both guests. Logs: $NCCL_HA_VM_LOGDIR/NAME/{a,b}/.
+#   --rails N           rail NICs per VM (default 2); management is the NIC after them (ethN)
+#   --rail-order-b LIST VM b's k-th rail NIC (ethk, rxek) carries rail LIST[k], e.g. 2,3,0,1
+#   --rail-order-a LIST the same for VM a (default for both: 0,1,...)
+#   --islands SPEC      rails of one island reach each other across rails, e.g. 0-1,2-3 or
+#                       0+2,1+3 (every rail in exactly one island; default: each rail alone)
+#   --dry-run           write the guests' files, print the qemu command lines, boot nothing
+#
+# Exit status: 0 iff SCRIPT exited 0 in both guests; 2 on usage errors.
+# Logs: $NCCL_HA_VM_LOGDIR/NAME/{a,b}/.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,9 +27,12 @@ PEER_GRACE=${NCCL_HA_VM_PEER_GRACE:-20} # once one guest failed, the other gets 
 CPU=${NCCL_HA_VM_CPU:-max,erms=off,fsrm=off}
 NAME=
 EXTRA_ENV=()
+RAILS=2
+ORDER_SPEC_a='' ORDER_SPEC_b='' ISLANDS=''
+DRY_RUN=0
 
 usage() {
-  sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '3,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 die() { echo "run-pair: ERROR: $*" >&2; exit 2; }
@@ -31,6 +44,11 @@ while (($#)); do
     --name) NAME=${2:?--name needs a value}; shift 2 ;;
     --mem) MEM=${2:?--mem needs a value}; shift 2 ;;
     --env) [[ ${2:-} == [A-Za-z_]*=* ]] || die "--env needs VAR=VALUE"; EXTRA_ENV+=("$2"); shift 2 ;;
+    --rails) RAILS=${2:?--rails needs a value}; shift 2 ;;
+    --rail-order-a) ORDER_SPEC_a=${2:?--rail-order-a needs a value}; shift 2 ;;
+    --rail-order-b) ORDER_SPEC_b=${2:?--rail-order-b needs a value}; shift 2 ;;
+    --islands) ISLANDS=${2:?--islands needs a value}; shift 2 ;;
+    --dry-run) DRY_RUN=1; shift ;;
     --) shift; break ;;
     -h | --help) usage ;;
     *) die "unknown option '$1' (SCRIPT goes after --)" ;;
@@ -39,6 +57,77 @@ done
 (($#)) || usage
 [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "--timeout must be whole seconds"
 [[ $MEM =~ ^[0-9]+$ ]] || die "--mem must be megabytes"
+[[ $RAILS == 2 || $RAILS == 4 ]] || die "--rails must be 2 or 4 (got '$RAILS')"
+
+# --- rails: NIC order per VM, islands ---------------------------------------------------------
+# ORDER_a / ORDER_b[k] = the rail NIC k (ethk, rxek) of that VM carries; NIC $RAILS = management.
+# ISLAND[r] = island of rail r; ISLAND_SIZE[i] = its number of rails. Each island is one L2
+# segment (network link) between the VMs; the management network is segment $NISLANDS.
+declare -a ORDER_a ORDER_b ISLAND ISLAND_SIZE
+rail_num() { # OPTION SPEC WORD -> WORD, checked to be a rail number (0..RAILS-1)
+  [[ $3 =~ ^(0|[1-9][0-9]*)$ ]] && (($3 < RAILS)) ||
+    die "$1 '$2': '$3' is not a rail (0..$((RAILS - 1)))"
+  echo "$3"
+}
+parse_order() { # ROLE: ORDER_<ROLE> from --rail-order-<ROLE>, default 0,1,...
+  local -n order=ORDER_$1 spec=ORDER_SPEC_$1
+  local opt=--rail-order-$1 seen=() w r
+  if [[ -z $spec ]]; then
+    for ((r = 0; r < RAILS; r++)); do order+=("$r"); done
+    return
+  fi
+  [[ $spec =~ ^[0-9]+(,[0-9]+)*$ ]] || die "$opt '$spec': expected rail numbers separated by commas"
+  for w in ${spec//,/ }; do
+    r=$(rail_num "$opt" "$spec" "$w")
+    [[ -z ${seen[r]:-} ]] || die "$opt '$spec': rail $r appears twice"
+    seen[r]=1 order+=("$r")
+  done
+  ((${#order[@]} == RAILS)) || die "$opt '$spec': must list each of the $RAILS rails once"
+}
+parse_islands() { # ISLAND, ISLAND_SIZE, NISLANDS from --islands
+  local opt=--islands islands item lo hi r i w='[0-9]+(-[0-9]+)?'
+  if [[ -z $ISLANDS ]]; then # each rail its own island: point-to-point links only
+    for ((r = 0; r < RAILS; r++)); do ISLAND[r]=$r ISLAND_SIZE[r]=1; done
+    NISLANDS=$RAILS
+    return
+  fi
+  [[ $ISLANDS =~ ^$w([+,]$w)*$ ]] ||
+    die "$opt '$ISLANDS': expected islands separated by commas, each rails R or ranges R-R joined by +"
+  IFS=, read -ra islands <<<"$ISLANDS"
+  NISLANDS=${#islands[@]}
+  for i in "${!islands[@]}"; do
+    for item in ${islands[i]//+/ }; do # R or LO-HI
+      lo=$(rail_num $opt "$ISLANDS" "${item%-*}")
+      hi=$(rail_num $opt "$ISLANDS" "${item#*-}")
+      ((lo <= hi)) || die "$opt '$ISLANDS': empty range '$item'"
+      for ((r = lo; r <= hi; r++)); do
+        [[ -z ${ISLAND[r]:-} ]] || die "$opt '$ISLANDS': rail $r is in two islands"
+        ISLAND[r]=$i ISLAND_SIZE[i]=$((${ISLAND_SIZE[i]:-0} + 1))
+      done
+    done
+  done
+  for ((r = 0; r < RAILS; r++)); do
+    [[ -n ${ISLAND[r]:-} ]] || die "$opt '$ISLANDS': rail $r is in no island (an island may be one rail: ...,$r)"
+  done
+}
+parse_order a
+parse_order b
+parse_islands
+SEGMENTS=$((NISLANDS + 1)) # + management
+rail_addr() { echo "10.$((20 + $1)).0.$2"; } # RAIL N (1 = a, 2 = b)
+commas() { local IFS=,; echo "$*"; }
+other_role() { [[ $1 == a ]] && echo b || echo a; }
+# BED stays empty for the default bed (2 rails, no --islands or --rail-order-*): exactly the
+# network it was before these options existed.
+BED=
+if ((RAILS != 2)) || [[ -n $ISLANDS$ORDER_SPEC_a$ORDER_SPEC_b ]]; then
+  BED="$RAILS rails, islands ${ISLANDS:-none}, NIC order a $(commas "${ORDER_a[@]}") b $(commas "${ORDER_b[@]}"); "
+fi
+nic_of() { # ROLE RAIL -> the NIC index carrying RAIL in ROLE
+  local -n order=ORDER_$1
+  local k
+  for k in "${!order[@]}"; do [[ ${order[k]} != "$2" ]] || { echo "$k"; return; }; done
+}
 
 # SCRIPT is a host path; the guest sees the host root read-only at the same paths, except
 # the guest's own tmpfs mounts (/tmp, /var/tmp, /run, /dev, /proc, /sys).
@@ -88,14 +177,20 @@ while IFS= read -r var; do pass_env+=("$var=${!var}"); done < <(compgen -e | gre
 pass_env+=("PATH=$PATH" ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"})
 
 write_job() { # ROLE SELF PEER ARGS...
-  local role=$1 self=$2 peer=$3 kv
+  local role=$1 self=$2 peer=$3 kv r k pk other
+  other=$(other_role "$1")
   shift 3
   {
     echo "# Generated by run-pair.sh: run inside guest $role by its init (as root, in the chroot)."
     printf 'export VM_ROLE=%s\n' "$role"
     printf 'export VM_SELF_MGMT=10.30.0.%s VM_PEER_MGMT=10.30.0.%s\n' "$self" "$peer"
-    printf 'export VM_SELF_RAIL0=10.20.0.%s VM_PEER_RAIL0=10.20.0.%s\n' "$self" "$peer"
-    printf 'export VM_SELF_RAIL1=10.21.0.%s VM_PEER_RAIL1=10.21.0.%s\n' "$self" "$peer"
+    printf 'export VM_RAILS=%s VM_MGMT_IF=eth%s\n' "$RAILS" "$RAILS"
+    for ((r = 0; r < RAILS; r++)); do
+      k=$(nic_of "$role" $r) pk=$(nic_of "$other" $r)
+      printf 'export VM_SELF_RAIL%s=%s VM_PEER_RAIL%s=%s' $r "$(rail_addr $r "$self")" $r "$(rail_addr $r "$peer")"
+      printf ' VM_RAIL_IF_%s=eth%s VM_RAIL_DEV_%s=rxe%s VM_PEER_RAIL_DEV_%s=rxe%s VM_RAIL_ISLAND_%s=%s\n' \
+        $r "$k" $r "$k" $r "$pk" $r "${ISLAND[r]}"
+    done
     echo 'export VM_OUT=/run/vmout/out HOME=/tmp'
     for kv in "${pass_env[@]}"; do printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}"; done
     echo 'ulimit -l unlimited'
@@ -108,19 +203,65 @@ write_job() { # ROLE SELF PEER ARGS...
 write_job a 1 2 ${ARGS[@]+"${ARGS[@]}"}
 write_job b 2 1 ${ARGS[@]+"${ARGS[@]}"}
 
-# --- free UDP ports on 127.0.0.1: 3 per VM (rail0, rail1, mgmt) -------------------------------
+mac() { echo "52:54:00:4e:0$1:0$2"; } # N NIC
+# net.conf: the guest's network, applied by guest-init.sh (format described there).
+# - Outside the default bed every rail NIC answers ARP only for its own address (arp_ignore=1)
+#   and asks with it (arp_announce=2). With the kernel's defaults a NIC answers for every address
+#   of its host ("ARP flux"): a QP towards a rail it cannot reach then connects to the wrong NIC
+#   of the peer, whose rxe drops all it gets (not its GID), and retries forever (retry_cnt 7).
+#   With the strict setting no reply comes and the QP fails at RTR at once.
+# - A NIC in an island of several rails reaches the island's other subnets on its own segment:
+#   an on-link route each, metric 100 + NIC index (one subnet may be reached from several NICs;
+#   rxe itself would not need the routes: its lookups are bound to its NIC and fall back to
+#   on-link; they serve everything else), no reverse-path filter.
+write_net() { # ROLE N
+  local role=$1 n=$2 k r q if
+  local -n order=ORDER_$1
+  {
+    echo "# Generated by run-pair.sh for guest $role: read by guest-init.sh."
+    for ((k = 0; k < RAILS; k++)); do
+      echo "nic eth$k $(mac "$n" $k) $(rail_addr "${order[k]}" "$n")/24 9000 rxe$k"
+    done
+    echo "nic eth$RAILS $(mac "$n" "$RAILS") 10.30.0.$n/24 1500 -"
+    for ((k = 0; k < RAILS; k++)); do
+      r=${order[k]} if=eth$k
+      if [[ -n $BED ]]; then
+        echo "sysctl net.ipv4.conf.$if.arp_ignore 1"
+        echo "sysctl net.ipv4.conf.$if.arp_announce 2"
+      fi
+      ((ISLAND_SIZE[ISLAND[r]] > 1)) || continue
+      echo "sysctl net.ipv4.conf.$if.rp_filter 0"
+      for ((q = 0; q < RAILS; q++)); do
+        ((q == r || ISLAND[q] != ISLAND[r])) || echo "route 10.$((20 + q)).0.0/24 $if $((100 + k))"
+      done
+    done
+    ((NISLANDS == RAILS)) || echo "sysctl net.ipv4.conf.all.rp_filter 0"
+  } >"$RUNDIR/$role/net.conf"
+  { # the same map for test scripts (and people): $VM_OUT/rails.txt
+    echo "# rail if dev addr peer_dev peer_addr island"
+    for ((r = 0; r < RAILS; r++)); do
+      k=$(nic_of "$role" $r)
+      echo "$r eth$k rxe$k $(rail_addr $r "$n") rxe$(nic_of "$(other_role "$role")" $r) $(rail_addr $r $((3 - n))) ${ISLAND[r]}"
+    done
+  } >"$RUNDIR/$role/out/rails.txt"
+}
+write_net a 1
+write_net b 2
+
+# --- free UDP ports on 127.0.0.1: one per VM and segment (islands or rails, then mgmt) --------
+NPORTS=$((2 * SEGMENTS))
 pick_ports() {
   local used base i
   used=" $(ss -Huan | awk '{n = split($4, p, ":"); printf "%s ", p[n]}') "
   for _ in $(seq 50); do
     base=$((20000 + (RANDOM * 32768 + RANDOM + $$) % 40000))
-    for i in 0 1 2 3 4 5; do
+    for ((i = 0; i < NPORTS; i++)); do
       [[ $used == *" $((base + i)) "* ]] && continue 2
     done
     PORT_BASE=$base
     return 0
   done
-  die "no 6 consecutive free UDP ports found on 127.0.0.1"
+  die "no $NPORTS consecutive free UDP ports found on 127.0.0.1"
 }
 
 declare -A PID=() START=() END=() STATE=()
@@ -141,26 +282,54 @@ cleanup() {
 trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT TERM
 
-start_vm() { # role n
-  local role=$1 n=$2 dir=$RUNDIR/$1 me them i nets=()
-  for i in 0 1 2; do
-    if [[ $role == a ]]; then me=$((PORT_BASE + i)) them=$((PORT_BASE + 3 + i))
-    else me=$((PORT_BASE + 3 + i)) them=$((PORT_BASE + i)); fi
-    nets+=(-netdev "socket,id=n$i,localaddr=127.0.0.1:$me,udp=127.0.0.1:$them"
-      -device "virtio-net-pci,netdev=n$i,mac=52:54:00:4e:0$n:0$i,addr=0x1$i")
+# Each segment is one UDP link between the two qemus. A NIC alone on its segment (a rail
+# without cross-rail reach, mgmt) is that link's netdev itself; the NICs of an island of
+# several rails sit on a qemu hub (one per island and VM) whose uplink is the island's link.
+hub() { (($1 < NISLANDS)) && ((ISLAND_SIZE[$1] > 1)); } # SEGMENT: an island of several rails?
+qemu_cmd() { # ROLE N: sets QEMU to the qemu command line of that VM
+  local role=$1 n=$2 dir=$RUNDIR/$1 me them s k nd nets=()
+  local -n order=ORDER_$1
+  for ((s = 0; s < SEGMENTS; s++)); do
+    if [[ $role == a ]]; then me=$((PORT_BASE + s)) them=$((PORT_BASE + SEGMENTS + s))
+    else me=$((PORT_BASE + SEGMENTS + s)) them=$((PORT_BASE + s)); fi
+    nets+=(-netdev "socket,id=n$s,localaddr=127.0.0.1:$me,udp=127.0.0.1:$them")
+    ! hub $s || nets+=(-netdev "hubport,id=up$s,hubid=$s,netdev=n$s")
   done
-  qemu-system-x86_64 -name "nccl-ha-$NAME-$role" \
-    -accel tcg -cpu "$CPU" -smp 1 -m "$MEM" \
-    -nodefaults -no-user-config -display none -no-reboot \
-    -chardev "file,id=con,path=$dir/console.log" -serial chardev:con \
-    -kernel "$KERNEL" -initrd "$VM_INITRD" \
-    -append "console=ttyS0 panic=-1 quiet mitigations=off acpi=noirq nccl_ha.role=$role ${NCCL_HA_VM_KERNEL_ARGS:-}" \
-    -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-    -virtfs "local,path=$dir,mount_tag=vmout,security_model=none" \
-    "${nets[@]}" </dev/null >"$dir/qemu.log" 2>&1 &
-  PID[$role]=$!
-  START[$role]=$SECONDS
+  for ((k = 0; k <= RAILS; k++)); do # NIC k: rail order[k]'s segment, or mgmt
+    s=$NISLANDS
+    ((k == RAILS)) || s=${ISLAND[order[k]]}
+    nd=n$s
+    if hub "$s"; then nd=nic$k; nets+=(-netdev "hubport,id=$nd,hubid=$s"); fi
+    nets+=(-device "virtio-net-pci,netdev=$nd,mac=$(mac "$n" $k),addr=0x1$k")
+  done
+  # shellcheck disable=SC2054 # commas inside qemu option values
+  QEMU=(qemu-system-x86_64 -name "nccl-ha-$NAME-$role"
+    -accel tcg -cpu "$CPU" -smp 1 -m "$MEM"
+    -nodefaults -no-user-config -display none -no-reboot
+    -chardev "file,id=con,path=$dir/console.log" -serial chardev:con
+    -kernel "$KERNEL" -initrd "$VM_INITRD"
+    -append "console=ttyS0 panic=-1 quiet mitigations=off acpi=noirq nccl_ha.role=$role ${NCCL_HA_VM_KERNEL_ARGS:-}"
+    -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
+    -virtfs "local,path=$dir,mount_tag=vmout,security_model=none"
+    "${nets[@]}")
 }
+start_vm() { # ROLE N
+  qemu_cmd "$1" "$2"
+  "${QEMU[@]}" </dev/null >"$RUNDIR/$1/qemu.log" 2>&1 &
+  PID[$1]=$!
+  START[$1]=$SECONDS
+}
+
+if ((DRY_RUN)); then
+  pick_ports
+  for r in a:1 b:2; do
+    qemu_cmd "${r%:*}" "${r#*:}"
+    echo "# VM ${r%:*} (files: $RUNDIR/${r%:*}/{job.sh,net.conf,out/rails.txt})"
+    printf '%q ' "${QEMU[@]}"
+    echo
+  done
+  exit 0
+fi
 
 T0=$EPOCHREALTIME
 for attempt in 1 2 3 4; do
@@ -173,7 +342,7 @@ for attempt in 1 2 3 4; do
   say "UDP port clash at $PORT_BASE, retrying"
   cleanup
 done
-say "booting VMs a and b (ports $PORT_BASE-$((PORT_BASE + 5)), ${MEM} MB each, timeout ${TIMEOUT}s); logs: $RUNDIR"
+say "booting VMs a and b (${BED}ports $PORT_BASE-$((PORT_BASE + NPORTS - 1)), ${MEM} MB each, timeout ${TIMEOUT}s); logs: $RUNDIR"
 
 # --- wait: both done, timeout, or one failed and the other overstays the grace period -------
 ok_exit() { [[ $(cat "$RUNDIR/$1/exit_code" 2>/dev/null) == 0 ]]; }

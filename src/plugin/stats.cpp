@@ -161,6 +161,11 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   const Device* sb = c.devs[c.standby_slot()];
   j.kv("backup", sb ? sb->port.id() : std::string());  // the standby's, whatever its state
   j.kv("active", c.devs[c.active]->port.id());
+  // The peer's NCCL device at the other end of the active and of the standby path (-1: not known)
+  const Path* act = c.paths[c.active].get();
+  const Path* sbp = c.paths[c.standby_slot()].get();
+  j.kv("active_peer_dev", act ? act->peer_dev : -1);
+  j.kv("backup_peer_dev", sbp ? sbp->peer_dev : -1);
   j.kv("standby", standby_name(c.standby.state));
   j.kv("failovers", c.stats.failovers);
   j.kv("replayed", c.stats.replayed);

@@ -30,7 +30,11 @@
 #                                        stats-wait REGEX COUNT" (wait until NAME.stats.jsonl has
 #                                        COUNT lines matching the grep -E REGEX, which has no
 #                                        spaces; at most 180 s, never past the driver's end), so
-#                                        that a fault can wait for the plugin to be ready for it)
+#                                        that a fault can wait for the plugin to be ready for it;
+#                                        or "ROLE MS active-down" / "ROLE MS standby-down": fault.sh
+#                                        rail-down of the rail this side's stream comm is active on /
+#                                        has its standby on now, from NAME.stats.jsonl, recorded as
+#                                        "rail-down R")
 #                                        faults for the next pl_stream, in order: ROLE (a|b) runs
 #                                        `fault.sh FAULT.SH-ARGS` MS milliseconds after the integrity phase
 #                                        started (its own clock, from the phase file). Each one
@@ -120,6 +124,22 @@ pl_stats_wait() { # FILE REGEX COUNT
   return 1
 }
 
+# The rail (0..VM_RAILS-1) of this side's stream comm's active or standby port (FIELD: active |
+# backup), from its last record in NAME.stats.jsonl (b's send comm, a's receive comm).
+pl_stream_rail() { # NAME FIELD
+  local kind=recv line port r v
+  [[ $VM_ROLE == b ]] && kind=send
+  line=$(grep -F "\"kind\":\"$kind\"" "$VM_OUT/$1.stats.jsonl" | tail -n 1)
+  [[ $line == *"\"$2\":\"rxe"* ]] || return 1
+  port=${line#*\"$2\":\"}
+  port=${port%%:*}
+  for ((r = 0; r < ${VM_RAILS:-2}; r++)); do
+    v=VM_RAIL_DEV_$r
+    [[ ${!v:-rxe$r} == "$port" ]] && { echo "$r"; return 0; }
+  done
+  return 1
+}
+
 pl_stream() { # NAME PORT ARGS...
   local name=$1 port=$2 start_ms f role at args wait_ms t0 t1 regex count
   shift 2
@@ -147,6 +167,15 @@ pl_stream() { # NAME PORT ARGS...
             read -r _ regex count <<<"$args"
             pl_stats_wait "$VM_OUT/$name.stats.jsonl" "$regex" "$count" || vm_log "$name: gave up waiting for $args"
             continue ;;
+          active-down | standby-down)
+            local field=active r
+            [[ $args == standby-down ]] && field=backup
+            if r=$(pl_stream_rail "$name" "$field"); then
+              args="rail-down $r"
+              vm_fault $args || vm_log "$name: fault.sh $args failed"
+            else
+              vm_log "$name: $args: no $field rail in $name.stats.jsonl"
+            fi ;;
           proc-stop) kill -STOP "$PL_PID" || vm_log "$name: SIGSTOP failed" ;;  # the whole driver process
           proc-cont) kill -CONT "$PL_PID" || vm_log "$name: SIGCONT failed" ;;
           *) vm_fault $args || vm_log "$name: fault.sh $args failed" ;;

@@ -1,0 +1,92 @@
+"""rails-sequential (issue #12 items 4 and 5), rail-optimised four-rail bed.
+
+spread: 6 comm pairs per rank on rxe0 (12 connections per node), rail 0 pulled on b during a hold
+without plugin calls. Both drivers exit 0; the standbys chosen at connect time are spread over rails
+1-3 (every one of them carries some, none more than two above another), every connection fails over
+(on b: one failover per comm, from rxe0:1), the failovers land on three ports, and the stats' 'ports'
+counts after the last failover show no connection active on rxe0:1 and the actives spread likewise.
+
+sequential: a --one-way stream b -> a on rxe0, its active rail pulled three times (b, a, b). Every
+byte verified, no fatal record; the stream comm failed over three times at both ends, each time away
+from the rail just pulled and onto a rail that is still up, ending on the one rail never pulled;
+every pair it used joined one rail at both ends."""
+from collections import Counter
+
+from check import expect, expect_each
+from failover_common import data_comm, expect_no_crash, expect_stream_ok, faults, stats
+from rails_common import dev_of, expect_no_fatal, expect_pairs_reachable, failovers, rail_map
+
+
+def per_comm(events):
+    comms = {}
+    for e in events:
+        comms.setdefault((e["pid"], e["comm"]), []).append(e)
+    return comms
+
+
+def expect_spread(counts, what, ports, total):
+    got = {p: counts.get(p, 0) for p in ports}
+    expect(sum(got.values()) == total and min(got.values()) > 0 and max(got.values()) - min(got.values()) <= 2,
+           f"{what}: {total} spread over {', '.join(ports)}: {got}")
+
+
+def check_spread(run):
+    for role in ("a", "b"):
+        expect(run.rc(role, "spread") == 0, f"spread: rank {0 if role == 'a' else 1} exit {run.rc(role, 'spread')}")
+    rep = run.report("b", "spread")
+    others = ["rxe1:1", "rxe2:1", "rxe3:1"]
+    for role in ("a", "b"):
+        events = stats(run, role, "spread")
+        comms = per_comm(events)
+        expect(len(comms) == 12, f"{role} spread: 12 connections (6 send + 6 receive comms) in the stats ({len(comms)})")
+        first = Counter()
+        for evs in comms.values():
+            up = [e for e in evs if e["event"] == "standby" and e["state"] == "up"]
+            expect(up and up[0]["primary"] == "rxe0:1", f"{role} spread: comm {evs[0]['comm']} on rxe0:1 got a standby "
+                                                         f"({up[0]['backup'] if up else None})")
+            first[up[0]["backup"]] += 1
+        expect_spread(first, f"{role} spread: standbys chosen at connect time", others, 12)
+        fo = failovers(events)
+        moved = Counter(e["to"] for e in fo if e["from"] == "rxe0:1")
+        expect(len({(e["pid"], e["comm"]) for e in fo if e["from"] == "rxe0:1"}) == 12,
+               f"{role} spread: every connection failed over from rxe0:1 ({sum(moved.values())} failovers)")
+        expect_spread(moved, f"{role} spread: failovers", others, 12)
+        last = max(fo, key=lambda e: e["time_unix_ms"])
+        ports = {p["port"]: p for p in last["ports"]}
+        expect(ports["rxe0:1"]["active"] == 0, f"{role} spread: after the last failover no connection is active on "
+                                               f"rxe0:1 ({last['ports']})")
+        expect_spread({p: ports[p]["active"] for p in others}, f"{role} spread: connections active per port "
+                      "after the last failover (stats 'ports')", others, 12)
+    expect(rep["comms_test"]["held_s"] >= 14, f"spread: the comms were held {rep['comms_test']['held_s']} s")
+
+
+def check_sequential(run):
+    a, b = expect_stream_ok(run, "sequential", 26)
+    expect_no_fatal(run, "sequential")
+    pulled = {}
+    for role in ("a", "b"):
+        m = rail_map(run, role)
+        pulled[role] = [int(args.split()[1]) for _, _, args in faults(run, role, "sequential")]
+        expect(all(args.startswith("rail-down ") for _, _, args in faults(run, role, "sequential")),
+               f"{role} sequential: faults {faults(run, role, 'sequential')}")
+    rails = pulled["b"][:1] + pulled["a"][:1] + pulled["b"][1:]
+    expect(len(rails) == 3 and len(set(rails)) == 3, f"sequential: three different rails pulled in turn: {rails}")
+    last_rail = ({0, 1, 2, 3} - set(rails)).pop()
+    for role in ("a", "b"):
+        m = rail_map(run, role)
+        rail_of = {dev: r for dev, (r, _) in m.items()}
+        mine, last = data_comm(run, role, "sequential")
+        fo = failovers(mine)
+        expect(len(fo) == 3, f"{role} sequential: the stream comm failed over 3 times ({len(fo)})")
+        for k, e in enumerate(fo):
+            expect(rail_of[dev_of(e["from"])] == rails[k] and rail_of[dev_of(e["to"])] not in rails[:k + 1],
+                   f"{role} sequential: failover {k + 1}: {e['from']} -> {e['to']} (rail {rails[k]} pulled; onto a rail "
+                   f"still up)")
+        expect(rail_of[dev_of(last["active"])] == last_rail,
+               f"{role} sequential: the stream ended on {last['active']}, the rail never pulled ({last_rail})")
+    expect_pairs_reachable(run, "sequential", same_rail=True)
+    expect_no_crash(run, "sequential")
+
+
+def check(run):
+    expect_each("rails-sequential", [("spread", lambda: check_spread(run)), ("sequential", lambda: check_sequential(run))])

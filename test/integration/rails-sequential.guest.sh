@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Guest side of rails-sequential (issue #12 items 4 and 5) on the rail-optimised four-rail bed
+# (run-pair.sh --rails 4: rail r of a reaches rail r of b and nothing else). HA defaults.
+#   spread      --comms 6 on rxe0 (each rank 6 send + 6 receive comms: 12 connections per node),
+#               held open 14 s without a plugin call; 3 s into the hold b pulls rail 0: every
+#               connection fails over, on the reactor alone. The standbys chosen at connect time
+#               spread over rails 1-3, and so do the failovers (checked in the stats: the 'backup'
+#               ports, the failovers' 'to' ports, the 'ports' counts).
+#   sequential  a --one-way stream b -> a on rxe0, every byte verified; the rail the stream's comm
+#               runs on is pulled three times, 7 s apart (on b, a, b): after each failover
+#               re-protection builds the standby on a rail still up (a third, then a fourth
+#               port), and the stream completes on the last rail.
+# checks/rails_sequential.py judges NAME.{rc,json,log,stats.jsonl,fault_ms} and rails.txt.
+set -euo pipefail
+source "$(dirname "$0")/plugin-lib.sh"
+pl_failover_env
+export NCCL_SOCKET_IFNAME=$VM_MGMT_IF
+
+name=spread
+rm -f "$VM_OUT/$name".*
+PL_ENV=("HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
+pl_driver_start "$name" 18760 --dev 0 --comms 6 --comms-hold 14 --timeout 120 --phase-file "$VM_OUT/$name.phase"
+PL_ENV=()
+if [[ $VM_ROLE == b ]] && pl_wait_phase "$VM_OUT/$name.phase" "comms hold" "$PL_PID" >/dev/null; then
+  sleep 3
+  t0=$(pl_now_ms)
+  vm_fault rail-down 0 || vm_log "$name: fault.sh rail-down 0 failed"
+  echo "$t0 $(pl_now_ms) rail-down 0" >>"$VM_OUT/$name.fault_ms"
+fi
+pl_driver_wait
+echo "$PL_RC" >"$VM_OUT/$name.rc"
+vm_log "$name: exit $PL_RC after $PL_MS ms"
+[[ $VM_ROLE == b ]] && vm_fault rail-up 0
+vm_barrier "$name-done"
+
+PL_FAULTS=("b 4000 active-down" "a 11000 active-down" "b 18000 active-down")
+pl_stream sequential 18761 "${PL_STREAM_ARGS[@]}" --min-seconds 26

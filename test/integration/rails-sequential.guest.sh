@@ -19,7 +19,7 @@ export NCCL_SOCKET_IFNAME=$VM_MGMT_IF
 name=spread
 rm -f "$VM_OUT/$name".*
 PL_ENV=("HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
-pl_driver_start "$name" 18760 --dev 0 --comms 6 --comms-hold 14 --timeout 120 --phase-file "$VM_OUT/$name.phase"
+pl_driver_start "$name" 18760 --dev 0 --comms 6 --comms-hold 14 --messages 0 --timeout 120 --phase-file "$VM_OUT/$name.phase"
 PL_ENV=()
 if [[ $VM_ROLE == b ]] && pl_wait_phase "$VM_OUT/$name.phase" "comms hold" "$PL_PID" >/dev/null; then
   sleep 3

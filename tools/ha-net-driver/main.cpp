@@ -343,7 +343,8 @@ void evaluate(const Options& o, Report& rep) {
     rep.check("comms test: every comm carried a verified message", rep.comms.messages_ok == static_cast<std::uint64_t>(rep.comms.n),
               strf("%llu of %d", static_cast<unsigned long long>(rep.comms.messages_ok), rep.comms.n));
     rep.check("comms test: fd count returned after closing", rep.comms.fds_returned,
-              strf("%d before, %d after close", rep.comms.before.fds, rep.comms.after_close.fds));
+              strf("%d before, %d after close (waited %.0f ms, bound 10 s)", rep.comms.before.fds,
+                   rep.comms.after_close.fds, rep.comms.fds_wait_ms));
   }
   // --fault dead-rail / finalize-open: QPs on a dead port, or whose peer vanished with writes in
   // flight, may still be destroyed in the background after finalize (their device's fd stays

@@ -358,6 +358,7 @@ bool write_json(const Report& r, const std::string& path) {
     json_snapshot(j, "after_close", r.comms.after_close);
     j.kv("rss_per_comm_kib", r.comms.rss_per_comm_kib);
     j.kv("fds_returned", r.comms.fds_returned);
+    j.kv("fds_wait_ms", r.comms.fds_wait_ms);
     j.close('}');
   } else {
     j.null();

@@ -116,6 +116,8 @@ struct CommsResult {
   double connect_ms = 0;
   double rss_per_comm_kib = 0;   // (after_open - before) / n, one comm = one send + one recv comm
   bool fds_returned = false;
+  double fds_wait_ms = 0;         // how long after the last close the fd count took to return (bound 10 s:
+                                  // the plugin reaps closed comms' QPs, CQs and channels in the background)
   std::uint64_t messages_ok = 0;  // one small message per pair and direction, verified
   double held_s = 0;              // --comms-hold: seconds the pairs were kept open after their messages
 };

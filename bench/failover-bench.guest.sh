@@ -11,8 +11,8 @@
 #            the rail is restored (fault.sh clear 0) after each case
 #  backup-bw a one-way 4 MiB stream (sampled verification), b's rail 0 pulled at 5 s: the rest
 #            runs on the backup; then ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail
-#            the stream failed over to (each side's port from its stats: the failover record's
-#            `to`, else the comm's standby; written to backup-rail.txt) and on rail 0
+#            the stream failed over to (each side's from its stats: pl_stream_rail; written to
+#            backup-rail.txt) and on rail 0
 set -euo pipefail
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"
 pl_failover_env
@@ -57,31 +57,6 @@ perftest_bw() { # NAME RAIL_A RAIL_B ARGS...: ib_write_bw, server on a's rail RA
   vm_barrier "$name-done"
 }
 
-dev_rail() { # DEV: the rail of this guest's rxe device DEV
-  local r
-  for ((r = 0; r < VM_RAILS; r++)); do
-    [[ $(vm_rdma_dev "$r") == "$1" ]] && { echo "$r"; return 0; }
-  done
-  return 1
-}
-
-# "RAIL DEV HOW" of the port this side's comm of stream NAME failed over to (HOW = failover: the
-# last failover record's `to`), or, without a failover record, of its standby (HOW = standby: the
-# first record naming a `backup`). b's comm sends, a's receives (the idle direction's comms have
-# standbys of their own, often on another rail).
-stream_backup() { # NAME
-  local f=$VM_OUT/$1.stats.jsonl kind=recv field=to how=failover line port rail
-  [[ $VM_ROLE == b ]] && kind=send
-  if ! line=$(grep -E "\"event\":\"failover\".*\"kind\":\"$kind\"" "$f" | tail -n 1) || [[ -z $line ]]; then
-    line=$(grep -m1 -E "\"kind\":\"$kind\".*\"backup\":\"rxe" "$f") || return 1
-    field=backup how=standby
-  fi
-  port=${line#*\""$field"\":\"}
-  port=${port%%:*}
-  rail=$(dev_rail "$port") || return 1
-  echo "$rail $port $how"
-}
-
 restore() { # ROLE: undo the fault of the last case on ROLE's rail 0
   [[ $VM_ROLE == "$1" ]] && { vm_fault clear 0 || vm_log "fault.sh clear 0 failed"; }
   vm_barrier "restored-$port"
@@ -121,11 +96,13 @@ PL_FAULTS=("b 5000 rail-down 0")
 bench_stream backup-bw --one-way --dev 0 --sizes 4M --inflight 8 --messages 16 --timeout 120 --min-seconds 20 \
   --verify sampled
 restore b
-mine=$(stream_backup backup-bw) || { mine="- - none"; vm_log "backup-bw: no failover or standby port in the stats"; }
-peer=$(vm_exchange backup-rail "${mine%% *}")
-echo "$mine $peer" >"$VM_OUT/backup-rail.txt"  # this side's rail, port, how; the peer's rail
-rail_a=${mine%% *} rail_b=$peer
-[[ $VM_ROLE == a ]] || { rail_a=$peer rail_b=${mine%% *}; }
+# The rail each side's data comm ran on at the end (its last stats record's `active`: where the
+# failover took it); on a the receive comm, on b the send comm.
+mine=$(pl_stream_rail backup-bw active) || { mine=-; vm_log "backup-bw: no active port in the stats"; }
+peer=$(vm_exchange backup-rail "$mine")
+echo "$mine $peer" >"$VM_OUT/backup-rail.txt"  # this side's rail, the peer's
+rail_a=$mine rail_b=$peer
+[[ $VM_ROLE == a ]] || { rail_a=$peer rail_b=$mine; }
 PERF=(-s 4194304 -n 64 -t 8)
 if [[ $rail_a == - || $rail_b == - ]]; then
   vm_log "backup-bw: the backup's rail is not known on both sides: no ib_write_bw on it"

@@ -8,7 +8,7 @@
              minus the longest gap between receives of the unfaulted run of the same case
   backup bw  MiB/s received by rank 0 from 1 s after the failover to the end of the stream, vs
              ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail the stream failed over
-             to (each side's backup-rail.txt: rail, port and how it was found; the peer's rail)
+             to (each side's backup-rail.txt: the rail its data comm was active on at the end)
   memory     rss_per_comm_kib of --comms N (rank 0), with the backup vs single path
   bed        the rails (rails.txt), the handshake interface (the plugin's settings line) and, per
              faulted stream, the ports of its data comms (b's send comm, a's receive comm): the
@@ -190,14 +190,16 @@ def bed(out):
     return {"rails": len(rails), "rail_map": rails, "mgmt_if": m.group(1) if m else None, "handshake_if": hs}
 
 
-def backup_rails(out):
-    """{a, b}: (rail, port, how) of the backup-bw stream's backup from each side's backup-rail.txt."""
+def backup_rails(out, the_bed):
+    """{a, b}: {rail, port} the backup-bw stream's data comm ran on at the end, from each side's
+    backup-rail.txt ("<this side's rail> <the peer's>"; "-": unknown) and the rail map."""
     res = {}
     for role in "ab":
         p = out / role / "out" / "backup-rail.txt"
         f = p.read_text().split() if p.exists() else []
-        res[role] = {"rail": int(f[0]) if f and f[0].isdigit() else None, "port": f[1] if len(f) > 1 else None,
-                     "how": f[2] if len(f) > 2 else None}
+        rail = int(f[0]) if f and f[0].isdigit() else None
+        dev = next((r["dev" if role == "a" else "peer_dev"] for r in the_bed["rail_map"] if r["rail"] == rail), None)
+        res[role] = {"rail": rail, "port": dev}
     return res
 
 
@@ -205,12 +207,11 @@ def main(logdir, prefix):
     out = Path(logdir)
     a, b = out / "a" / "out", out / "b" / "out"
     the_bed = bed(out)
-    brails = backup_rails(out)
+    brails = backup_rails(out, the_bed)
     ra, rb = brails["a"]["rail"], brails["b"]["rail"]
     backup_rail = None if ra is None or rb is None else str(ra) if ra == rb else f"{ra}-{rb}"
     on_backup = "backup rail unknown" if backup_rail is None else \
-        f"backup-bw stream failed over to rail {backup_rail} (a {brails['a']['port']}, b {brails['b']['port']}, " \
-        f"from the {brails['b']['how']} record)"
+        f"the backup-bw stream ran on rail {backup_rail} after its failover (a {brails['a']['port']}, b {brails['b']['port']})"
     rails = (f"{the_bed['rails']} rails ({', '.join(r['dev'] for r in the_bed['rail_map'])})" if the_bed["rails"]
              else "rails unknown (no rails.txt)")
     result = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),

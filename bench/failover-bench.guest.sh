@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Guest side of bench/failover-bench.sh: a = rank 0 (receiver of the one-way streams, perftest
-# server), b = rank 1 (sender, perftest client). Everything on --dev 0 = rxe0, backup rxe1.
+# server), b = rank 1 (sender, perftest client). Everything on --dev 0 = rxe0 = rail 0; its standby
+# is wherever the plugin puts it (rxe1 on the two-rail bed; on four rails the pair both ends rank
+# first: another NIC, another rail, the least loaded ports). Handshakes over $VM_MGMT_IF.
 #  overhead  --bw (both directions, 96 MiB per size) with HA_NCCL_ENABLE_BACKUP=1 vs 0, interleaved
 #  memory    --comms N send/recv pairs open at once, with and without the shadow QPs
 #  stall     one-way 64 KiB streams (--verify sampled: the timeline measures the network, not the
@@ -8,10 +10,15 @@
 #            sender (b) rail-down 0, receiver (a) rail-down 0, black hole (a: 100 % loss on rail 0);
 #            the rail is restored (fault.sh clear 0) after each case
 #  backup-bw a one-way 4 MiB stream (sampled verification), b's rail 0 pulled at 5 s: the rest
-#            runs on rxe1; then ib_write_bw (same direction, 4 MiB, 8 in flight) on rail 1 and 0
+#            runs on the backup; then ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail
+#            the stream failed over to (each side's from its stats: pl_stream_rail; written to
+#            backup-rail.txt) and on rail 0
 set -euo pipefail
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"
 pl_failover_env
+export NCCL_SOCKET_IFNAME=$VM_MGMT_IF  # pl_failover_env's eth2 is a rail on the four-rail bed
+# The plugin numbers its devices by name (--dev 0 = rxe0); the faults below name rail 0.
+[[ $(vm_rdma_dev 0) == rxe0 ]] || vm_die "rail 0 is $(vm_rdma_dev 0), not rxe0 (--rail-order is not supported)"
 export NCCL_DEBUG=${NCCL_HA_BENCH_NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET}
 ROUNDS=${NCCL_HA_BENCH_ROUNDS:-4}
 STALL_SECONDS=${NCCL_HA_BENCH_STALL_SECONDS:-12}
@@ -31,20 +38,21 @@ bench_stream() { # NAME ARGS...: pl_stream (PL_FAULTS apply) on the next port
   pl_stream "$1" "$port" "${@:2}"
 }
 
-perftest_bw() { # NAME RAIL ARGS...: ib_write_bw, server on a, client on b (b -> a like the streams)
-  local name=$1 rail=$2 p=18800
-  shift 2
+perftest_bw() { # NAME RAIL_A RAIL_B ARGS...: ib_write_bw, server on a's rail RAIL_A, client on b's
+  local name=$1 rail=$2 p=18800 peer=VM_PEER_RAIL$2  # rail RAIL_B (b -> a like the streams)
+  [[ $VM_ROLE == b ]] && rail=$3
+  local dev
+  dev=$(vm_rdma_dev "$rail")
+  shift 3
   if [[ $VM_ROLE == a ]]; then
-    timeout 300 ib_write_bw -d "rxe$rail" -x 1 -F -p $p "$@" >"$VM_OUT/$name.log" 2>&1 &
+    timeout 300 ib_write_bw -d "$dev" -x 1 -F -p $p "$@" >"$VM_OUT/$name.log" 2>&1 &
     local pid=$!
     vm_wait_listen $p
     vm_barrier "$name"
     wait $pid || vm_log "$name: server exit $?"
   else
-    local peer=$VM_PEER_RAIL0
-    [[ $rail == 1 ]] && peer=$VM_PEER_RAIL1
     vm_barrier "$name"
-    timeout 300 ib_write_bw -d "rxe$rail" -x 1 -F -p $p "$@" "$peer" >"$VM_OUT/$name.log" 2>&1 || vm_log "$name: client exit $?"
+    timeout 300 ib_write_bw -d "$dev" -x 1 -F -p $p "$@" "${!peer}" >"$VM_OUT/$name.log" 2>&1 || vm_log "$name: client exit $?"
   fi
   vm_barrier "$name-done"
 }
@@ -82,10 +90,25 @@ for case in "sender b rail-down 0" "receiver a rail-down 0" "blackhole a loss 0 
   restore "$role"
 done
 
-# (iii) Bandwidth on the backup after a failover, against perftest on rail 1 (and rail 0).
+# (iii) Bandwidth on the backup after a failover, against perftest on the rail the stream
+# failed over to (and on rail 0).
 PL_FAULTS=("b 5000 rail-down 0")
 bench_stream backup-bw --one-way --dev 0 --sizes 4M --inflight 8 --messages 16 --timeout 120 --min-seconds 20 \
   --verify sampled
 restore b
-perftest_bw write_bw-rail1 1 -s 4194304 -n 64 -t 8
-perftest_bw write_bw-rail0 0 -s 4194304 -n 64 -t 8
+# The rail each side's data comm ran on at the end (its last stats record's `active`: where the
+# failover took it); on a the receive comm, on b the send comm.
+mine=$(pl_stream_rail backup-bw active) || { mine=-; vm_log "backup-bw: no active port in the stats"; }
+peer=$(vm_exchange backup-rail "$mine")
+echo "$mine $peer" >"$VM_OUT/backup-rail.txt"  # this side's rail, the peer's
+rail_a=$mine rail_b=$peer
+[[ $VM_ROLE == a ]] || { rail_a=$peer rail_b=$mine; }
+PERF=(-s 4194304 -n 64 -t 8)
+if [[ $rail_a == - || $rail_b == - ]]; then
+  vm_log "backup-bw: the backup's rail is not known on both sides: no ib_write_bw on it"
+else
+  backup_log=write_bw-rail$rail_a
+  [[ $rail_a == "$rail_b" ]] || backup_log+=-$rail_b
+  perftest_bw "$backup_log" "$rail_a" "$rail_b" "${PERF[@]}"
+fi
+perftest_bw write_bw-rail0 0 0 "${PERF[@]}"

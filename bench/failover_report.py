@@ -7,12 +7,19 @@
              10 ms timeline bins without a receive completion that overlaps [fault, fault + 3 s]),
              minus the longest gap between receives of the unfaulted run of the same case
   backup bw  MiB/s received by rank 0 from 1 s after the failover to the end of the stream, vs
-             ib_write_bw (same direction, 4 MiB, 8 in flight) on rail 1
+             ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail the stream failed over
+             to (each side's backup-rail.txt: the rail its data comm was active on at the end)
   memory     rss_per_comm_kib of --comms N (rank 0), with the backup vs single path
+  bed        the rails (rails.txt), the handshake interface (the plugin's settings line) and, per
+             faulted stream, the ports of its data comms (b's send comm, a's receive comm): the
+             standby they started with, each failover (from -> to) and each standby brought up
+             after it (re-protection), from the stats records
 """
 import datetime
 import json
+import os
 import platform
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -120,13 +127,99 @@ def failovers(out, role, name):
     return [e for e in stats(out / role / "out" / f"{name}.stats.jsonl") if e.get("event") == "failover"]
 
 
+DATA_KIND = {"a": "recv", "b": "send"}  # the one-way streams' data comms: b sends, a receives
+
+
+def short(port):
+    return (port or "?").split(":")[0]
+
+
+def stream_ports(out, name, t_fault=None, rep_b=None):
+    """Per side, the data comm's ports in stream NAME: the standby it started with, its failovers
+    (from -> to) and the standbys brought up after the first failover (port, ms after t_fault, a's
+    clock: b's records are shifted by rep_b's clock offset)."""
+    res = {}
+    for role in "ab":
+        shift = rep_b["clock"]["peer_offset_ms"] if role == "b" and rep_b and rep_b.get("clock") else 0
+        recs = [e for e in stats(out / role / "out" / f"{name}.stats.jsonl") if e.get("kind") == DATA_KIND[role]]
+        ups = [e for e in recs if e.get("event") == "standby" and e.get("state") == "up"]
+        fos = [e for e in recs if e.get("event") == "failover"]
+        first_fo = fos[0]["time_unix_ms"] if fos else None
+        res[role] = {
+            "standby_at_start": next((e["backup"] for e in ups if first_fo is None or e["time_unix_ms"] < first_fo), None),
+            "failovers": [f"{e.get('from')} -> {e.get('to')}" for e in fos],
+            "standbys_after": [{"port": e["backup"], "after_fault_ms": e["time_unix_ms"] + shift - t_fault if t_fault else None}
+                               for e in ups if first_fo is not None and e["time_unix_ms"] >= first_fo],
+        }
+    return res
+
+
+def ports_text(ports):
+    """'b rxe0 -> rxe1, re-protected on rxe2 (+0.4 s)' per side, '; '-joined."""
+    parts = []
+    for role in "ba":
+        p = ports.get(role) or {}
+        txt = ", ".join(" -> ".join(short(x) for x in fo.split(" -> ")) for fo in p.get("failovers", [])) or \
+            f"standby {short(p.get('standby_at_start'))}, no failover"
+        for s in p.get("standbys_after", []):
+            at = s["after_fault_ms"]
+            txt += f", standby {short(s['port'])} up" + ("" if at is None else f" at +{at / 1000:.1f} s")
+        parts.append(f"{role}: {txt}")
+    return "; ".join(parts)
+
+
+def bed(out):
+    """Rails (a's rails.txt: rail if dev addr peer_dev peer_addr island), the management NIC (a's
+    job.sh) and the handshake interface the plugin reported (its settings line in a driver log)."""
+    a = out / "a"
+    rails = []
+    p = a / "out" / "rails.txt"
+    if p.exists():
+        for line in p.read_text().splitlines():
+            f = line.split()
+            if len(f) >= 5 and f[0].isdigit():
+                rails.append({"rail": int(f[0]), "if": f[1], "dev": f[2], "peer_dev": f[4]})
+    job = (a / "job.sh").read_text() if (a / "job.sh").exists() else ""
+    m = re.search(r"VM_MGMT_IF=(\S+)", job)
+    hs = None
+    for log in sorted((a / "out").glob("*.log")):
+        m2 = re.search(r"HA_NCCL_SOCKET_IFNAME=(\S+)", log.read_text(errors="replace"))
+        if m2:
+            hs = m2.group(1)
+            break
+    return {"rails": len(rails), "rail_map": rails, "mgmt_if": m.group(1) if m else None, "handshake_if": hs}
+
+
+def backup_rails(out, the_bed):
+    """{a, b}: {rail, port} the backup-bw stream's data comm ran on at the end, from each side's
+    backup-rail.txt ("<this side's rail> <the peer's>"; "-": unknown) and the rail map."""
+    res = {}
+    for role in "ab":
+        p = out / role / "out" / "backup-rail.txt"
+        f = p.read_text().split() if p.exists() else []
+        rail = int(f[0]) if f and f[0].isdigit() else None
+        dev = next((r["dev" if role == "a" else "peer_dev"] for r in the_bed["rail_map"] if r["rail"] == rail), None)
+        res[role] = {"rail": rail, "port": dev}
+    return res
+
+
 def main(logdir, prefix):
     out = Path(logdir)
     a, b = out / "a" / "out", out / "b" / "out"
+    the_bed = bed(out)
+    brails = backup_rails(out, the_bed)
+    ra, rb = brails["a"]["rail"], brails["b"]["rail"]
+    backup_rail = None if ra is None or rb is None else str(ra) if ra == rb else f"{ra}-{rb}"
+    on_backup = "backup rail unknown" if backup_rail is None else \
+        f"the backup-bw stream ran on rail {backup_rail} after its failover (a {brails['a']['port']}, b {brails['b']['port']})"
+    rails = (f"{the_bed['rails']} rails ({', '.join(r['dev'] for r in the_bed['rail_map'])})" if the_bed["rails"]
+             else "rails unknown (no rails.txt)")
     result = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
               "machine": f"{platform.node()} {platform.machine()}, two qemu TCG VMs (1 vCPU each), Soft-RoCE rxe, "
-                         "primary rail 0 (rxe0), backup rail 1 (rxe1)",
-              "plugin_revision": __import__("os").environ.get("NCCL_HA_BENCH_REV", "unknown"),
+                         f"{rails}, handshakes over {the_bed['handshake_if']} (management NIC {the_bed['mgmt_if']}); "
+                         f"primary rail 0 (rxe0), {on_backup}",
+              "plugin_revision": os.environ.get("NCCL_HA_BENCH_REV", "unknown"),
+              "bed": dict(the_bed, backup_bw_backup=brails),
               "targets": TARGETS}
 
     # (i) overhead
@@ -198,6 +291,7 @@ def main(logdir, prefix):
                 floor = max(150, 3 * base["timeline"]["max_gap_ms"])
                 row["later_stalls_ms"] = gaps(t, floor, at + stall)
                 row["later_stall_floor_ms"] = floor
+                row["ports"] = stream_ports(out, f"stall-{case}", tf, rb)
                 plots.append((what, series(t, tf), series(base["timeline"], base["timeline"]["start_unix_ms"] + (tf - t["start_unix_ms"]))))
             mib = lambda r: r["integrity"]["bytes_received"] / 2**20 / max(r["timeline"]["duration_ms"] / 1000, 1e-9)
             row["mib_s"], row["baseline_mib_s"] = mib(ra), mib(base)
@@ -228,10 +322,14 @@ def main(logdir, prefix):
                 bk["failover_done_after_fault_ms"] = t_switch - tf
             plots.append(("4 MiB stream, sender's rail 0 pulled (the rest runs on the backup; 500 ms bins)",
                           series(t, tf, 500), None))
-    bk["ib_write_bw_rail1_mib_s"] = perftest_mib_s(b / "write_bw-rail1.log", a / "write_bw-rail1.log")
-    bk["ib_write_bw_rail0_mib_s"] = perftest_mib_s(b / "write_bw-rail0.log", a / "write_bw-rail0.log")
-    if bk.get("after_failover_mib_s") and bk["ib_write_bw_rail1_mib_s"]:
-        bk["ratio"] = bk["after_failover_mib_s"] / bk["ib_write_bw_rail1_mib_s"]
+        bk["ports"] = stream_ports(out, "backup-bw", tf, rb_b)
+    for log in sorted(b.glob("write_bw-rail*.log")):  # ib_write_bw_rail<R>[-<R_b>]_mib_s
+        rails = log.stem[len("write_bw-rail"):]
+        bk[f"ib_write_bw_rail{rails}_mib_s"] = perftest_mib_s(log, a / log.name)
+    bk["backup_rail"] = backup_rail
+    bk["ib_write_bw_backup_mib_s"] = bk.get(f"ib_write_bw_rail{backup_rail}_mib_s") if backup_rail else None
+    if bk.get("after_failover_mib_s") and bk["ib_write_bw_backup_mib_s"]:
+        bk["ratio"] = bk["after_failover_mib_s"] / bk["ib_write_bw_backup_mib_s"]
     if bk.get("after_failover_mib_s") and bk.get("before_fault_mib_s"):
         bk["after_vs_before"] = bk["after_failover_mib_s"] / bk["before_fault_mib_s"]
     result["backup_bw"] = bk
@@ -282,10 +380,22 @@ def main(logdir, prefix):
                   f"{bk['stall_excess_beyond_replay_ms']:.0f} ms beyond the replay | <= 100 ms | "
                   f"{ok(bk['stall_excess_beyond_replay_ms'] <= TARGETS['port_down_stall_excess_ms_max'])} |")
     if bk.get("ratio") is not None:
-        md.append(f"| bandwidth on the backup / ib_write_bw rail 1 | {bk['ratio']:.2f} | >= 0.95 | "
+        md.append(f"| bandwidth on the backup / ib_write_bw on its rail ({backup_rail}) | {bk['ratio']:.2f} | >= 0.95 | "
                   f"{ok(bk['ratio'] >= TARGETS['backup_bw_ratio_min'])} |")
     if ratio is not None:
         md.append(f"| memory per comm, backup / single path | {ratio:.2f} | <= 2 | {ok(ratio <= TARGETS['memory_ratio_max'])} |")
+    md += ["", "## Bed", "",
+           f"{the_bed['rails']} rails, each its own link between the VMs (rail r: a's {', '.join(r['if'] + '/' + r['dev'] for r in the_bed['rail_map'])}; "
+           f"b's devices {', '.join(r['peer_dev'] for r in the_bed['rail_map'])}); the plugin's handshakes over "
+           f"{the_bed['handshake_if']}, the management NIC {the_bed['mgmt_if']}. Every run opens its comms on `--dev 0` "
+           "(rxe0, rail 0); the plugin chooses each connection's standby pair with its peer. Ports of the data comms "
+           "(b's send comm, a's receive comm; the idle direction's comms have standbys of their own), from the "
+           "stats records: failovers (from -> to), then any standby brought up after the failover (re-protection, "
+           "time after the fault):", "",
+           "| stream | standby at start (b / a) | ports after the fault |", "|---|---|---|"]
+    port_rows = [(r["what"], r.get("ports")) for r in stalls] + [("4 MiB stream, backup-bw", bk.get("ports"))]
+    md += [f"| {what} | {short(p['b']['standby_at_start'])} / {short(p['a']['standby_at_start'])} | {ports_text(p)} |"
+           for what, p in port_rows if p]
     md += ["", "## HA overhead (--bw, both directions, 8 in flight, MiB/s received by both ranks)", "",
            "| size | backup on | single path | overhead | spread between runs | runs on / off |",
            "|---:|---:|---:|---:|---:|---|"]
@@ -317,9 +427,11 @@ def main(logdir, prefix):
            f"- receive stall around the fault: {f(bk.get('stall_ms'), '{:.0f}')} ms, starting "
            f"{f(bk.get('stall_from_fault_ms'), '{:.0f}')} ms after fault.sh started; the last side's failover was "
            f"done {f(bk.get('failover_done_after_fault_ms'), '{:.0f}')} ms after it",
-           f"- plugin from 1 s after the failover to the end (rail 1): {f(bk.get('after_failover_mib_s'))} MiB/s "
+           f"- ports: {ports_text(bk.get('ports') or {})}",
+           f"- plugin from 1 s after the failover to the end (rail {backup_rail}): {f(bk.get('after_failover_mib_s'))} MiB/s "
            f"({f(bk.get('after_vs_before'), '{:.2f}')} x before the fault)",
-           f"- ib_write_bw rail 1: {f(bk.get('ib_write_bw_rail1_mib_s'))} MiB/s, rail 0: {f(bk.get('ib_write_bw_rail0_mib_s'))} MiB/s",
+           f"- ib_write_bw rail {backup_rail}: {f(bk.get('ib_write_bw_backup_mib_s'))} MiB/s, "
+           f"rail 0: {f(bk.get('ib_write_bw_rail0_mib_s'))} MiB/s",
            "", "## Host memory per comm (--comms, RSS delta / comms, rank 0)", "",
            f"- backup on: {f(mem['ha']['rss_per_comm_kib'], '{:.0f}')} KiB ({mem['ha']['comms']} comms), "
            f"single path: {f(mem['single']['rss_per_comm_kib'], '{:.0f}')} KiB, ratio {f(ratio, '{:.2f}')}",

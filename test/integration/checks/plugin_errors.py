@@ -26,7 +26,7 @@ FLOOD_REASONS = {
     "half-frame": r"frame header truncated: peer closed after 12 bytes",
     "wrong-type": r"unexpected message type 514 \(expected 512\)",
     "oversize": r"payload of 1048576 bytes exceeds the limit of 4096",
-    "short-request": r"connection request of 50 bytes \(expected 102\)",
+    "short-request": r"connection request of 50 bytes \(expected at least 72\)",
     "bad-sl": r"malformed connection request: service level 16 \(0\.\.15\)",
     "silent-hold": r"reading a frame header: timed out",
 }

@@ -74,5 +74,6 @@ def check(run):
     max_comms = int(run.text("a", "max-comms"))
     expect(c["n"] == max_comms and c["messages_ok"] == max_comms,
            f"comms: {c['n']} send/recv pairs (maxComms) open at once, each carried a verified message")
-    expect(c["fds_returned"], "comms: fds back after closing them all")
+    expect(c["fds_returned"], f"comms: fds back after closing them all ({c['before']['fds']} before, "
+                              f"{c['after_close']['fds']} after, {c.get('fds_wait_ms', 0):.0f} ms after the last close)")
     expect(c["rss_per_comm_kib"] < 1024, f"comms: {c['rss_per_comm_kib']:.0f} KiB of host memory per comm")

@@ -189,6 +189,7 @@ struct Request {
   std::uint8_t completed = 0;  // completions seen so far
   std::uint8_t done_mask = 0;  // recv: which buffers completed; send: bit 0 once delivered
   std::uint8_t index = 0;      // send: buffer index inside the receiver's group
+  bool buffers_gone = false;   // a buffer was deregistered while in flight (NCCL's abort path): never posted again
   std::uint64_t seq = 0;
   int sizes[kMaxRecvs] = {};   // what test() reports
   // send: what replaying it takes (failover.cpp)

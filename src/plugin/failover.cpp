@@ -68,12 +68,12 @@ void refresh_send(SendComm& c, Request& r, int slot) {
 Status announce_recv(RecvComm& c, Path& p) {
   std::uint32_t needed = kCtlRecvs;
   for (const Request& r : c.reqs)
-    if (r.type == ReqType::recv) needed += static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
+    if (r.type == ReqType::recv && !r.buffers_gone) needed += static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
   std::uint32_t deficit = needed > p.recvs_out ? needed - p.recvs_out : 0;
   p.spare_recvs = p.recvs_out > needed ? p.recvs_out - needed : 0;
   for (std::uint64_t slot = 0; slot < kMaxRequests; ++slot) {
     const Request& r = c.reqs[slot];
-    if (r.type != ReqType::recv) continue;
+    if (r.type != ReqType::recv || r.buffers_gone) continue;  // NCCL freed its buffer: never published again
     const auto missing = static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
     const std::uint32_t n = std::min(missing, deficit);
     deficit -= n;
@@ -105,6 +105,7 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
       c.stats.bytes_sent += static_cast<std::uint64_t>(r.sizes[0]);
       continue;
     }
+    if (r.buffers_gone) continue;  // NCCL freed its buffer (abort path): nothing to replay from
     refresh_send(c, r, p.slot);
     if (int rc = post_data(c, r, p); rc != 0)
       return make_error(Errc::verbs, std::string("replaying on the new path: ") + std::strerror(rc));

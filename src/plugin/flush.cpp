@@ -92,6 +92,7 @@ ncclResult_t flush_failed(RecvComm& c, Request& r, const std::string& why) {
 // The second attempt of r, on `slot`; the comm fails if there is none to make.
 ncclResult_t read_again(RecvComm& c, Request& r, int slot, const std::string& why) {
   if (r.done_mask || slot < 0 || !c.flush_paths[slot]) return flush_failed(c, r, why);
+  if (r.buffers_gone) return flush_failed(c, r, why + "; its buffer was deregistered meanwhile");
   r.done_mask = 1;
   if (int rc = post_flush_read(c, r, slot); rc != 0)
     return flush_failed(c, r, why + "; ibv_post_send on " + c.flush_paths[slot]->dev->port.id() + ": " + std::strerror(rc));
@@ -314,6 +315,7 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
   r.nreqs = 1;
   r.completed = 0;
   r.done_mask = 0;
+  r.buffers_gone = false;
   r.seq = c.flush_seq;
   r.raddr = reinterpret_cast<std::uint64_t>(data[last]);
   r.mh[0] = mh;

@@ -256,6 +256,7 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   r.nreqs = 1;
   r.completed = 0;
   r.done_mask = 0;
+  r.buffers_gone = false;
   r.index = static_cast<std::uint8_t>(index);
   r.seq = c.seq;
   r.sizes[0] = static_cast<int>(size);
@@ -309,6 +310,7 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   r.nreqs = static_cast<std::uint8_t>(n);
   r.completed = 0;
   r.done_mask = 0;
+  r.buffers_gone = false;
   r.seq = c.seq;
   for (int i = 0; i < n; ++i) r.sizes[i] = 0;
   ++c.seq;

@@ -6,6 +6,7 @@
 
 #include "comm.hpp"
 #include "core.hpp"
+#include "datapath.hpp"
 #include "device.hpp"
 #include "rebind.hpp"
 #include "state.hpp"
@@ -108,10 +109,41 @@ ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, s
   return reg_mr(comm, data, size, type, mhandle);
 }
 
+namespace {
+
+// Requests still in flight on a buffer being deregistered (NCCL's abort path: it frees buffers of
+// requests it will never test) forget the registration: a failover must not read its keys, nor
+// post the request again (failover.cpp, flush.cpp). Under the comm (CommBase::owned), the control
+// plane's hold; before reg_mutex, which the control plane takes while it holds the comm.
+template <std::size_t N>
+void forget(std::array<Request, N>& reqs, const RegHandle* h) {
+  for (Request& r : reqs)
+    for (int i = 0; i < r.nreqs && i < kMaxRecvs; ++i)
+      if (r.type != ReqType::free && r.mh[i] == h) {
+        r.mh[i] = nullptr;
+        r.buffers_gone = true;
+      }
+}
+
+void forget_in_flight(CommBase& c, const RegHandle* h) {
+  hold_blocking(c);
+  if (c.kind == CommKind::send) {
+    forget(static_cast<SendComm&>(c).reqs, h);
+  } else {
+    auto& rc = static_cast<RecvComm&>(c);
+    forget(rc.reqs, h);
+    forget(rc.flushes, h);
+  }
+  c.owned.store(false, std::memory_order_release);
+}
+
+}  // namespace
+
 ncclResult_t dereg_mr(void* comm, void* mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
   auto& c = *static_cast<CommBase*>(comm);
   std::unique_ptr<RegHandle> h(static_cast<RegHandle*>(mhandle));
+  forget_in_flight(c, h.get());
   std::lock_guard<std::mutex> lock(c.reg_mutex);
   std::erase(c.regs, h.get());
   release_registrations(*h);

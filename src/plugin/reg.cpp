@@ -117,12 +117,14 @@ namespace {
 // plane's hold; before reg_mutex, which the control plane takes while it holds the comm.
 template <std::size_t N>
 void forget(std::array<Request, N>& reqs, const RegHandle* h) {
-  for (Request& r : reqs)
+  for (Request& r : reqs) {
+    if (r.type == ReqType::free) continue;
     for (int i = 0; i < r.nreqs && i < kMaxRecvs; ++i)
-      if (r.type != ReqType::free && r.mh[i] == h) {
+      if (r.mh[i] == h) {
         r.mh[i] = nullptr;
         r.buffers_gone = true;
       }
+  }
 }
 
 void forget_in_flight(CommBase& c, const RegHandle* h) {

@@ -196,6 +196,14 @@ int post_reprotect(CommBase& c, const PathJob* job, std::uint32_t ok, std::uint3
                       CtlKind::reprotect);
 }
 
+// ---- send side: a port (WHAT) came back while the standby is down: the next attempt starts now,
+// not after the backoff.
+void retry_now(CommBase& c, std::uint64_t now, const std::string& what) {
+  HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
+          what.c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
+  c.rp.next_try_ns = now;
+}
+
 // ---- send side: the receiver's note that a port of its came back: every pair may be tried again, now.
 void take_port_back(CommBase& c, std::uint64_t now) {
   ReprotectMsg m;
@@ -203,10 +211,7 @@ void take_port_back(CommBase& c, std::uint64_t now) {
     return;  // an answer is drive()'s
   c.inbox.reprotect = false;
   standby_ports_reset(c);
-  if (c.standby.state != StandbyHealth::down) return;
-  HA_INFO("NET/HA: %s: a port of the peer is active again: re-protecting now (the backoff had %lld ms left)",
-          c.id.c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
-  c.rp.next_try_ns = now;
+  if (c.standby.state == StandbyHealth::down) retry_now(c, now, "a port of the peer");
 }
 
 // ---- send side: drives the attempts. Returns when it wants to run again (0: when woken).
@@ -435,12 +440,8 @@ std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
   if (!c.devs[c.standby_slot()]) return 0;  // single path
   if (c.kind == CommKind::send) {
     if (const std::string back = standby_ports_recovered(c);
-        !back.empty() && c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
-      // A port came back (or its GID changed): try now, not after the backoff.
-      HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
-              back.c_str(), static_cast<long long>(c.rp.next_try_ns > now ? (c.rp.next_try_ns - now) / 1000000 : 0));
-      c.rp.next_try_ns = now;
-    }
+        !back.empty() && c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down)
+      retry_now(c, now, back);  // a port came back (or its GID changed)
     take_port_back(c, now);
     const Path* sb = c.paths[c.standby_slot()].get();
     const bool dead = !sb || sb->link.load(std::memory_order_relaxed) == Path::failed;

@@ -1,10 +1,16 @@
 #include "nccl_ha/net/discovery.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+
+#include <dlfcn.h>
 
 #include "nccl_ha/net/env.hpp"
 #include "nccl_ha/net/verbs.hpp"
@@ -24,6 +30,58 @@ std::string realpath_or_empty(const std::string& path) {
   char buf[PATH_MAX];
   if (!::realpath(path.c_str(), buf)) return {};
   return buf;
+}
+
+// ibv_port_attr with the field rdma-core 49 appended (libibverbs/verbs.h, "verbs: Add support for
+// XDR speed in ibv_query_port", 2023): `uint32_t active_speed_ex` right after `port_cap_flags2`,
+// at offset 52 on LP64, the struct growing from 52 to 56 bytes. The headers built against may be
+// older (rdma-core 44 here), the library found at run time newer or older: the size travels with
+// the query (verbs_context::query_port(ctx, port, attr, sizeof attr), as ibv_query_port() passes
+// sizeof(*port_attr)). The library's __lib_query_port zeroes the caller's `len` bytes and lets the
+// provider fill its own struct when `len` covers it, else queries into a temporary struct of its
+// own size and copies `len` bytes back. So with 56 bytes a library without the field leaves it 0,
+// one with it fills it, and a future larger struct is cut to ours: never a write past the end.
+struct PortAttrEx {
+  ibv_port_attr attr;
+  std::uint32_t appended_speed_ex;  // active_speed_ex when the headers lack it
+};
+template <class Attr>
+constexpr bool kHasSpeedEx = requires(const Attr& a) { a.active_speed_ex; };
+constexpr bool kHeadersHaveSpeedEx = kHasSpeedEx<ibv_port_attr>;
+static_assert(kHeadersHaveSpeedEx || (sizeof(ibv_port_attr) == 52 && offsetof(PortAttrEx, appended_speed_ex) == 52 &&
+                                      sizeof(PortAttrEx) == 56),
+              "ibv_port_attr is not rdma-core's v44 layout: recheck where active_speed_ex lands");
+
+template <class Attr>
+std::uint32_t speed_ex_of(const Attr& a, std::uint32_t appended) {
+  if constexpr (kHasSpeedEx<Attr>)
+    return a.active_speed_ex;
+  else
+    return appended;
+}
+
+// ibv_query_port with room for active_speed_ex (0 when the library does not know it).
+int query_port_ex(ibv_context* ctx, std::uint8_t port, PortAttrEx& out) {
+  out = PortAttrEx{};
+  verbs_context* v = verbs_get_ctx(ctx);
+  const bool has_op = v && v->sz >= sizeof(*v) - offsetof(verbs_context, query_port) && v->query_port;
+  if (!has_op) return ibv_query_port(ctx, port, &out.attr);  // a library from before the sized op
+  return v->query_port(ctx, port, &out.attr, sizeof out);
+}
+
+// ibv_query_port_speed (rdma-core 62+, IBVERBS_1.16): the effective speed in units of 100 Mb/s,
+// what NCCL prefers when the library has it. Looked up in the libibverbs already loaded (the
+// plugin may be loaded RTLD_LOCAL: not through RTLD_DEFAULT); 0 when absent or unsupported by the
+// provider (EOPNOTSUPP from the library's default op).
+long long query_port_speed_mbps(ibv_context* ctx, std::uint32_t port) {
+  using Fn = int (*)(ibv_context*, std::uint32_t, std::uint64_t*);
+  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return 0;
+  const auto fn = reinterpret_cast<Fn>(::dlsym(lib, "ibv_query_port_speed"));
+  std::uint64_t speed = 0;
+  const bool ok = fn && fn(ctx, port, &speed) == 0;
+  ::dlclose(lib);  // only drops the reference taken above: the plugin's own keeps it loaded
+  return ok ? static_cast<long long>(speed) * 100 : 0;
 }
 
 }  // namespace
@@ -75,6 +133,58 @@ int width_lanes(std::uint8_t active_width) noexcept {
   }
 }
 
+namespace {
+
+// Lane rate (Mbps) of bit `bit` of a speed encoding; 0 when no such bit.
+int lane_rate_at_bit(int bit) noexcept {
+  static constexpr int kRates[] = {2500, 5000, 10000, 10000, 14000, 25000, 50000, 100000, 200000};
+  return bit >= 0 && bit < static_cast<int>(std::size(kRates)) ? kRates[bit] : 0;
+}
+
+int lanes_at_bit(int bit) noexcept {
+  static constexpr int kLanes[] = {1, 4, 8, 12, 2};
+  return bit >= 0 && bit < static_cast<int>(std::size(kLanes)) ? kLanes[bit] : 0;
+}
+
+int first_bit(std::uint32_t v) noexcept { return v ? std::countr_zero(v) : -1; }
+
+}  // namespace
+
+int port_speed_mbps(std::uint8_t active_width, std::uint8_t active_speed, std::uint32_t active_speed_ex) noexcept {
+  const std::uint32_t speed = active_speed_ex ? active_speed_ex : active_speed;
+  return lane_rate_at_bit(first_bit(speed)) * lanes_at_bit(first_bit(active_width));
+}
+
+bool is_pci_bdf(std::string_view c) noexcept {
+  // DDDD:BB:DD.F; a domain may have more than 4 digits (e.g. VMD's 10000:00:00.0).
+  auto hex = [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; };
+  if (c.size() < 12) return false;
+  const std::string_view tail = c.substr(c.size() - 8);  // ":BB:DD.F"
+  const std::string_view domain = c.substr(0, c.size() - 8);
+  return tail[0] == ':' && hex(tail[1]) && hex(tail[2]) && tail[3] == ':' && hex(tail[4]) && hex(tail[5]) &&
+         tail[6] == '.' && tail[7] >= '0' && tail[7] <= '7' && std::all_of(domain.begin(), domain.end(), hex);
+}
+
+std::string nccl_pci_path(const std::string& full_path, bool merge_vfs) {
+  const std::size_t slash = full_path.rfind('/');
+  const std::string_view last = std::string_view(full_path).substr(slash == std::string::npos ? 0 : slash + 1);
+  if (!is_pci_bdf(last)) return full_path;
+  std::string p = full_path;
+  const std::size_t n = p.size();
+  p[n - 1] = '0';                       // function
+  if (merge_vfs) p[n - 3] = p[n - 4] = '0';  // device
+  return p;
+}
+
+std::vector<int> nccl_real_ports(const std::vector<std::string>& nccl_paths) {
+  std::vector<int> real(nccl_paths.size(), 0);
+  for (std::size_t i = 0; i < nccl_paths.size(); ++i)
+    if (!nccl_paths[i].empty())
+      real[i] = static_cast<int>(std::count(nccl_paths.begin(), nccl_paths.begin() + static_cast<std::ptrdiff_t>(i),
+                                            nccl_paths[i]));
+  return real;
+}
+
 std::string sysfs_gid_netdev(const std::string& sysfs_root, const std::string& device, std::uint32_t port,
                              std::uint32_t gid_index) {
   return read_first_line(sysfs_root + "/class/infiniband/" + device + "/ports/" + std::to_string(port) +
@@ -106,9 +216,10 @@ Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::
                               const std::string& sysfs_root) {
   ibv_device_attr dattr{};
   if (int rc = ibv_query_device(ctx, &dattr)) return errno_error(Errc::verbs, "ibv_query_device(" + device + ")", rc);
-  ibv_port_attr pattr{};
-  if (int rc = ibv_query_port(ctx, static_cast<std::uint8_t>(port), &pattr))
+  PortAttrEx ex;
+  if (int rc = query_port_ex(ctx, static_cast<std::uint8_t>(port), ex))
     return errno_error(Errc::verbs, "ibv_query_port(" + device + ":" + std::to_string(port) + ")", rc);
+  const ibv_port_attr& pattr = ex.attr;
   PortInfo info;
   info.device = device;
   info.port = port;
@@ -116,8 +227,13 @@ Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::
   info.state = pattr.state;
   info.active_mtu = pattr.active_mtu;
   info.lid = pattr.lid;
-  info.speed_mbps = lane_speed_mbps(pattr.active_speed) * width_lanes(pattr.active_width);
+  // NCCL's order: the library's effective speed, else the port attributes' encodings.
+  const long long effective = query_port_speed_mbps(ctx, port);
+  info.speed_mbps = effective > 0 && effective <= INT_MAX
+                        ? static_cast<int>(effective)
+                        : port_speed_mbps(pattr.active_width, pattr.active_speed, speed_ex_of(pattr, ex.appended_speed_ex));
   info.guid = be64toh(dattr.node_guid);
+  info.sys_image_guid = be64toh(dattr.sys_image_guid);
   info.max_qp = static_cast<std::uint32_t>(dattr.max_qp);
   info.max_cq = static_cast<std::uint32_t>(dattr.max_cq);
   info.max_cqe = static_cast<std::uint32_t>(dattr.max_cqe);

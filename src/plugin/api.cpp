@@ -51,8 +51,8 @@ ncclResult_t properties(int dev, P* out) {
     fill_v9(p, out);
     if constexpr (requires { out->maxMultiRequestSize; }) out->maxMultiRequestSize = 1;
     if constexpr (requires { out->railId; }) {
-      out->railId = NCCL_NET_ID_UNDEF;
-      out->planeId = NCCL_NET_ID_UNDEF;
+      out->railId = p.rail_id;
+      out->planeId = p.plane_id;
     }
   } else if constexpr (requires { out->regIsGlobal; }) {
     fill_v7(p, out);

@@ -105,6 +105,15 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.force_flush = env_bool(env, "HA_NCCL_FORCE_FLUSH", c.force_flush);
   c.ib_tc = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
   c.ib_sl = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
+  which = nullptr;
+  if (auto merge = net::env_string(env, {"HA_NCCL_IB_MERGE_VFS", "NCCL_IB_MERGE_VFS"}, &which)) {
+    c.ib_merge_vfs_var = which;
+    if (*merge == "0" || *merge == "1")
+      c.ib_merge_vfs = *merge == "1";
+    else
+      HA_WARN("NET/HA: %s='%s' is invalid (expected 0 or 1); using the default 1 (virtual functions merged)", which,
+              merge->c_str());
+  }
   c.test_ack_delay_ms = env_int(env, "HA_NCCL_TEST_ACK_DELAY_MS", c.test_ack_delay_ms, 0, 60000);
   c.test_failback_stall_ms = env_int(env, "HA_NCCL_TEST_FAILBACK_STALL_MS", c.test_failback_stall_ms, 0, 60000);
   c.test_standby_delay_ms = env_int(env, "HA_NCCL_TEST_STANDBY_DELAY_MS", c.test_standby_delay_ms, 0, 60000);
@@ -197,6 +206,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_FORCE_FLUSH", b(c.force_flush));
   add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
   add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
+  add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
   if (c.test_ack_delay_ms) add("HA_NCCL_TEST_ACK_DELAY_MS", std::to_string(c.test_ack_delay_ms));
   if (c.test_standby_delay_ms) add("HA_NCCL_TEST_STANDBY_DELAY_MS", std::to_string(c.test_standby_delay_ms));
   if (c.test_failback_stall_ms) {

@@ -65,6 +65,10 @@ struct Config {
   // the IP header's DSCP/ECN byte) and HA_NCCL_IB_SL, else NCCL_IB_SL (0..15); -1: not set.
   int ib_tc = -1;
   int ib_sl = -1;
+  // HA_NCCL_IB_MERGE_VFS, else NCCL_IB_MERGE_VFS (0/1, default 1, NCCL's): the PCI path reported
+  // to NCCL merges SR-IOV virtual functions into their NIC (net::nccl_pci_path()).
+  bool ib_merge_vfs = true;
+  std::string ib_merge_vfs_var = "NCCL_IB_MERGE_VFS";  // the variable it came from
   // HA_NCCL_TEST_ACK_DELAY_MS 0..60000, for tests only: the listener holds every handshake this
   // long between the connector's conn_ready and its decision (queue + conn_ack, or the error
   // frame when closeListen came first), with a WARN per connection; the plugin-errors VM test

@@ -34,6 +34,8 @@ struct Props {
   std::size_t max_p2p_bytes = 0;
   std::size_t max_coll_bytes = 0;
   int dev = 0;  // for vProps: the physical device itself
+  std::int16_t rail_id = -1;   // v12 railId, -1 = NCCL_NET_ID_UNDEF
+  std::int16_t plane_id = -1;  // v12 planeId
 };
 
 constexpr int kMaxRecvs = 8;     // grouped receives per irecv

@@ -129,6 +129,9 @@ constexpr const char* kWorkerThreadName = "ncclHaWorker";
 constexpr std::size_t kWorkerThreads = 2;
 constexpr int kWorkerNice = 0;
 
+// A railId / planeId as the log lines show it.
+std::string id_text(std::int16_t id) { return id < 0 ? std::string("undef") : std::to_string(id); }
+
 // The INIT|NET line: version, devices with their rail, island and backup pairing, the island
 // setting, handshake interface, budget and the HA settings that matter, in one line an operator
 // can grep for.
@@ -139,6 +142,7 @@ std::string init_summary(const State& s) {
   for (const auto& d : s.devices) {
     line += " [" + std::to_string(d->index) + "] " + d->port.id() + " " + net::link_layer_name(d->port.link_layer) + " " +
             std::to_string(d->port.speed_mbps) + " Mbps rail " + d->topo.rail.str() + " island " + d->topo.island.str() +
+            " railId " + id_text(d->rail_id) + " planeId " + id_text(d->plane_id) +
             " maxComms " + std::to_string(d->max_comms) + " backup " +
             (d->backup >= 0 ? s.devices[static_cast<std::size_t>(d->backup)]->port.id() : std::string("NONE"));
   }
@@ -184,6 +188,47 @@ void assign_backups(State& s, const std::vector<net::IfAddr>& addrs) {
               choices[i].reason.c_str());
     else
       HA_INFO("NET/HA: %s has no backup: HA_NCCL_ENABLE_BACKUP=0", d.port.id().c_str());
+  }
+}
+
+// What getProperties reports about each device, as NCCL's IB transport would: the PCI path with
+// the function (and, NCCL_IB_MERGE_VFS, the VF) digits merged, the port number plus the real port
+// (earlier devices on the same merged path), NCCL_IB_HCA's rail and plane of the entry that
+// selected the port (rail: else the index of the port's rail on this host, topology.hpp
+// rail_ids()). The full path stays in port.pci_path for the plugin's own topology. After
+// assign_backups (the rails).
+void assign_nccl_identity(State& s, const net::DeviceFilter& filter) {
+  std::vector<std::string> paths;
+  std::vector<NetPrefix> rails;
+  for (const auto& d : s.devices) {
+    paths.push_back(net::nccl_pci_path(d->port.pci_path, s.config.ib_merge_vfs));
+    rails.push_back(d->topo.rail);
+  }
+  const std::vector<int> real = net::nccl_real_ports(paths);
+  const std::vector<std::int16_t> model_rail = rail_ids(rails);
+  for (std::size_t i = 0; i < s.devices.size(); ++i) {
+    Device& d = *s.devices[i];
+    const auto* entry = filter.selecting_entry(d.port.device, d.port.port);
+    d.pci_path = std::move(paths[i]);
+    d.nccl_port = static_cast<int>(d.port.port) + real[i];
+    d.rail_id = entry && entry->rail ? *entry->rail : model_rail[i];
+    d.plane_id = entry && entry->plane ? *entry->plane : std::int16_t{-1};
+  }
+}
+
+// One INFO line per device: the plugin's model of it, then what NCCL is told (getProperties).
+void log_devices(const State& s) {
+  for (std::size_t i = 0; i < s.devices.size(); ++i) {
+    const Device& d = *s.devices[i];
+    const net::PortInfo& p = d.port;
+    const PortTopo& t = d.topo;
+    HA_INFO("NET/HA: dev %zu: %s %s %s speed %d Mbps mtu %d gid %u pci %s numa %d guid 0x%llx rail %s island %s "
+            "nic %08x pcie %08x; NCCL: railId %s planeId %s pciPath %s port %d guid 0x%llx",
+            i, p.id().c_str(), net::link_layer_name(p.link_layer), p.netdev.c_str(), p.speed_mbps,
+            net::mtu_bytes(p.active_mtu), p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
+            static_cast<unsigned long long>(p.guid), t.rail.str().c_str(), t.island.str().c_str(), t.nic, t.pcie,
+            id_text(d.rail_id).c_str(), id_text(d.plane_id).c_str(), d.pci_path.empty() ? "-" : d.pci_path.c_str(),
+            d.nccl_port, static_cast<unsigned long long>(p.sys_image_guid));
   }
 }
 
@@ -270,7 +315,6 @@ ncclResult_t create_state() {
       continue;
     }
     d->name = port.device;
-    d->pci_path = port.pci_path;
     d->max_comms = compute_max_comms(port, s->flush_qps(), s->config.debug || log_enabled(LogLevel::info));
     d->timeouts = net::QpTimeouts::from_env();
     // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
@@ -303,16 +347,9 @@ ncclResult_t create_state() {
   }
   const std::vector<net::IfAddr> addrs = host_addresses();
   assign_backups(*s, addrs);
+  assign_nccl_identity(*s, opts.filter);
   if (ncclResult_t rc = pick_handshake_address(*s, addrs); rc != ncclSuccess) return rc;
-  for (std::size_t i = 0; i < s->devices.size(); ++i) {
-    const auto& p = s->devices[i]->port;
-    const PortTopo& t = s->devices[i]->topo;
-    HA_INFO("NET/HA: dev %zu: %s %s %s speed %d Mbps mtu %d gid %u pci %s numa %d guid 0x%llx rail %s island %s "
-            "nic %08x pcie %08x",
-            i, p.id().c_str(), net::link_layer_name(p.link_layer), p.netdev.c_str(), p.speed_mbps,
-            net::mtu_bytes(p.active_mtu), p.gid_index, p.pci_path.empty() ? "-" : p.pci_path.c_str(), p.numa_node,
-            static_cast<unsigned long long>(p.guid), t.rail.str().c_str(), t.island.str().c_str(), t.nic, t.pcie);
-  }
+  log_devices(*s);
   log_init_line(init_summary(*s));
   s->reactor.set_workers(kWorkerThreads, kWorkerThreadName, kWorkerNice);
   s->reactor.start(kProgressThreadName);
@@ -479,18 +516,20 @@ ncclResult_t get_properties(int dev, Props* props) {
   *props = Props{};
   props->name = d->name.data();
   props->pci_path = d->pci_path.empty() ? nullptr : d->pci_path.data();
-  props->guid = d->port.guid;
+  props->guid = d->port.sys_image_guid;  // NCCL's: one adapter, one guid (its ports merge in NCCL's topology)
   props->ptr_support = NCCL_PTR_HOST | (state()->gpu_memory ? NCCL_PTR_CUDA : 0);  // detected (gdr.hpp)
   props->reg_is_global = 1;            // registrations are cached per device and shared by all comms
   props->force_flush = state()->config.force_flush ? 1 : 0;
   props->speed = d->port.speed_mbps;
-  props->port = static_cast<int>(d->port.port);
+  props->port = d->nccl_port;
   props->latency = 0;
   props->max_comms = d->max_comms;
   props->max_recvs = kMaxRecvs;
   props->max_p2p_bytes = 1ull << 30;
   props->max_coll_bytes = 1ull << 30;
   props->dev = dev;
+  props->rail_id = d->rail_id;
+  props->plane_id = d->plane_id;
   return ncclSuccess;
 }
 

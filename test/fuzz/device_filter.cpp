@@ -1,7 +1,9 @@
 // NCCL_IB_HCA syntax (src/net/device_filter.cpp). Input: line 1 the filter, every further line
 // "DEVICE PORT" to match. Properties: a filter that parses has named entries (no '^', '=' or
-// blank in a name, ports 1..255); each entry selects its own device and port (or, for '^', leaves
-// them out); from_lookup (HA_NCCL_IB_HCA) gives the same filter, or match-all for a bad one.
+// blank in a name, ports 1..255, rails 0..kMaxRail, planes 0..kMaxPlane); each entry selects its
+// own device and port (or, for '^', leaves them out); selecting_entry names an entry exactly when
+// an including list matches; from_lookup (HA_NCCL_IB_HCA) gives the same filter, or match-all for
+// a bad one.
 #include "env_vars.hpp"
 #include "nccl_ha/net/device_filter.hpp"
 
@@ -26,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& e : f->entries()) {
       FUZZ_REQUIRE(!e.name.empty() && e.name.find_first_of("^= \t") == std::string::npos);
       FUZZ_REQUIRE(!e.port || (*e.port >= 1 && *e.port <= 255));
+      FUZZ_REQUIRE(!e.rail || (*e.rail >= 0 && *e.rail <= net::DeviceFilter::kMaxRail));
+      FUZZ_REQUIRE(!e.plane || (*e.plane >= 0 && *e.plane <= net::DeviceFilter::kMaxPlane));
       FUZZ_REQUIRE(f->matches(e.name, e.port.value_or(1)) == !f->exclude());
     }
     if (f->entries().empty()) FUZZ_REQUIRE(f->matches("anything", 1));
@@ -36,7 +40,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::uint32_t port = 1;
     if (sp != std::string::npos)
       if (auto p = net::parse_int(ls[i].substr(sp + 1)); p && *p >= 0 && *p <= 0xffffffff) port = static_cast<std::uint32_t>(*p);
-    if (f) (void)f->matches(dev, port);
+    if (f) {
+      const bool hit = f->matches(dev, port);
+      const auto* sel = f->selecting_entry(dev, port);
+      FUZZ_REQUIRE(sel == nullptr || (hit && !f->exclude()));
+      FUZZ_REQUIRE(f->exclude() || f->entries().empty() || hit == (sel != nullptr));
+    }
     (void)from_env.matches(dev, port);
   }
   return 0;

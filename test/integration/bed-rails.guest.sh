@@ -2,5 +2,14 @@
 # The bed's own rails test (test/vm/smoke-rails.sh) as a VM integration test; CMakeLists.txt
 # boots it with --rails 4 --islands 0-1,2-3 --rail-order-b 2,3,0,1: every rail reaches the
 # same rail of the peer whatever the device numbering, cross-rail RoCE works inside an island
-# and fails across islands, fault.sh acts per rail. Checked by checks/bed_rails.py.
-exec "$(dirname "$0")/../vm/smoke-rails.sh" "$@"
+# and fails across islands, fault.sh acts per rail. First, the plugin's view of the four rails
+# (ha-ping --list --json: railId, planeId, speed per device) into $VM_OUT/list.json, before
+# smoke-rails takes a rail down. Checked by checks/bed_rails.py.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
+rc=0
+"$BUILD/tools/ha-ping/ha-ping" --list --json --plugin "$BUILD/src/plugin/libnccl-net-ha.so" >"$VM_OUT/list.json" \
+  2>"$VM_OUT/list.log" || rc=$?
+echo "$rc" >"$VM_OUT/list.rc"
+exec "$REPO/test/vm/smoke-rails.sh" "$@"

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct Device {
   int port = 0, speed = 0, ptr = 0, max_comms = 0, max_recvs = 0;
   unsigned long long guid = 0;
   float latency = 0;
+  std::optional<int> rail_id, plane_id;  // v12 only; unset: NCCL_NET_ID_UNDEF or an older table
 };
 
 // devices + getProperties of one table; the common fields of every properties version.
@@ -64,6 +66,10 @@ std::string query(const Net* net, std::vector<Device>& out) {
     d.max_recvs = p.maxRecvs;
     d.guid = static_cast<unsigned long long>(p.guid);
     d.latency = p.latency;
+    if constexpr (requires { p.railId; }) {
+      if (p.railId != NCCL_NET_ID_UNDEF) d.rail_id = p.railId;
+      if (p.planeId != NCCL_NET_ID_UNDEF) d.plane_id = p.planeId;
+    }
     out.push_back(d);
   }
   return "";
@@ -202,7 +208,8 @@ int run_list(const Options& o) {
   }
   // What the plugin logged, by port id ("rxe0:1").
   std::string settings, gpu, handshake;
-  std::map<std::string, std::string> backup, budget, dev_line;
+  std::map<std::string, std::string> backup, budget;
+  std::map<std::size_t, std::string> dev_line;  // "NET/HA: dev N: <port id> ..." by device index
   for (const auto& l : log) {
     const auto& t = l.text;
     if (auto s = after(t, "NET/HA: settings: "); !s.empty()) settings = s;
@@ -218,18 +225,24 @@ int run_list(const Options& o) {
       budget[after(t.substr(0, mb), "NET/HA: ")] = t.substr(mb + 18);
     } else if (auto d = after(t, "NET/HA: dev "); !d.empty()) {
       auto colon = d.find(": ");
-      if (colon != std::string::npos) {
-        auto rest = d.substr(colon + 2);
-        dev_line[rest.substr(0, rest.find(' '))] = rest;
-      }
+      if (colon != std::string::npos) dev_line[std::strtoul(d.c_str(), nullptr, 10)] = d.substr(colon + 2);
     }
   }
-  auto gid_of = [&](const std::string& id) -> int {
-    auto it = dev_line.find(id);
-    if (it == dev_line.end()) return -1;
-    auto g = after(it->second, " gid ");
+  auto line_of = [&](std::size_t i) {
+    auto it = dev_line.find(i);
+    return it == dev_line.end() ? std::string() : it->second;
+  };
+  // The port's own id ("rxe0:1"), the key of the backup and budget lines: from the device's line,
+  // as getProperties' port is NCCL's (port number + real port, see init.cpp).
+  auto id_of = [&](std::size_t i) {
+    const std::string l = line_of(i);
+    return l.empty() ? devices[i].name + ":" + std::to_string(devices[i].port) : l.substr(0, l.find(' '));
+  };
+  auto gid_of = [&](std::size_t i) -> int {
+    auto g = after(line_of(i), " gid ");
     return g.empty() ? -1 : std::atoi(g.c_str());
   };
+  auto id_text = [](const std::optional<int>& v) { return v ? std::to_string(*v) : std::string("undef"); };
   auto get = [](const std::map<std::string, std::string>& m, const std::string& k) {
     auto it = m.find(k);
     return it == m.end() ? std::string() : it->second;
@@ -257,14 +270,16 @@ int run_list(const Options& o) {
     j.open('[');
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto& d = devices[i];
-      const std::string id = d.name + ":" + std::to_string(d.port);
+      const std::string id = id_of(i);
       j.open('{');
       j.kv("index", static_cast<unsigned long long>(i));
       j.kv("name", d.name);
       j.kv("port", d.port);
       j.kv("id", id);
       j.kv("speed_mbps", d.speed);
-      j.kv("gid_index", gid_of(id));
+      j.kv("rail_id", d.rail_id);
+      j.kv("plane_id", d.plane_id);
+      j.kv("gid_index", gid_of(i));
       j.kv("backup", get(backup, id));
       j.kv("max_comms", d.max_comms);
       j.kv("max_comms_budget", get(budget, id));
@@ -272,7 +287,7 @@ int run_list(const Options& o) {
       j.kv("ptr_support", ptr_text(d.ptr));
       j.kv("pci", d.pci);
       j.kv("guid", d.guid);
-      j.kv("plugin_line", get(dev_line, id));
+      j.kv("plugin_line", line_of(i));
       j.close('}');
     }
     j.close(']');
@@ -294,12 +309,15 @@ int run_list(const Options& o) {
     if (!handshake.empty()) std::printf("handshakes on %s\n", handshake.c_str());
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto& d = devices[i];
-      const std::string id = d.name + ":" + std::to_string(d.port);
+      const std::string id = id_of(i);
       const auto b = get(backup, id), bud = get(budget, id);
-      const int gid = gid_of(id);
-      std::printf("dev %zu: %s port %d speed %d Mbps gid-index %s backup %s maxComms %d ptrSupport %s\n", i,
-                  d.name.c_str(), d.port, d.speed, gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
+      const int gid = gid_of(i);
+      std::printf("dev %zu: %s port %d speed %d Mbps railId %s planeId %s gid-index %s backup %s maxComms %d "
+                  "ptrSupport %s\n",
+                  i, d.name.c_str(), d.port, d.speed, id_text(d.rail_id).c_str(), id_text(d.plane_id).c_str(),
+                  gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
                   ptr_text(d.ptr).c_str());
+      std::printf("  NCCL: pciPath %s guid 0x%016llx\n", d.pci.empty() ? "-" : d.pci.c_str(), d.guid);
       if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
     }
     for (const auto& l : log)

@@ -2,7 +2,11 @@
 line: a's rail, b's rail, expected, got, seconds) and both guests' rails.txt (run-pair.sh's map).
 The guests already failed the run on any mismatch; this checks the record is complete: every
 rail to itself works, some cross-rail pair inside an island works, some pair across islands
-fails, and b's NICs are numbered differently from a's (the test's --rail-order-b)."""
+fails, and b's NICs are numbered differently from a's (the test's --rail-order-b). The plugin's
+view (ha-ping --list --json in each guest, list.json): four devices with four distinct railIds,
+each its rail's index among the bed's rails (10.20+r.0.0/24 in address order: railId r), so the
+same rail has the same railId on both hosts whatever the device numbering; planes undefined
+(no NCCL_IB_HCA); every speed > 0."""
 from check import expect
 
 
@@ -28,3 +32,22 @@ def check(run):
            "a cross-rail pair inside an island works")
     expect(any(want == "fail" and island(ra) != island(rb) for ra, rb, want, _, _ in reach),
            "a pair across islands fails")
+    check_list(run, maps)
+
+
+def check_list(run, maps):
+    ids = {}
+    for role in ("a", "b"):
+        expect(run.rc(role, "list") == 0, f"list: {role}: ha-ping --list --json exit 0")
+        devs = run.report(role, "list")["devices"]
+        expect(len(devs) == 4, f"list: {role}: 4 devices ({[d['id'] for d in devs]})")
+        rail_of = {row[2]: int(r) for r, row in maps[role].items()}  # rxeK -> rail
+        got = {d["name"]: d["rail_id"] for d in devs}
+        expect(None not in got.values() and sorted(got.values()) == [0, 1, 2, 3],
+               f"list: {role}: four distinct railIds {got}")
+        expect(all(got[name] == rail_of[name] for name in got),
+               f"list: {role}: each device's railId is its rail in the bed's map {rail_of}")
+        expect(all(d["plane_id"] is None for d in devs), f"list: {role}: planes undefined")
+        expect(all(d["speed_mbps"] > 0 for d in devs), f"list: {role}: speeds {[d['speed_mbps'] for d in devs]} > 0")
+        ids[role] = {rail_of[d["name"]]: d["rail_id"] for d in devs}
+    expect(ids["a"] == ids["b"], f"list: the same rail has the same railId on a and b ({ids['a']})")

@@ -1,6 +1,9 @@
-// DeviceFilter: NCCL_IB_HCA syntax (prefix, exact '=', exclude '^', ports, lists), malformed
+// DeviceFilter: NCCL_IB_HCA syntax (prefix, exact '=', exclude '^', ports, rails and planes,
+// lists; the entry that selects a port), malformed
 // specs, and from_env() (HA_NCCL_IB_HCA before NCCL_IB_HCA; bad value -> match-all + WARN).
 #include <boost/test/unit_test.hpp>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "nccl_ha/net/device_filter.hpp"
@@ -130,9 +133,68 @@ BOOST_AUTO_TEST_CASE(multiple_entries) {
   BOOST_TEST(!f.matches("mlx5_0", 1));
 }
 
+// NCCL 2.30's entry dev:port:rail:plane, every form; empty fields are unset.
+BOOST_AUTO_TEST_CASE(rail_and_plane_fields) {
+  struct Form {
+    const char* spec;
+    std::optional<std::uint32_t> port;
+    std::optional<std::int16_t> rail, plane;
+  };
+  const Form forms[] = {
+      {"mlx5_0", {}, {}, {}},         {"mlx5_0:1", 1u, {}, {}},          {"mlx5_0:1:3", 1u, 3, {}},
+      {"mlx5_0:1:3:0", 1u, 3, 0},     {"mlx5_0::2", {}, 2, {}},          {"mlx5_0:::1", {}, {}, 1},
+      {"mlx5_0:", {}, {}, {}},        {"mlx5_0:::", {}, {}, {}},         {"mlx5_0:2::7", 2u, {}, 7},
+      {"mlx5_0:1:32767:16383", 1u, 32767, 16383}, {"=mlx5_0:1:3:0", 1u, 3, 0}, {"^mlx5_0::2:1", {}, 2, 1},
+  };
+  for (const auto& f : forms) {
+    BOOST_TEST_CONTEXT(f.spec) {
+      const auto p = parsed(f.spec);
+      BOOST_REQUIRE(p.entries().size() == 1u);
+      const auto& e = p.entries()[0];
+      BOOST_TEST(e.name == "mlx5_0");
+      BOOST_TEST((e.port == f.port));
+      BOOST_TEST((e.rail == f.rail));
+      BOOST_TEST((e.plane == f.plane));
+    }
+  }
+}
+
+// The entry that selected a port gives its rail and plane: the first matching one, never with '^'.
+BOOST_AUTO_TEST_CASE(selecting_entry) {
+  const auto f = parsed("mlx5_0:1:0:1,mlx5_0::5,mlx5_1:2:,rxe");
+  const auto* a = f.selecting_entry("mlx5_0", 1);
+  BOOST_REQUIRE(a);
+  BOOST_TEST((a->rail == std::optional<std::int16_t>(0)));
+  BOOST_TEST((a->plane == std::optional<std::int16_t>(1)));
+  const auto* b = f.selecting_entry("mlx5_0", 2);  // the second entry: any port
+  BOOST_REQUIRE(b);
+  BOOST_TEST((b->rail == std::optional<std::int16_t>(5)));
+  BOOST_TEST(!b->plane.has_value());
+  const auto* c = f.selecting_entry("mlx5_1", 2);
+  BOOST_REQUIRE(c);
+  BOOST_TEST(!c->rail.has_value());
+  BOOST_TEST(f.selecting_entry("mlx5_1", 1) == nullptr);
+  BOOST_TEST(f.selecting_entry("rxe3", 1) == &f.entries()[3]);
+  BOOST_TEST(f.selecting_entry("mlx4_0", 1) == nullptr);
+  // Exact names: mlx5_0 does not select mlx5_01.
+  const auto exact = parsed("=mlx5_0::3");
+  BOOST_TEST(exact.selecting_entry("mlx5_01", 1) == nullptr);
+  BOOST_REQUIRE(exact.selecting_entry("mlx5_0", 1));
+  // '^': the ports left matched no entry; an excluded port is not selected either.
+  const auto excl = parsed("^mlx5_0::3:1");
+  BOOST_TEST(excl.selecting_entry("mlx5_1", 1) == nullptr);
+  BOOST_TEST(excl.selecting_entry("mlx5_0", 1) == nullptr);
+  BOOST_TEST(excl.matches("mlx5_1", 1));
+  BOOST_TEST(!excl.matches("mlx5_0", 1));
+  // No list: nothing selects.
+  BOOST_TEST(DeviceFilter{}.selecting_entry("mlx5_0", 1) == nullptr);
+}
+
 BOOST_AUTO_TEST_CASE(malformed_specs_are_errors) {
   for (const char* spec : {",", "mlx5,", ",mlx5", "mlx5,,rxe0", ":1", "mlx5_0,:1", "mlx5:0", "mlx5:256", "mlx5:-1",
-                           "mlx5:x", "mlx5:", "mlx5:1:2", "mlx5: 1", "^", "=", "^=", "=^", "^^mlx5", "==mlx5",
+                           "mlx5:x", "mlx5: 1", "mlx5:1:2:3:4", "mlx5::::",
+                           "mlx5:1:x", "mlx5:1:-1", "mlx5:1:32768", "mlx5::1:y", "mlx5:::-2", "mlx5:::16384",
+                           "mlx5:1:2: 3", "mlx5:1:0x1", "^", "=", "^=", "=^", "^^mlx5", "==mlx5",
                            "mlx 5", "mlx5,^rxe0", "mlx5,=rxe0", "^,mlx5"}) {
     auto f = DeviceFilter::parse(spec);
     BOOST_TEST(!f.ok(), "'" << spec << "' was accepted");

@@ -1,10 +1,13 @@
-// Discovery helpers: speed/width/MTU tables, names, and the sysfs lookups against a fixture
-// sysfs tree built in a temporary directory (device symlinks, numa_node files, GID ndevs).
+// Discovery helpers: speed/width/MTU tables (the port speed against NCCL's computation), names,
+// and the sysfs lookups against a fixture sysfs tree built in a temporary directory (device
+// symlinks, numa_node files, GID ndevs), including the PCI path and real port NCCL is told.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nccl_ha/net/discovery.hpp"
 
@@ -94,6 +97,73 @@ BOOST_AUTO_TEST_CASE(widths) {
   BOOST_TEST(lane_speed_mbps(32) * width_lanes(2) == 100000);  // EDR 4x = 100 Gb/s
 }
 
+// NCCL's computation (net_ib init.cc ncclIbSpeed / ncclIbWidth), restated as the reference: the
+// first set bit of the encoding indexes the table, a value with no bit below the last index takes
+// the last entry.
+int nccl_reference_mbps(std::uint8_t width, std::uint8_t speed, std::uint32_t speed_ex) {
+  static constexpr int kSpeeds[] = {2500, 5000, 10000, 10000, 14000, 25000, 50000, 100000, 200000};
+  static constexpr int kWidths[] = {1, 4, 8, 12, 2};
+  auto first_bit = [](std::uint32_t v, int max) {
+    int i = 0;
+    while (i < max && (v & (1u << i)) == 0) ++i;
+    return i;
+  };
+  const std::uint32_t s = speed_ex ? speed_ex : speed;
+  return kSpeeds[first_bit(s, 8)] * kWidths[first_bit(width, 4)];
+}
+
+BOOST_AUTO_TEST_CASE(port_speed_table) {
+  struct Row {
+    std::uint8_t width, speed;
+    std::uint32_t speed_ex;
+    int mbps;
+  };
+  const Row rows[] = {
+      {1, 1, 0, 2500},         // SDR 1x
+      {2, 2, 0, 20000},        // DDR 4x
+      {2, 4, 0, 40000},        // QDR 4x
+      {2, 8, 0, 40000},        // FDR10 4x
+      {2, 16, 0, 56000},       // FDR 4x
+      {2, 32, 0, 100000},      // EDR 4x
+      {2, 64, 0, 200000},      // HDR 4x
+      {2, 128, 0, 400000},     // NDR 4x (ConnectX-7)
+      {2, 0, 0x100, 800000},   // XDR 4x (ConnectX-8): active_speed 0, active_speed_ex 0x100
+      {2, 128, 0x100, 800000}, // active_speed_ex wins when non-zero
+      {4, 64, 0, 400000},      // HDR 8x
+      {8, 32, 0, 300000},      // EDR 12x
+      {16, 128, 0, 200000},    // NDR 2x
+      {1, 0, 0x100, 200000},   // XDR 1x
+      {16, 0, 0x100, 400000},  // XDR 2x
+      {2, 48, 0, 56000},       // two bits (FDR|EDR): the first set counts, as NCCL reads it
+      {6, 32, 0, 100000},      // width bits 4x|8x: 4x
+  };
+  for (const auto& r : rows) {
+    BOOST_TEST_CONTEXT("width " << int(r.width) << " speed " << int(r.speed) << " speed_ex " << r.speed_ex) {
+      BOOST_TEST(port_speed_mbps(r.width, r.speed, r.speed_ex) == r.mbps);
+      BOOST_TEST(nccl_reference_mbps(r.width, r.speed, r.speed_ex) == r.mbps);
+    }
+  }
+  // Every valid encoding (one width bit x one speed bit, active_speed or XDR in active_speed_ex):
+  // what NCCL computes.
+  int checked = 0;
+  for (int wb = 0; wb < 5; ++wb) {
+    const auto width = static_cast<std::uint8_t>(1u << wb);
+    for (int sb = 0; sb < 8; ++sb, ++checked) {
+      const auto speed = static_cast<std::uint8_t>(1u << sb);
+      BOOST_TEST(port_speed_mbps(width, speed, 0) == nccl_reference_mbps(width, speed, 0));
+      BOOST_TEST(port_speed_mbps(width, speed, 0) > 0);
+    }
+    BOOST_TEST(port_speed_mbps(width, 0, 0x100) == nccl_reference_mbps(width, 0, 0x100));
+    ++checked;
+  }
+  BOOST_TEST(checked == 45);
+  // No known bit: 0 (unknown) here, where NCCL would say XDR / 2x.
+  BOOST_TEST(port_speed_mbps(2, 0, 0) == 0);
+  BOOST_TEST(port_speed_mbps(0, 32, 0) == 0);
+  BOOST_TEST(port_speed_mbps(32, 32, 0) == 0);
+  BOOST_TEST(port_speed_mbps(2, 0, 0x200) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(mtus) {
   BOOST_TEST(mtu_bytes(IBV_MTU_256) == 256);
   BOOST_TEST(mtu_bytes(IBV_MTU_512) == 512);
@@ -162,6 +232,14 @@ BOOST_AUTO_TEST_CASE(numa_node) {
   BOOST_TEST(sysfs_numa_node(sysfs_pci_path(r(), "mlx5_0", "")) == 1);
 }
 
+BOOST_AUTO_TEST_CASE(pci_bdf_components) {
+  for (const char* good : {"0000:3b:00.0", "0000:3B:1f.7", "10000:00:02.1", "abcd:ef:01.3"})
+    BOOST_TEST(is_pci_bdf(good), good);
+  for (const char* bad : {"", "virtio0", "pci0000:00", "0000:3b:00", "0000:3b:00.8", "000:3b:00.0", "0000:3b:0g.0",
+                          "0000-3b:00.0", "0000:3b:00:0", "x0000:3b:00.0", "0000:3b:00.0 "})
+    BOOST_TEST(!is_pci_bdf(bad), bad);
+}
+
 BOOST_AUTO_TEST_CASE(gid_netdev) {
   BOOST_TEST(sysfs_gid_netdev(r(), "rxe0", 1, 0) == "eth0");
   BOOST_TEST(sysfs_gid_netdev(r(), "rxe0", 1, 1) == "eth0");
@@ -170,6 +248,83 @@ BOOST_AUTO_TEST_CASE(gid_netdev) {
   BOOST_TEST(sysfs_gid_netdev(r(), "rxe0", 3, 0) == "");  // no such port
   BOOST_TEST(sysfs_gid_netdev(r(), "mlx5_0", 1, 0) == "");
   BOOST_TEST(sysfs_gid_netdev(r(), "nope", 1, 0) == "");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// NCCL's PCI path and real port on fixture trees: a dual-port NIC (one PCI function per port),
+// SR-IOV virtual functions with and without NCCL_IB_MERGE_VFS, a Soft-RoCE port on virtio.
+BOOST_FIXTURE_TEST_SUITE(nccl_pci_identity, SysfsFixture)
+
+struct NcclView {
+  std::vector<std::string> paths;
+  std::vector<int> ports;
+};
+// What NCCL would be told about `devices` (name, port), in this order.
+NcclView nccl_view(const SysfsFixture& f, const std::vector<std::pair<std::string, std::uint32_t>>& devices,
+                   bool merge_vfs) {
+  NcclView v;
+  for (const auto& [dev, port] : devices) {
+    const std::string netdev = dev.rfind("rxe", 0) == 0 ? "eth0" : "";
+    v.paths.push_back(nccl_pci_path(sysfs_pci_path(f.r(), dev, netdev), merge_vfs));
+  }
+  const auto real = nccl_real_ports(v.paths);
+  for (std::size_t i = 0; i < devices.size(); ++i) v.ports.push_back(static_cast<int>(devices[i].second) + real[i]);
+  return v;
+}
+
+BOOST_AUTO_TEST_CASE(dual_port_nic_is_one_pci_device_with_two_ports) {
+  const fs::path nic = root / "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0";
+  fs::create_directories(nic.parent_path() / "0000:3b:00.1");
+  fs::create_directories(nic);
+  link(root / "class/infiniband/mlx5_4/device", "../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0");
+  link(root / "class/infiniband/mlx5_5/device", "../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1");
+  for (bool merge : {true, false}) {
+    BOOST_TEST_CONTEXT("merge_vfs " << merge) {
+      const auto v = nccl_view(*this, {{"mlx5_4", 1}, {"mlx5_5", 1}}, merge);
+      const std::string one = real("devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0");
+      BOOST_TEST(v.paths == (std::vector<std::string>{one, one}), boost::test_tools::per_element());
+      BOOST_TEST(v.ports == (std::vector<int>{1, 2}), boost::test_tools::per_element());
+    }
+  }
+  // The plugin's own path keeps the function.
+  BOOST_TEST(sysfs_pci_path(r(), "mlx5_5", "") == real("devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1"));
+}
+
+BOOST_AUTO_TEST_CASE(virtual_functions_merge_only_with_merge_vfs) {
+  const std::string bus = "devices/pci0000:5d/0000:5d:00.0/";
+  for (const char* fn : {"0000:5e:00.0", "0000:5e:00.2", "0000:5e:01.3"}) fs::create_directories(root / (bus + fn));
+  link(root / "class/infiniband/mlx5_8/device", "../../../" + bus + "0000:5e:00.0");   // PF
+  link(root / "class/infiniband/mlx5_9/device", "../../../" + bus + "0000:5e:00.2");   // VF, device 00
+  link(root / "class/infiniband/mlx5_10/device", "../../../" + bus + "0000:5e:01.3");  // VF, device 01
+  const std::string pf = real(bus + "0000:5e:00.0");
+  const std::string dev1 = pf.substr(0, pf.size() - 4) + "01.0";
+  const auto merged = nccl_view(*this, {{"mlx5_8", 1}, {"mlx5_9", 1}, {"mlx5_10", 1}}, true);
+  BOOST_TEST(merged.paths == (std::vector<std::string>{pf, pf, pf}), boost::test_tools::per_element());
+  BOOST_TEST(merged.ports == (std::vector<int>{1, 2, 3}), boost::test_tools::per_element());
+  const auto apart = nccl_view(*this, {{"mlx5_8", 1}, {"mlx5_9", 1}, {"mlx5_10", 1}}, false);
+  BOOST_TEST(apart.paths == (std::vector<std::string>{pf, pf, dev1}), boost::test_tools::per_element());
+  BOOST_TEST(apart.ports == (std::vector<int>{1, 2, 1}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(soft_roce_path_is_not_mangled) {
+  // rxe0 sits on eth0, a virtio NIC: its path ends in virtio1, not in a PCI address: reported as is.
+  const std::string virtio = real("devices/pci0000:00/0000:00:04.0/virtio1");
+  for (bool merge : {true, false}) {
+    const auto v = nccl_view(*this, {{"rxe0", 1}, {"mlx5_0", 1}}, merge);
+    BOOST_TEST(v.paths[0] == virtio);
+    // mlx5_0 (0000:00:03.0): merged to device 00 with VF merging, as NCCL does.
+    BOOST_TEST(v.paths[1] == real("devices/pci0000:00") + (merge ? "/0000:00:00.0" : "/0000:00:03.0"));
+    BOOST_TEST(v.ports == (std::vector<int>{1, 1}), boost::test_tools::per_element());
+  }
+  // The digits of a BDF earlier in the path are not touched either.
+  BOOST_TEST(nccl_pci_path("/sys/devices/pci0000:00/0000:00:04.7/virtio1", true) ==
+             "/sys/devices/pci0000:00/0000:00:04.7/virtio1");
+  BOOST_TEST(nccl_pci_path("", true) == "");
+  // Devices without a path never share one.
+  BOOST_TEST(nccl_real_ports({"", "", "/a/0000:01:00.0", "/a/0000:01:00.0", ""}) ==
+                 (std::vector<int>{0, 0, 0, 1, 0}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

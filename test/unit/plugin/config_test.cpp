@@ -348,6 +348,39 @@ BOOST_FIXTURE_TEST_CASE(failback_stall_point, CleanEnv) {
   BOOST_TEST(!contains(describe(Config{}), "HA_NCCL_TEST_FAILBACK_STALL"));  // a test setting: only when set
 }
 
+// HA_NCCL_IB_MERGE_VFS overrides NCCL_IB_MERGE_VFS; default 1 (NCCL's); a bad value WARNs naming
+// the variable it came from, the value and the default, and keeps the default.
+BOOST_FIXTURE_TEST_CASE(ib_merge_vfs, CleanEnv) {
+  BOOST_TEST(Config{}.ib_merge_vfs);
+  BOOST_TEST(contains(describe(Config{}), "HA_NCCL_IB_MERGE_VFS=1"));
+  struct Case {
+    std::map<std::string, std::string> vars;
+    bool merge;
+    const char* var;
+  };
+  const Case cases[] = {{{{"NCCL_IB_MERGE_VFS", "0"}}, false, "NCCL_IB_MERGE_VFS"},
+                        {{{"NCCL_IB_MERGE_VFS", "0"}, {"HA_NCCL_IB_MERGE_VFS", "1"}}, true, "HA_NCCL_IB_MERGE_VFS"},
+                        {{{"NCCL_IB_MERGE_VFS", "1"}, {"HA_NCCL_IB_MERGE_VFS", "0"}}, false, "HA_NCCL_IB_MERGE_VFS"}};
+  for (const auto& k : cases) {
+    MapEnv m;
+    m.vars = k.vars;
+    const Config c = Config::from_lookup(m.lookup());
+    BOOST_TEST(c.ib_merge_vfs == k.merge);
+    BOOST_TEST(c.ib_merge_vfs_var == k.var);
+    BOOST_TEST(contains(describe(c), std::string("HA_NCCL_IB_MERGE_VFS=") + (k.merge ? "1" : "0")));
+  }
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  for (const char* bad : {"2", "yes", "", "-1"}) {
+    LogCapture bad_log;
+    MapEnv m;
+    m.vars = {{"HA_NCCL_IB_MERGE_VFS", bad}, {"NCCL_IB_MERGE_VFS", "0"}};
+    const Config c = Config::from_lookup(m.lookup());
+    BOOST_TEST(c.ib_merge_vfs, bad);
+    BOOST_TEST(bad_log.count(LogLevel::warn, {"HA_NCCL_IB_MERGE_VFS", std::string("'") + bad + "'", "default 1"}) == 1u,
+               bad_log.dump());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(config_checks)
@@ -442,7 +475,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
-             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset");
+             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1");
 }
 
 BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nccl_ha/net/device_filter.hpp"
@@ -20,9 +21,12 @@ struct PortInfo {
   ibv_port_state state = IBV_PORT_NOP;
   ibv_mtu active_mtu = IBV_MTU_1024;
   std::uint16_t lid = 0;
-  int speed_mbps = 0;        // active lane speed x active width
-  std::uint64_t guid = 0;    // node GUID, host byte order
-  std::string pci_path;      // sysfs realpath of the PCI function ("" when none)
+  int speed_mbps = 0;        // port_speed_mbps(): active lane speed x active width
+  std::uint64_t guid = 0;    // node GUID, host byte order (the plugin's own identity of a device)
+  // System image GUID, host byte order: the same for every function of one physical adapter; the
+  // guid NCCL reports (getProperties: "same guid = same physical port" is NCCL's NIC identity).
+  std::uint64_t sys_image_guid = 0;
+  std::string pci_path;      // sysfs realpath of the PCI function ("" when none); NCCL's: nccl_pci_path()
   int numa_node = -1;
   std::string netdev;        // RoCE: the Ethernet interface behind the port ("" for IB)
   // GID chosen by select_gid_index(); meaningful for RoCE, 0 for IB.
@@ -46,6 +50,29 @@ int mtu_bytes(ibv_mtu mtu) noexcept;
 // Lane speed (Mbps) for ibv_port_attr::active_speed, lanes for active_width; 0 when unknown.
 int lane_speed_mbps(std::uint8_t active_speed) noexcept;
 int width_lanes(std::uint8_t active_width) noexcept;
+
+// The port's speed in Mbps as NCCL's IB transport computes it from ibv_port_attr: the lane rate of
+// `active_speed_ex` when non-zero (rdma-core >= 49; XDR = 0x100 and beyond), else of
+// `active_speed`, times the lanes of `active_width`. Each encoding is read at its first set bit
+// (NCCL's rule): speed bits 0..8 = SDR 2.5, DDR 5, QDR 10, FDR10 10, FDR 14, EDR 25, HDR 50,
+// NDR 100, XDR 200 Gb/s per lane; width bits 0..4 = 1x, 4x, 8x, 12x, 2x. Unlike NCCL (which
+// reads "no known bit" as XDR / 2x), a speed or width with no known bit is 0: unknown.
+int port_speed_mbps(std::uint8_t active_width, std::uint8_t active_speed, std::uint32_t active_speed_ex) noexcept;
+
+// The PCI path as NCCL reports it (net_ib ncclIbGetPciPath): when the last component of
+// `full_path` is a PCI address DDDD:BB:DD.F, its function digit becomes 0 (the ports of a
+// multi-function NIC are one PCI device) and, with `merge_vfs` (NCCL_IB_MERGE_VFS, default 1),
+// its two device digits too (virtual functions merge with their NIC). Any other path (Soft-RoCE:
+// the netdev's device, e.g. .../0000:00:03.0/virtio0; "" when none) is returned as is.
+std::string nccl_pci_path(const std::string& full_path, bool merge_vfs);
+// Whether `component` (one path component) is a PCI address DDDD:BB:DD.F (hex digits).
+bool is_pci_bdf(std::string_view component) noexcept;
+// NCCL's "real port" of each of `nccl_paths` (nccl_pci_path() of the plugin's devices, in device
+// order): how many earlier devices share its path ("" shares with none). NCCL reports port
+// number + real port, so ports merged onto one PCI device stay distinct. (NCCL compares its
+// merged paths up to the bus, or up to the device without VF merging: for merged BDF paths that
+// is equality.)
+std::vector<int> nccl_real_ports(const std::vector<std::string>& nccl_paths);
 
 struct DiscoveryOptions {
   DeviceFilter filter;           // default: everything

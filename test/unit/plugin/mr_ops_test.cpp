@@ -1,0 +1,272 @@
+// Registration of NCCL's buffers without RDMA: the dma-buf probe's decision for each errno and for
+// a libibverbs without the symbol, the DMABUF offer rule, NCCL's relaxed-ordering rule, the
+// per-device decision at init, and the arguments MrCache passes to the injected verbs table
+// (dma-buf offset / iova / length / fd / access, relaxed ordering through ibv_reg_mr_iova2, the
+// cache never mixing dma-buf and ordinary registrations of the same addresses), and the fd owner.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/test/unit_test.hpp>
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "device.hpp"
+#include "mr_ops.hpp"
+#include "test_support.hpp"
+
+using namespace nccl_ha;
+using namespace nccl_ha::plugin;
+using namespace nccl_ha::test;
+
+namespace {
+
+// What the fake verbs saw. One test at a time (Boost.Test runs them in sequence).
+struct Call {
+  std::string fn;
+  std::uint64_t offset = 0, length = 0, iova = 0;
+  std::uintptr_t addr = 0;
+  int fd = -2;
+  int access = 0;
+};
+struct Fake {
+  int probe_errno = EBADF;  // what reg_dmabuf_mr fails with when fd is -1
+  bool fail_all = false;    // every registration fails (ENOMEM)
+  std::vector<Call> calls;
+  std::array<ibv_mr, 16> mrs{};
+  std::size_t next = 0;
+  int deregs = 0;
+  ibv_mr* make() {
+    ibv_mr* m = &mrs.at(next);
+    m->lkey = m->rkey = static_cast<std::uint32_t>(100 + next++);
+    return m;
+  }
+};
+Fake g;
+
+ibv_mr* fake_reg_mr(ibv_pd*, void* addr, std::size_t length, int access) {
+  g.calls.push_back({"reg_mr", 0, length, 0, reinterpret_cast<std::uintptr_t>(addr), -2, access});
+  if (g.fail_all) return errno = ENOMEM, nullptr;
+  return g.make();
+}
+ibv_mr* fake_reg_mr_iova2(ibv_pd*, void* addr, std::size_t length, std::uint64_t iova, unsigned access) {
+  g.calls.push_back({"reg_mr_iova2", 0, length, iova, reinterpret_cast<std::uintptr_t>(addr), -2, static_cast<int>(access)});
+  if (g.fail_all) return errno = ENOMEM, nullptr;
+  return g.make();
+}
+ibv_mr* fake_reg_dmabuf_mr(ibv_pd*, std::uint64_t offset, std::size_t length, std::uint64_t iova, int fd, int access) {
+  g.calls.push_back({"reg_dmabuf_mr", offset, length, iova, 0, fd, access});
+  if (fd == -1) return errno = g.probe_errno, nullptr;
+  if (g.fail_all) return errno = EOPNOTSUPP, nullptr;
+  return g.make();
+}
+int fake_dereg_mr(ibv_mr*) {
+  ++g.deregs;
+  return 0;
+}
+
+MrOps fake_ops(bool iova2 = true, bool dmabuf = true) {
+  MrOps ops;
+  ops.reg_mr = &fake_reg_mr;
+  ops.reg_mr_iova2 = iova2 ? &fake_reg_mr_iova2 : nullptr;
+  ops.reg_dmabuf_mr = dmabuf ? &fake_reg_dmabuf_mr : nullptr;
+  ops.dereg_mr = &fake_dereg_mr;
+  return ops;
+}
+
+struct FreshFake {
+  FreshFake() { g = Fake{}; }
+};
+
+// A file standing in for a dma-buf: fstat gives it an identity (memfd: its own inode).
+UniqueFd fake_dmabuf() { return UniqueFd(memfd_create("fake-dmabuf", MFD_CLOEXEC)); }
+
+const std::uintptr_t kPage = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(dmabuf_probe)
+
+BOOST_FIXTURE_TEST_CASE(each_errno_decides_as_nccl_does, FreshFake) {
+  const MrOps ops = fake_ops();
+  struct Case { int err; bool supported; };
+  for (const Case& c : {Case{EOPNOTSUPP, false}, Case{EPROTONOSUPPORT, false}, Case{EBADF, true}, Case{EINVAL, true},
+                        Case{ENOMEM, true}}) {
+    BOOST_TEST_CONTEXT("errno " << c.err) {
+      g.probe_errno = c.err;
+      g.calls.clear();
+      const DmabufProbe p = probe_dmabuf(ops, nullptr);
+      BOOST_TEST(p.supported == c.supported);
+      BOOST_TEST(p.why.find(std::strerror(c.err)) != std::string::npos, p.why);
+      BOOST_REQUIRE(g.calls.size() == 1u);  // the probe: offset 0, length 0, iova 0, fd -1, access 0
+      const Call& k = g.calls[0];
+      BOOST_TEST((k.fn == "reg_dmabuf_mr" && k.offset == 0 && k.length == 0 && k.iova == 0 && k.fd == -1 && k.access == 0));
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_library_without_the_symbol_is_unsupported, FreshFake) {
+  const DmabufProbe p = probe_dmabuf(fake_ops(true, false), nullptr);
+  BOOST_TEST(!p.supported);
+  BOOST_TEST(p.why.find("no ibv_reg_dmabuf_mr") != std::string::npos, p.why);
+  BOOST_TEST(g.calls.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_offer_needs_support_and_the_setting) {
+  Config c;
+  BOOST_TEST(offer_dmabuf(true, c));  // default: NCCL_DMABUF_ENABLE=1
+  BOOST_TEST(!offer_dmabuf(false, c));
+  c.dmabuf_enable = 0;
+  BOOST_TEST(!offer_dmabuf(true, c));
+  BOOST_TEST(!offer_dmabuf(false, c));
+}
+
+BOOST_AUTO_TEST_CASE(relaxed_ordering_rule) {
+  for (int mode : {-1, 0, 1, 2, 3})
+    for (bool capable : {false, true})
+      BOOST_TEST(relaxed_ordering_on(mode, capable) == ((mode == 1 || mode == 2) && capable),
+                 "mode " << mode << " capable " << capable);
+  BOOST_TEST(relaxed_ordering_capable(fake_ops(true)));
+  BOOST_TEST(!relaxed_ordering_capable(fake_ops(false)));
+}
+
+// The per-device decision at init: the fields getProperties and the INIT line read, and the lines
+// `ha-ping --list` and the VM checks look for.
+BOOST_FIXTURE_TEST_CASE(decided_per_device_at_init, FreshFake) {
+  LogCapture log;
+  Device d;
+  d.port.device = "fake0";
+  d.port.port = 1;
+  Config c;
+  g.probe_errno = EOPNOTSUPP;  // Soft-RoCE's answer
+  decide_registration(c, fake_ops(), d, true);
+  BOOST_TEST((!d.dmabuf && !d.dmabuf_offered && d.relaxed_ordering));
+  BOOST_TEST(log.count(LogLevel::info, {"fake0:1: dma-buf unsupported (ibv_reg_dmabuf_mr probe: "}) == 1u, log.dump());
+  BOOST_TEST(log.count(LogLevel::info, {"relaxed ordering on for NCCL's buffers (NCCL_IB_PCI_RELAXED_ORDERING=2: auto"}) ==
+             1u, log.dump());
+  log.clear();
+  g.probe_errno = EBADF;
+  c.dmabuf_enable = 0;
+  c.dmabuf_enable_var = "HA_NCCL_DMABUF_ENABLE";
+  c.relaxed_ordering = 1;
+  decide_registration(c, fake_ops(false), d, true);  // forced on, but no ibv_reg_mr_iova2
+  BOOST_TEST((d.dmabuf && !d.dmabuf_offered && !d.relaxed_ordering));
+  BOOST_TEST(log.count(LogLevel::info, {"fake0:1: dma-buf supported", "not offered: HA_NCCL_DMABUF_ENABLE=0"}) == 1u,
+             log.dump());
+  BOOST_TEST(log.count(LogLevel::warn, {"NCCL_IB_PCI_RELAXED_ORDERING=1", "no ibv_reg_mr_iova2"}) == 1u, log.dump());
+  c.dmabuf_enable = 1;
+  c.relaxed_ordering = 0;
+  decide_registration(c, fake_ops(), d, false);
+  BOOST_TEST((d.dmabuf && d.dmabuf_offered && !d.relaxed_ordering));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(mr_cache_registration)
+
+// regMrDmaBuf of an address inside a page: the whole pages are registered, iova = the first page's
+// address, the dma-buf offset moved back by the same amount, the fd and access as given.
+BOOST_FIXTURE_TEST_CASE(dmabuf_arguments, FreshFake) {
+  const MrOps ops = fake_ops();
+  MrCache cache(nullptr, ops);
+  UniqueFd buf = fake_dmabuf();
+  BOOST_REQUIRE(buf);
+  const std::uintptr_t base = 64 * kPage;
+  void* data = reinterpret_cast<void*>(base + 0x100);
+  const int access = kAccess | IBV_ACCESS_RELAXED_ORDERING;
+  const DmaBuf d{buf.get(), 2 * kPage + 0x100};
+  auto mr = cache.acquire(data, 2 * kPage, access, &d);
+  BOOST_REQUIRE(mr.ok());
+  BOOST_REQUIRE(g.calls.size() == 1u);
+  const Call& k = g.calls[0];
+  BOOST_TEST(k.fn == "reg_dmabuf_mr");
+  BOOST_TEST(k.offset == 2 * kPage);
+  BOOST_TEST(k.iova == base);
+  BOOST_TEST(k.length == 3 * kPage);  // 0x100 + 2 pages spans three pages
+  BOOST_TEST(k.fd == buf.get());
+  BOOST_TEST(k.access == access);
+  BOOST_TEST((*mr)->mr->lkey == 100u);
+  // The same dma-buf at a consistent offset, inside: the cached registration.
+  const DmaBuf inner{buf.get(), 3 * kPage};
+  auto again = cache.acquire(reinterpret_cast<void*>(base + kPage), kPage, access, &inner);
+  BOOST_TEST((again.ok() && *again == *mr));
+  BOOST_TEST(g.calls.size() == 1u);
+  // The same addresses as ordinary memory, another dma-buf, or an inconsistent offset: new ones.
+  BOOST_TEST(cache.acquire(data, kPage, access).ok());
+  BOOST_TEST(g.calls.back().fn == "reg_mr_iova2");
+  UniqueFd other = fake_dmabuf();
+  const DmaBuf o{other.get(), 2 * kPage + 0x100};
+  BOOST_TEST(cache.acquire(data, kPage, access, &o).ok());
+  const DmaBuf shifted{buf.get(), 5 * kPage + 0x100};
+  BOOST_TEST(cache.acquire(data, kPage, access, &shifted).ok());
+  BOOST_TEST(g.calls.size() == 4u);
+  BOOST_TEST(g.calls.back().offset == 5 * kPage);
+  BOOST_TEST(cache.size() == 4u);
+  // An offset smaller than the address's offset in its page cannot be moved back: refused.
+  const DmaBuf bad{buf.get(), 0x80};
+  BOOST_TEST(!cache.acquire(data, kPage, access, &bad).ok());
+  BOOST_TEST(g.calls.size() == 4u);
+  cache.release(*again);
+  BOOST_TEST(g.deregs == 0);
+  cache.release(*mr);
+  BOOST_TEST(g.deregs == 1);  // the last reference deregisters through the table
+}
+
+// Ordinary memory: ibv_reg_mr without relaxed ordering, ibv_reg_mr_iova2 (iova = address) with it.
+BOOST_FIXTURE_TEST_CASE(relaxed_ordering_takes_reg_mr_iova2, FreshFake) {
+  const MrOps ops = fake_ops();
+  MrCache cache(nullptr, ops);
+  void* data = reinterpret_cast<void*>(16 * kPage);
+  BOOST_TEST(cache.acquire(data, kPage, kAccess).ok());
+  BOOST_TEST((g.calls.back().fn == "reg_mr" && g.calls.back().access == kAccess && g.calls.back().length == kPage));
+  BOOST_TEST(cache.acquire(data, kPage, kAccess | IBV_ACCESS_RELAXED_ORDERING).ok());  // not the same entry
+  const Call& k = g.calls.back();
+  BOOST_TEST((k.fn == "reg_mr_iova2" && k.iova == 16 * kPage && k.addr == 16 * kPage &&
+              k.access == (kAccess | IBV_ACCESS_RELAXED_ORDERING)));
+  BOOST_TEST(cache.size() == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_refusal_names_the_call_and_leaves_nothing, FreshFake) {
+  LogCapture log;
+  const MrOps ops = fake_ops();
+  MrCache cache(nullptr, ops);
+  UniqueFd buf = fake_dmabuf();
+  g.fail_all = true;
+  const DmaBuf d{buf.get(), 0};
+  auto mr = cache.acquire(reinterpret_cast<void*>(8 * kPage), kPage, kAccess, &d);
+  BOOST_REQUIRE(!mr.ok());
+  const std::string m = mr.error().message;
+  BOOST_TEST(m.find("ibv_reg_dmabuf_mr(fd " + std::to_string(buf.get()) + ", offset 0, " + std::to_string(kPage) +
+                    " bytes)") != std::string::npos, m);
+  BOOST_TEST(m.find(std::strerror(EOPNOTSUPP)) != std::string::npos, m);
+  BOOST_TEST(cache.size() == 0u);
+  const MrOps no_dmabuf = fake_ops(true, false);
+  MrCache old(nullptr, no_dmabuf);
+  BOOST_TEST(!old.acquire(reinterpret_cast<void*>(8 * kPage), kPage, kAccess, &d).ok());
+}
+
+BOOST_AUTO_TEST_CASE(the_fd_copy_is_owned_and_closed) {
+  UniqueFd src = fake_dmabuf();
+  BOOST_REQUIRE(src);
+  int copy_no = -1;
+  {
+    auto copy = dup_fd(src.get());
+    BOOST_REQUIRE(copy.ok());
+    copy_no = copy->get();
+    BOOST_TEST(copy_no != src.get());
+    BOOST_TEST((fcntl(copy_no, F_GETFD) & FD_CLOEXEC) != 0);
+    src.reset();  // NCCL closes its fd: the copy stays usable
+    BOOST_TEST(fcntl(copy_no, F_GETFD) >= 0);
+    UniqueFd moved = std::move(copy).value();
+    BOOST_TEST(moved.get() == copy_no);
+  }
+  BOOST_TEST(fcntl(copy_no, F_GETFD) == -1);  // closed with its owner
+  BOOST_TEST(!dup_fd(-1).ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

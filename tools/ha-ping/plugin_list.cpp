@@ -202,13 +202,17 @@ int run_list(const Options& o) {
   }
   // What the plugin logged, by port id ("rxe0:1").
   std::string settings, gpu, handshake;
-  std::map<std::string, std::string> backup, budget, dev_line;
+  std::string relaxed;  // "on for NCCL's buffers (...)"
+  std::map<std::string, std::string> backup, budget, dev_line, dmabuf;
   for (const auto& l : log) {
     const auto& t = l.text;
     if (auto s = after(t, "NET/HA: settings: "); !s.empty()) settings = s;
     else if (t.find("GPU peer memory") != std::string::npos || t.find("GPU peer-memory") != std::string::npos)
       gpu = after(t, "NET/HA: ");
     else if (auto h = after(t, "handshakes on "); !h.empty()) handshake = h;
+    else if (auto ro = after(t, "NET/HA: relaxed ordering "); !ro.empty()) relaxed = ro;
+    else if (auto db = t.find(": dma-buf "); db != std::string::npos && t.rfind("NET/HA: ", 0) == 0)
+      dmabuf[after(t.substr(0, db), "NET/HA: ")] = t.substr(db + 10);
     else if (auto b = after(t, "NET/HA: backup of "); !b.empty()) {
       auto is = b.find(" is ");
       if (is != std::string::npos) backup[b.substr(0, is)] = b.substr(is + 4);
@@ -253,6 +257,7 @@ int run_list(const Options& o) {
     j.kv("settings", settings);
     j.kv("gpu", gpu);
     j.kv("handshake", handshake);
+    j.kv("relaxed_ordering", relaxed);
     j.key("devices");
     j.open('[');
     for (std::size_t i = 0; i < devices.size(); ++i) {
@@ -270,6 +275,7 @@ int run_list(const Options& o) {
       j.kv("max_comms_budget", get(budget, id));
       j.kv("max_recvs", d.max_recvs);
       j.kv("ptr_support", ptr_text(d.ptr));
+      j.kv("dmabuf", get(dmabuf, id));
       j.kv("pci", d.pci);
       j.kv("guid", d.guid);
       j.kv("plugin_line", get(dev_line, id));
@@ -292,6 +298,7 @@ int run_list(const Options& o) {
     if (!settings.empty()) std::printf("settings: %s\n", settings.c_str());
     if (!gpu.empty()) std::printf("%s\n", gpu.c_str());
     if (!handshake.empty()) std::printf("handshakes on %s\n", handshake.c_str());
+    if (!relaxed.empty()) std::printf("relaxed ordering %s\n", relaxed.c_str());
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto& d = devices[i];
       const std::string id = d.name + ":" + std::to_string(d.port);
@@ -301,6 +308,7 @@ int run_list(const Options& o) {
                   d.name.c_str(), d.port, d.speed, gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
                   ptr_text(d.ptr).c_str());
       if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
+      if (const auto db = get(dmabuf, id); !db.empty()) std::printf("  dma-buf: %s\n", db.c_str());
     }
     for (const auto& l : log)
       if (l.level == NCCL_LOG_WARN) std::printf("plugin WARN: %s\n", l.text.c_str());

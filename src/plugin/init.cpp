@@ -279,7 +279,6 @@ ncclResult_t create_state() {
     d->ctx = std::move(ctx).value();
     d->pd = std::move(pd).value();
     d->mrs = std::make_unique<MrCache>(d->pd.get());
-    decide_registration(s->config, real_mr_ops(), *d, s->devices.empty());  // dma-buf probe, relaxed ordering
     d->channel.reset(ibv_create_comp_channel(d->ctx.get()));
     if (!d->channel || !reactor::set_nonblocking(d->channel->fd)) {
       HA_WARN("NET/HA: skipping %s: no completion channel (%s)", port.id().c_str(), std::strerror(errno));
@@ -315,6 +314,7 @@ ncclResult_t create_state() {
               "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());
     d->index = static_cast<int>(s->devices.size());
     d->port = std::move(port);
+    decide_registration(s->config, real_mr_ops(), *d, s->devices.empty());  // dma-buf probe, relaxed ordering
     s->devices.push_back(std::move(d));
   }
   const std::vector<net::IfAddr> addrs = host_addresses();

@@ -14,8 +14,13 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+
+#include "comm.hpp"
 #include "config.hpp"
+#include "core.hpp"
 #include "device.hpp"
+#include "rebind.hpp"
 #include "mr_ops.hpp"
 #include "test_support.hpp"
 
@@ -81,6 +86,28 @@ MrOps fake_ops(bool iova2 = true, bool dmabuf = true) {
 struct FreshFake {
   FreshFake() { g = Fake{}; }
 };
+
+ibv_mr* refusing_reg_dmabuf_mr(ibv_pd*, std::uint64_t offset, std::size_t length, std::uint64_t iova, int fd, int access) {
+  g.calls.push_back({"refused", offset, length, iova, 0, fd, access});
+  return errno = EOPNOTSUPP, nullptr;
+}
+
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// A device whose registrations go through `ops` (no verbs context, no PD: the fakes ignore it).
+std::unique_ptr<Device> fake_device(const char* name, const MrOps& ops, bool relaxed_ordering) {
+  auto d = std::make_unique<Device>();
+  d->port.device = name;
+  d->port.port = 1;
+  d->mrs = std::make_unique<MrCache>(nullptr, ops);
+  d->dmabuf = d->dmabuf_offered = true;
+  d->relaxed_ordering = relaxed_ordering;
+  return d;
+}
 
 // A file standing in for a dma-buf: fstat gives it an identity (memfd: its own inode).
 UniqueFd fake_dmabuf() { return UniqueFd(memfd_create("fake-dmabuf", MFD_CLOEXEC)); }
@@ -267,6 +294,82 @@ BOOST_AUTO_TEST_CASE(the_fd_copy_is_owned_and_closed) {
   }
   BOOST_TEST(fcntl(copy_no, F_GETFD) == -1);  // closed with its owner
   BOOST_TEST(!dup_fd(-1).ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// regMrDmaBuf through a comm on two devices (primary, standby) and the device a slot is moving to:
+// each registers from the handle's own copy of the fd (NCCL's is closed right after the call),
+// with that device's access flags; deregMr releases every registration and closes the copy; a
+// device that refuses fails the call with a WARN naming it, fd, offset, size and the error, and
+// leaves no registration and no fd behind.
+BOOST_AUTO_TEST_SUITE(reg_mr_dmabuf_on_a_comm)
+
+BOOST_FIXTURE_TEST_CASE(every_device_from_a_private_copy, FreshFake) {
+  LogCapture log;
+  const MrOps ops = fake_ops();
+  auto d0 = fake_device("fake0", ops, true), d1 = fake_device("fake1", ops, false), d2 = fake_device("fake2", ops, true);
+  auto c = std::make_shared<SendComm>();
+  c->devs[0] = d0.get();
+  c->devs[1] = d1.get();
+  begin_rebind(*c, *d2);
+  const std::size_t fds = open_fds();
+  UniqueFd nccl_fd = fake_dmabuf();
+  void* data = reinterpret_cast<void*>(32 * kPage);
+  void* mh = nullptr;
+  BOOST_TEST(reg_mr_dmabuf(c.get(), data, kPage, NCCL_PTR_CUDA, 5 * kPage, nccl_fd.get(), &mh) == ncclSuccess, log.dump());
+  nccl_fd.reset();  // as NCCL does
+  BOOST_REQUIRE(mh != nullptr);
+  BOOST_REQUIRE(g.calls.size() == 3u);  // primary, standby, the device the slot moves to
+  for (const Call& k : g.calls) {
+    BOOST_TEST(k.fn == "reg_dmabuf_mr");
+    BOOST_TEST((k.offset == 5 * kPage && k.iova == 32 * kPage && k.length == kPage));
+    BOOST_TEST(k.fd == g.calls[0].fd);
+    BOOST_TEST(fcntl(k.fd, F_GETFD) >= 0);  // the copy outlives NCCL's fd
+  }
+  BOOST_TEST(g.calls[0].access == (kAccess | IBV_ACCESS_RELAXED_ORDERING));
+  BOOST_TEST(g.calls[1].access == kAccess);
+  BOOST_TEST(g.calls[2].access == (kAccess | IBV_ACCESS_RELAXED_ORDERING));
+  BOOST_TEST(open_fds() == fds + 1);
+  const auto* h = static_cast<const RegHandle*>(mh);
+  BOOST_TEST((h->gpu && h->lkey(0) != 0 && h->lkey(1) != 0 && h->next_mr != nullptr));
+  BOOST_TEST(dereg_mr(c.get(), mh) == ncclSuccess);
+  BOOST_TEST(g.deregs == 3);
+  BOOST_TEST((d0->mrs->size() == 0u && d1->mrs->size() == 0u && d2->mrs->size() == 0u));
+  BOOST_TEST(open_fds() == fds);  // the copy is closed at deregMr
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_device_that_refuses_leaves_nothing_behind, FreshFake) {
+  LogCapture log;
+  const MrOps ops = fake_ops();
+  MrOps refusing = fake_ops();
+  refusing.reg_dmabuf_mr = &refusing_reg_dmabuf_mr;
+  auto d0 = fake_device("fake0", ops, false), d1 = fake_device("fake1", refusing, false);
+  auto c = std::make_shared<RecvComm>();
+  c->devs[0] = d0.get();
+  c->devs[1] = d1.get();
+  const std::size_t fds = open_fds();
+  UniqueFd nccl_fd = fake_dmabuf();
+  void* mh = nullptr;
+  BOOST_TEST(reg_mr_dmabuf(c.get(), reinterpret_cast<void*>(32 * kPage), 3 * kPage, NCCL_PTR_CUDA, 0, nccl_fd.get(),
+                           &mh) == ncclSystemError);
+  BOOST_TEST(mh == nullptr);
+  BOOST_TEST(g.deregs == 1);  // the primary's registration is released
+  BOOST_TEST((d0->mrs->size() == 0u && d1->mrs->size() == 0u && c->regs.empty()));
+  BOOST_TEST(log.count(LogLevel::warn, {"regMrDmaBuf(", "dma-buf fd " + std::to_string(nccl_fd.get()), "offset 0",
+                                        std::to_string(3 * kPage) + " bytes", "on fake1:1 failed",
+                                        std::strerror(EOPNOTSUPP)}) == 1u,
+             log.dump());
+  nccl_fd.reset();
+  BOOST_TEST(open_fds() == fds);  // the copy went with the failed handle
+  // Not offered on the comm's device: refused before anything is registered.
+  d0->dmabuf_offered = false;
+  nccl_fd = fake_dmabuf();
+  g.calls.clear();
+  BOOST_TEST(reg_mr_dmabuf(c.get(), reinterpret_cast<void*>(32 * kPage), kPage, NCCL_PTR_CUDA, 0, nccl_fd.get(), &mh) ==
+             ncclInvalidArgument);
+  BOOST_TEST(g.calls.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

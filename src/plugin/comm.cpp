@@ -54,6 +54,13 @@ Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device*
 
 }  // namespace
 
+// The comm's own memory is registered without IBV_ACCESS_RELAXED_ORDERING, whatever the rule says
+// for NCCL's buffers (rebind.hpp buffer_access). The peer RDMA-writes the control block and the
+// FIFO while the CPU here polls them: a clear-to-send entry is read once its `seq` (near its end)
+// shows, and then must hold the addresses and keys written before it. With relaxed ordering the
+// NIC may let the PCIe writes of one RDMA write pass each other, so `seq` could show first; the
+// entry's checksum (read_record) would catch that as "still landing", but strict ordering keeps
+// that the exception rather than the rule, and these few hundred bytes gain nothing from RO.
 Status register_slot_keys(CommBase& c, Device& d, int slot, SlotKeys& out) {
   auto reg = [&d](void* addr, std::size_t len, int access, net::MrPtr& mr) -> Status {
     auto r = net::register_mr(d.pd.get(), addr, len, access);

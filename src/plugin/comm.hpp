@@ -163,6 +163,12 @@ struct RegHandle {
   void* data = nullptr;  // what NCCL registered: registered again on a device the comm moves to
   std::size_t size = 0;
   bool gpu = false;  // registered as NCCL_PTR_CUDA: iflush reads it back (flush.cpp)
+  // regMrDmaBuf: the handle's own duplicate of NCCL's dma-buf fd (NCCL closes its fd when the call
+  // returns; a device the comm moves to registers from this one), closed at deregMr; and the
+  // offset of `data` in the dma-buf. No fd: ordinary memory.
+  UniqueFd dmabuf_fd;
+  int dmabuf_fd_given = -1;  // NCCL's fd number, for messages only (closed by NCCL)
+  std::uint64_t dmabuf_offset = 0;
   std::uint32_t lkey(int slot) const { return mr[slot] ? mr[slot]->mr->lkey : 0; }
   std::uint32_t rkey(int slot) const { return mr[slot] ? mr[slot]->mr->rkey : 0; }
 };

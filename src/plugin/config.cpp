@@ -58,6 +58,19 @@ std::string quoted_if_needed(const std::string& s) {
   return plain ? s : "\"" + s + "\"";
 }
 
+// The dma-buf and relaxed-ordering settings: the HA_ variable wins over NCCL's; `*_var` names the
+// one that was set (its WARN names it too: net::env_int).
+void read_registration(const net::EnvLookup& env, Config& c) {
+  const char* which = nullptr;
+  if (net::env_string(env, {"HA_NCCL_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE"}, &which)) c.dmabuf_enable_var = which;
+  c.dmabuf_enable = static_cast<int>(net::env_int(env, {"HA_NCCL_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE"}, 1, 0, 1));
+  which = nullptr;
+  if (net::env_string(env, {"HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING"}, &which))
+    c.relaxed_ordering_var = which;
+  c.relaxed_ordering = static_cast<int>(
+      net::env_int(env, {"HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING"}, 2, 0, 2));
+}
+
 }  // namespace
 
 Config Config::from_env() { return from_lookup(net::process_env()); }
@@ -114,6 +127,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
       HA_WARN("NET/HA: %s='%s' is invalid (expected 0 or 1); using the default 1 (virtual functions merged)", which,
               merge->c_str());
   }
+  read_registration(env, c);
   c.test_ack_delay_ms = env_int(env, "HA_NCCL_TEST_ACK_DELAY_MS", c.test_ack_delay_ms, 0, 60000);
   c.test_failback_stall_ms = env_int(env, "HA_NCCL_TEST_FAILBACK_STALL_MS", c.test_failback_stall_ms, 0, 60000);
   c.test_standby_delay_ms = env_int(env, "HA_NCCL_TEST_STANDBY_DELAY_MS", c.test_standby_delay_ms, 0, 60000);
@@ -207,6 +221,8 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
   add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
   add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
+  add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
+  add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   if (c.test_ack_delay_ms) add("HA_NCCL_TEST_ACK_DELAY_MS", std::to_string(c.test_ack_delay_ms));
   if (c.test_standby_delay_ms) add("HA_NCCL_TEST_STANDBY_DELAY_MS", std::to_string(c.test_standby_delay_ms));
   if (c.test_failback_stall_ms) {

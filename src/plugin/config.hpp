@@ -69,6 +69,14 @@ struct Config {
   // to NCCL merges SR-IOV virtual functions into their NIC (net::nccl_pci_path()).
   bool ib_merge_vfs = true;
   std::string ib_merge_vfs_var = "NCCL_IB_MERGE_VFS";  // the variable it came from
+  // HA_NCCL_DMABUF_ENABLE, else NCCL_DMABUF_ENABLE (0/1, default 1): ptrSupport may offer DMABUF
+  // (where the device's probe says it can register dma-bufs: mr_ops.hpp). `_var`: where it came from.
+  int dmabuf_enable = 1;
+  std::string dmabuf_enable_var = "NCCL_DMABUF_ENABLE";
+  // HA_NCCL_IB_PCI_RELAXED_ORDERING, else NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 auto
+  // (default); NCCL's rule (mr_ops.hpp relaxed_ordering_on) decides per device at init.
+  int relaxed_ordering = 2;
+  std::string relaxed_ordering_var = "NCCL_IB_PCI_RELAXED_ORDERING";
   // HA_NCCL_TEST_ACK_DELAY_MS 0..60000, for tests only: the listener holds every handshake this
   // long between the connector's conn_ready and its decision (queue + conn_ack, or the error
   // frame when closeListen came first), with a WARN per connection; the plugin-errors VM test

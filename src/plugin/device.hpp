@@ -13,28 +13,57 @@
 #include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/verbs.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
+#include "mr_ops.hpp"
 #include "topology.hpp"
 
 namespace nccl_ha::plugin {
 
+// Where a dma-buf registration's memory comes from: the dma-buf `fd` and the offset in it of the
+// registered address (regMrDmaBuf's `offset`).
+struct DmaBuf {
+  int fd = -1;
+  std::uint64_t offset = 0;
+};
+
+// Deregisters through the table that registered it (mr_ops.hpp).
+struct OpsMrDeleter {
+  const MrOps* ops = nullptr;
+  void operator()(ibv_mr* p) const noexcept {
+    if (p && ops && ops->dereg_mr) ops->dereg_mr(p);
+  }
+};
+using OpsMrPtr = std::unique_ptr<ibv_mr, OpsMrDeleter>;
+
 // What regMr hands to NCCL: one cached registration, shared by every overlapping request.
+// A dma-buf registration is found again only for the same dma-buf (file identity) at the same
+// offset for the same addresses, never for ordinary memory at those addresses, nor the reverse.
 struct MrHandle {
-  net::MrPtr mr;
-  std::uintptr_t begin = 0;  // page-aligned range covered by `mr`
+  OpsMrPtr mr;
+  std::uintptr_t begin = 0;  // page-aligned range covered by `mr` (its iova for a dma-buf)
   std::uintptr_t end = 0;
+  int access = 0;
+  bool dmabuf = false;
+  std::uint64_t dmabuf_dev = 0, dmabuf_ino = 0;  // fstat of the dma-buf fd: which buffer
+  std::uint64_t dmabuf_offset = 0;               // offset in the dma-buf of `begin`
   int refs = 0;
 };
 
 class MrCache {
  public:
-  explicit MrCache(ibv_pd* pd) : pd_(pd) {}
-  // Returns a registration covering [data, data+size), registering the page range if needed.
-  Expected<MrHandle*> acquire(void* data, std::size_t size, int access);
+  explicit MrCache(ibv_pd* pd, const MrOps& ops = real_mr_ops()) : pd_(pd), ops_(&ops) {}
+  // Returns a registration covering [data, data+size), registering the page range if needed: with
+  // `dmabuf`, ibv_reg_dmabuf_mr(fd, offset of the first page, the pages, iova = the first page's
+  // address); else ibv_reg_mr, or ibv_reg_mr_iova2 when `access` has IBV_ACCESS_RELAXED_ORDERING.
+  Expected<MrHandle*> acquire(void* data, std::size_t size, int access, const DmaBuf* dmabuf = nullptr);
   void release(MrHandle* handle);
   std::size_t size() const;
 
  private:
+  Expected<OpsMrPtr> register_range(std::uintptr_t begin, std::uintptr_t end, int access, const DmaBuf* dmabuf,
+                                    std::uint64_t dmabuf_offset) const;
+
   ibv_pd* pd_;
+  const MrOps* ops_;
   mutable std::mutex mutex_;                                 // regMr is not on the data path
   std::multimap<std::uintptr_t, std::unique_ptr<MrHandle>> by_begin_;  // keyed by MrHandle::begin
 };
@@ -55,6 +84,11 @@ struct Device {
   net::ContextPtr ctx;
   net::PdPtr pd;
   std::unique_ptr<MrCache> mrs;
+  // Decided once at init (mr_ops.hpp decide_registration): the dma-buf probe's answer, whether
+  // ptrSupport offers DMABUF, and whether NCCL's buffers get IBV_ACCESS_RELAXED_ORDERING.
+  bool dmabuf = false;
+  bool dmabuf_offered = false;
+  bool relaxed_ordering = false;
   int max_comms = 0;
   net::QpTimeouts timeouts;  // RC timeout / retry settings for this port's QPs
   // What getProperties reports, as NCCL's own IB transport would (init.cpp assign_nccl_identity):

@@ -7,7 +7,7 @@
 //   kernel/mm/memory_peers/nv_mem_nc/version
 // With one present the plugin offers CUDA: regMr of GPU memory is the same ibv_reg_mr, the data
 // path never touches a buffer with the CPU, and iflush of a GPU buffer reads it back by RDMA
-// READ (flush.cpp). dma-buf registration is not offered.
+// READ (flush.cpp). dma-buf registration (NCCL_PTR_DMABUF) is probed per device instead: mr_ops.hpp.
 #pragma once
 
 #include <string>

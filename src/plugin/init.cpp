@@ -132,6 +132,21 @@ constexpr int kWorkerNice = 0;
 // A railId / planeId as the log lines show it.
 std::string id_text(std::int16_t id) { return id < 0 ? std::string("undef") : std::to_string(id); }
 
+// "; relaxed ordering on; dmabuf rxe0:1 no rxe1:1 no": how NCCL's buffers are registered, for the
+// INIT line (mr_ops.hpp; relaxed ordering per device when the devices differ).
+std::string registration_summary(const State& s) {
+  if (s.devices.empty()) return {};
+  bool same = true;
+  for (const auto& d : s.devices) same = same && d->relaxed_ordering == s.devices.front()->relaxed_ordering;
+  std::string ro = "; relaxed ordering", dmabuf = "; dmabuf";
+  if (same) ro += s.devices.front()->relaxed_ordering ? " on" : " off";
+  for (const auto& d : s.devices) {
+    if (!same) ro += " " + d->port.id() + (d->relaxed_ordering ? " on" : " off");
+    dmabuf += " " + d->port.id() + (d->dmabuf_offered ? " yes" : d->dmabuf ? " no (disabled)" : " no");
+  }
+  return ro + dmabuf;
+}
+
 // The INIT|NET line: version, devices with their rail, island and backup pairing, the island
 // setting, handshake interface, budget and the HA settings that matter, in one line an operator
 // can grep for.
@@ -157,7 +172,7 @@ std::string init_summary(const State& s) {
                 s.config.failover_timeout_ms, s.config.enable_failback ? "on" : "off", q.traffic_class,
                 q.service_level, s.config.ib_tc < 0 ? " (or the communicator's trafficClass)" : "",
                 s.gpu_memory ? "HOST|CUDA" : "HOST", kProgressThreadName);
-  return line + tail;
+  return line + tail + registration_summary(s);
 }
 
 // The topology of every device (topology.hpp: rail, island, NIC, PCIe switch, NUMA node) and its
@@ -343,6 +358,7 @@ ncclResult_t create_state() {
               "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());
     d->index = static_cast<int>(s->devices.size());
     d->port = std::move(port);
+    decide_registration(s->config, real_mr_ops(), *d, s->devices.empty());  // dma-buf probe, relaxed ordering
     s->devices.push_back(std::move(d));
   }
   const std::vector<net::IfAddr> addrs = host_addresses();
@@ -517,7 +533,8 @@ ncclResult_t get_properties(int dev, Props* props) {
   props->name = d->name.data();
   props->pci_path = d->pci_path.empty() ? nullptr : d->pci_path.data();
   props->guid = d->port.sys_image_guid;  // NCCL's: one adapter, one guid (its ports merge in NCCL's topology)
-  props->ptr_support = NCCL_PTR_HOST | (state()->gpu_memory ? NCCL_PTR_CUDA : 0);  // detected (gdr.hpp)
+  props->ptr_support = NCCL_PTR_HOST | (state()->gpu_memory ? NCCL_PTR_CUDA : 0) |  // detected (gdr.hpp)
+                       (d->dmabuf_offered ? NCCL_PTR_DMABUF : 0);                 // probed (mr_ops.hpp)
   props->reg_is_global = 1;            // registrations are cached per device and shared by all comms
   props->force_flush = state()->config.force_flush ? 1 : 0;
   props->speed = d->port.speed_mbps;

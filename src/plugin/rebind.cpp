@@ -43,7 +43,7 @@ Status prepare_rebind(CommBase& c, Device& d, int slot, std::uint64_t gen, SlotK
   if (c.rebind_gen != gen || c.rebind_dev != &d) return make_error(Errc::closed, "the move of the slot was given up");
   for (RegHandle* h : c.regs) {
     if (h->next_dev == &d) continue;  // regMr registered it there already
-    auto mr = d.mrs->acquire(h->data, h->size, kBufferAccess);
+    auto mr = register_on(d, *h);
     if (!mr) return std::move(mr).error();
     h->next_mr = *mr;
     h->next_dev = &d;

@@ -24,8 +24,15 @@
 
 namespace nccl_ha::plugin {
 
-// Access flags of every buffer NCCL registers (regMr) and of its registration on a new device.
+// Access flags of every buffer NCCL registers (regMr, regMrDmaBuf) and of its registration on a new
+// device: these, plus IBV_ACCESS_RELAXED_ORDERING where the device's rule says so (mr_ops.hpp).
 constexpr int kBufferAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+inline int buffer_access(const Device& d) {
+  return kBufferAccess | (d.relaxed_ordering ? IBV_ACCESS_RELAXED_ORDERING : 0);
+}
+// The buffer of `h` registered on `d` through its cache (a dma-buf from the handle's own fd), with
+// the device's buffer_access. Every registration of an NCCL buffer goes through here (reg.cpp).
+Expected<MrHandle*> register_on(Device& d, const RegHandle& h);
 
 // Progress thread: a move to `d` starts (one at a time: a move still pending is aborted). Returns
 // its generation, which prepare and commit check.

@@ -12,6 +12,11 @@
 #   override  NCCL_IB_TC=96 HA_NCCL_IB_TC=40 and trafficClass 104: HA_NCCL_IB_TC wins (40)
 #   default   nothing set: TOS 0 (the control: the captures do tell the cases apart); also NCCL's
 #             default subsystems (INIT): the plugin's INIT|NET line shows, its NET lines do not
+# Relaxed ordering (NCCL's rule, in each case's INIT line): env and default leave it at auto (on:
+# libibverbs has ibv_reg_mr_iova2; rxe ignores the optional flag, the streams still verify),
+# config sets NCCL_IB_PCI_RELAXED_ORDERING=0 (off), override adds HA_NCCL_IB_PCI_RELAXED_ORDERING=1
+# over it (on). Last, no traffic: `ha-ping --list --json` (list-memory.json): Soft-RoCE has no
+# dma-buf (the probe answers EOPNOTSUPP), so ptrSupport has no DMABUF.
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
@@ -46,6 +51,12 @@ qos_case() { # CASE PORT ENV... -- DRIVER-ARGS...
 PL_FAULTS=("a 3000 rail-down 0" "a 6000 rail-up 0")
 qos_case env 18760 NCCL_IB_TC=96 NCCL_IB_SL=3 -- --messages 300 --min-seconds 20
 vm_fault clear 0 >/dev/null 2>&1 || true
-qos_case config 18761 -- --messages 300 --traffic-class 104
-qos_case override 18762 NCCL_IB_TC=96 HA_NCCL_IB_TC=40 -- --messages 300 --traffic-class 104
+qos_case config 18761 NCCL_IB_PCI_RELAXED_ORDERING=0 -- --messages 300 --traffic-class 104
+qos_case override 18762 NCCL_IB_TC=96 HA_NCCL_IB_TC=40 NCCL_IB_PCI_RELAXED_ORDERING=0 HA_NCCL_IB_PCI_RELAXED_ORDERING=1 \
+  -- --messages 300 --traffic-class 104
 qos_case default 18763 NCCL_DEBUG_SUBSYS=INIT -- --messages 300
+
+rc=0
+"$HA_PING" --list --json --plugin "$BUILD/src/plugin/libnccl-net-ha.so" >"$VM_OUT/list-memory.json" \
+  2>"$VM_OUT/list-memory.log" || rc=$?
+echo "$rc" >"$VM_OUT/list-memory.rc"

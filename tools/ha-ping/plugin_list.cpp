@@ -210,12 +210,17 @@ int run_list(const Options& o) {
   std::string settings, gpu, handshake;
   std::map<std::string, std::string> backup, budget;
   std::map<std::size_t, std::string> dev_line;  // "NET/HA: dev N: <port id> ..." by device index
+  std::string relaxed;  // "on for NCCL's buffers (...)"
+  std::map<std::string, std::string> dmabuf;
   for (const auto& l : log) {
     const auto& t = l.text;
     if (auto s = after(t, "NET/HA: settings: "); !s.empty()) settings = s;
     else if (t.find("GPU peer memory") != std::string::npos || t.find("GPU peer-memory") != std::string::npos)
       gpu = after(t, "NET/HA: ");
     else if (auto h = after(t, "handshakes on "); !h.empty()) handshake = h;
+    else if (auto ro = after(t, "NET/HA: relaxed ordering "); !ro.empty()) relaxed = ro;
+    else if (auto db = t.find(": dma-buf "); db != std::string::npos && t.rfind("NET/HA: ", 0) == 0)
+      dmabuf[after(t.substr(0, db), "NET/HA: ")] = t.substr(db + 10);
     else if (auto b = after(t, "NET/HA: backup of "); !b.empty()) {
       auto is = b.find(" is ");
       if (is != std::string::npos) backup[b.substr(0, is)] = b.substr(is + 4);
@@ -266,6 +271,7 @@ int run_list(const Options& o) {
     j.kv("settings", settings);
     j.kv("gpu", gpu);
     j.kv("handshake", handshake);
+    j.kv("relaxed_ordering", relaxed);
     j.key("devices");
     j.open('[');
     for (std::size_t i = 0; i < devices.size(); ++i) {
@@ -285,6 +291,7 @@ int run_list(const Options& o) {
       j.kv("max_comms_budget", get(budget, id));
       j.kv("max_recvs", d.max_recvs);
       j.kv("ptr_support", ptr_text(d.ptr));
+      j.kv("dmabuf", get(dmabuf, id));
       j.kv("pci", d.pci);
       j.kv("guid", d.guid);
       j.kv("plugin_line", line_of(i));
@@ -307,6 +314,7 @@ int run_list(const Options& o) {
     if (!settings.empty()) std::printf("settings: %s\n", settings.c_str());
     if (!gpu.empty()) std::printf("%s\n", gpu.c_str());
     if (!handshake.empty()) std::printf("handshakes on %s\n", handshake.c_str());
+    if (!relaxed.empty()) std::printf("relaxed ordering %s\n", relaxed.c_str());
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto& d = devices[i];
       const std::string id = id_of(i);
@@ -319,6 +327,7 @@ int run_list(const Options& o) {
                   ptr_text(d.ptr).c_str());
       std::printf("  NCCL: pciPath %s guid 0x%016llx\n", d.pci.empty() ? "-" : d.pci.c_str(), d.guid);
       if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
+      if (const auto db = get(dmabuf, id); !db.empty()) std::printf("  dma-buf: %s\n", db.c_str());
     }
     for (const auto& l : log)
       if (l.level == NCCL_LOG_WARN) std::printf("plugin WARN: %s\n", l.text.c_str());

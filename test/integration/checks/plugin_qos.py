@@ -19,6 +19,8 @@ INIT_LINE = re.compile(r"NCCL INFO NET/HA: nccl-ha \S+ \(net API v6-v12\): HA on
                        r"\[0\] rxe0:1 RoCE \d+ Mbps rail 10\.20\.0\.0/24 island 10\.20\.0\.0/24 railId 0 planeId undef maxComms \d+ backup rxe1:1 "
                        r"\[1\] rxe1:1 RoCE \d+ Mbps rail 10\.21\.0\.0/24 island 10\.21\.0\.0/24 railId 1 planeId undef maxComms \d+ backup rxe0:1; "
                        r"islands: prefix from the address; handshakes on 10\.30\.0\.\d \(eth2\); .*progress thread ncclHaProgress")
+RO = {"env": "on", "config": "off", "override": "on", "default": "on"}  # relaxed ordering in the INIT line
+MEMORY_TAIL = "; relaxed ordering {}; dmabuf rxe0:1 no rxe1:1 no"
 CONNECT_LINE = re.compile(r"NET/HA: (connected|accepted) .*\(tc (\d+) sl (\d+)\)")
 
 
@@ -61,6 +63,10 @@ def check_case(run, name, tos, sl):
         inits = INIT_LINE.findall(log)
         expect(len(inits) == 1, f"{name}: {role}: one INIT|NET line (version, devices, backups, handshakes, "
                                 f"settings): {len(inits)}")
+        tail = MEMORY_TAIL.format(RO[name])
+        init_lines = [line for line in log.splitlines() if INIT_LINE.search(line)]
+        expect(init_lines and all(tail in line for line in init_lines),
+               f"{name}: {role}: the INIT line says '{tail}' (NCCL's relaxed-ordering rule; no dma-buf on rxe)")
         got = {(m.group(2), m.group(3)) for m in CONNECT_LINE.finditer(log)}
         if name == "default":  # NCCL_DEBUG_SUBSYS=INIT: the NET lines stay hidden, as NCCL hides them
             expect(not got and "NET/HA: listening" not in log, f"{name}: {role}: no NET-only INFO line shown")
@@ -95,5 +101,26 @@ def check_case(run, name, tos, sl):
                    f"failovers {fo}, protected again {back}, loss lines {lost[:2]}")
 
 
+def check_memory(run):
+    """`ha-ping --list --json`: the dma-buf probe on Soft-RoCE says unsupported (EOPNOTSUPP), so
+    ptrSupport has no DMABUF; relaxed ordering on by NCCL's default rule (auto, ibv_reg_mr_iova2)."""
+    for role in ("a", "b"):
+        expect(run.rc(role, "list-memory") == 0, f"memory: {role}: ha-ping --list --json exit 0")
+        rep = run.report(role, "list-memory")
+        devs = {d["id"]: d for d in rep["devices"]}
+        expect(sorted(devs) == ["rxe0:1", "rxe1:1"], f"memory: {role}: devices {sorted(devs)}")
+        for dev_id, d in sorted(devs.items()):
+            expect("DMABUF" not in d["ptr_support"] and "HOST" in d["ptr_support"],
+                   f"memory: {role}: {dev_id} ptrSupport {d['ptr_support']} (no DMABUF)")
+            expect(d["dmabuf"].startswith("unsupported (ibv_reg_dmabuf_mr probe: Operation not supported)"),
+                   f"memory: {role}: {dev_id} dma-buf probe: {d['dmabuf']!r}")
+            probe = [l["text"] for l in rep["log"] if f"NET/HA: {dev_id}: dma-buf " in l["text"]]
+            expect(len(probe) == 1 and "dma-buf unsupported" in probe[0], f"memory: {role}: {dev_id} probe line {probe}")
+        expect(rep["relaxed_ordering"].startswith("on for NCCL's buffers (NCCL_IB_PCI_RELAXED_ORDERING=2: auto; "
+                                                  "libibverbs has ibv_reg_mr_iova2)"),
+               f"memory: {role}: relaxed ordering {rep['relaxed_ordering']!r}")
+
+
 def check(run):
-    expect_each("plugin-qos", [(n, lambda n=n, q=q: check_case(run, n, *q)) for n, q in CASES.items()])
+    cases = [(n, lambda n=n, q=q: check_case(run, n, *q)) for n, q in CASES.items()]
+    expect_each("plugin-qos", cases + [("memory", lambda: check_memory(run))])

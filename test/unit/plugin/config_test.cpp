@@ -69,7 +69,8 @@ struct CleanEnv {
     for (const auto& v : kBools) env.unset(v.name);
     for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
                           "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL",
-                          "HA_NCCL_ISLAND_PREFIX_LEN"})
+                          "HA_NCCL_ISLAND_PREFIX_LEN", "HA_NCCL_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE",
+                          "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING"})
       env.unset(v);
   }
 };
@@ -182,6 +183,48 @@ BOOST_FIXTURE_TEST_CASE(island_prefix_length, CleanEnv) {
     return std::nullopt;
   };
   BOOST_TEST(Config::from_lookup(lookup).island_prefix_len == 15);
+}
+
+// HA_NCCL_DMABUF_ENABLE over NCCL_DMABUF_ENABLE (0/1, default 1) and HA_NCCL_IB_PCI_RELAXED_ORDERING
+// over NCCL_IB_PCI_RELAXED_ORDERING (0/1/2, default 2): the HA variable wins, the source is kept
+// for the log lines, a bad value is WARNed about (variable, value, default) and the default used.
+BOOST_FIXTURE_TEST_CASE(dmabuf_and_relaxed_ordering_settings, CleanEnv) {
+  Config c = Config::from_env();
+  BOOST_TEST(c.dmabuf_enable == 1);
+  BOOST_TEST(c.relaxed_ordering == 2);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2"), describe(c));
+  env.set("NCCL_DMABUF_ENABLE", "0");
+  env.set("NCCL_IB_PCI_RELAXED_ORDERING", "0");
+  c = Config::from_env();
+  BOOST_TEST(c.dmabuf_enable == 0);
+  BOOST_TEST(c.dmabuf_enable_var == "NCCL_DMABUF_ENABLE");
+  BOOST_TEST(c.relaxed_ordering == 0);
+  BOOST_TEST(c.relaxed_ordering_var == "NCCL_IB_PCI_RELAXED_ORDERING");
+  env.set("HA_NCCL_DMABUF_ENABLE", "1");
+  env.set("HA_NCCL_IB_PCI_RELAXED_ORDERING", "1");
+  c = Config::from_env();
+  BOOST_TEST(c.dmabuf_enable == 1);
+  BOOST_TEST(c.dmabuf_enable_var == "HA_NCCL_DMABUF_ENABLE");
+  BOOST_TEST(c.relaxed_ordering == 1);
+  BOOST_TEST(c.relaxed_ordering_var == "HA_NCCL_IB_PCI_RELAXED_ORDERING");
+  BOOST_TEST(contains(describe(c), "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=1"), describe(c));
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  struct Bad { const char* var; const char* value; const char* def; };
+  for (const Bad& b : {Bad{"HA_NCCL_DMABUF_ENABLE", "2", "1"}, Bad{"HA_NCCL_DMABUF_ENABLE", "yes", "1"},
+                       Bad{"HA_NCCL_IB_PCI_RELAXED_ORDERING", "3", "2"}, Bad{"HA_NCCL_IB_PCI_RELAXED_ORDERING", "-1", "2"},
+                       Bad{"HA_NCCL_IB_PCI_RELAXED_ORDERING", "on", "2"}}) {
+    BOOST_TEST_CONTEXT(b.var << "='" << b.value << "'") {
+      log.clear();
+      env.set(b.var, b.value);
+      c = Config::from_env();
+      BOOST_TEST((std::string(b.var) == "HA_NCCL_DMABUF_ENABLE" ? c.dmabuf_enable : c.relaxed_ordering) ==
+                 std::stoi(b.def));
+      BOOST_TEST(log.count(LogLevel::warn, {b.var, std::string("'") + b.value + "'",
+                                            std::string("using the default ") + b.def}) == 1u,
+                 log.dump());
+      env.set(b.var, "1");  // valid again for the next case
+    }
+  }
 }
 
 BOOST_FIXTURE_TEST_CASE(socket_ifname_falls_back_to_nccl_socket_ifname, CleanEnv) {
@@ -475,7 +518,8 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
-             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1");
+             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1 "
+             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2");
 }
 
 BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {

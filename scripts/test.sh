@@ -34,7 +34,7 @@ step() {
   local now
   now=$(date +%s)
   if [[ -n $step_name ]]; then
-    steps+=("$(printf '%-30s %6d' "$step_name" $((now - step_start)))")
+    steps+=("$(printf '%-56s %6d' "$step_name" $((now - step_start)))")
     [[ -z ${NCCL_HA_STEP_TIMES:-} ]] || echo "$step_name $((now - step_start))" >>"$NCCL_HA_STEP_TIMES"
   fi
   step_name=${1:-}

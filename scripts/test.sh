@@ -1,38 +1,90 @@
 #!/usr/bin/env bash
-# Runs every nccl-ha test: unit tests natively, the fuzzers (1,000,000 inputs per target, see
-# scripts/fuzz.sh), then the integration tests in two Soft-RoCE VMs.
+# Runs every nccl-ha test: the unit tests natively (gcc), the unit tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer and the fuzzers (one clang build for both, see
+# scripts/fuzz.sh), then the integration tests in two Soft-RoCE VMs, one at a time.
 #   scripts/test.sh            everything (installs what it needs first)
 #   scripts/test.sh --unit     unit tests only
+#   scripts/test.sh --sanitize unit tests under ASan + UBSan only (clang, in the fuzzers' build)
 #   scripts/test.sh --fuzz     the fuzzers only
 #   scripts/test.sh --vm       VM integration tests only
-# Build dir: $NCCL_HA_BUILD_DIR (default build/; the fuzzers: build-fuzz/). Extra ctest args: $CTEST_ARGS.
+# In "everything" the unit tests (both builds; they mostly wait: timers, timeouts) run while the
+# fuzzers fuzz for their fixed time (FUZZ_BUDGET, see scripts/fuzz.sh): the unit tests cost no
+# wall time of their own; the fuzzers' output is shown when they are done.
+# Build dir: $NCCL_HA_BUILD_DIR (default build/; the sanitizer build: $NCCL_HA_FUZZ_DIR, default
+# build-fuzz/). Extra ctest args: $CTEST_ARGS. Each step's wall time is printed at the end, and
+# appended ("STEP SECONDS" per line) to the file $NCCL_HA_STEP_TIMES when that is set (.ci/run).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
 what=all
 case ${1:-} in
   --unit) what=unit ;;
+  --sanitize) what=sanitize ;;
   --fuzz) what=fuzz ;;
   --vm) what=vm ;;
   "") ;;
-  *) echo "usage: $0 [--unit|--fuzz|--vm]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--unit|--sanitize|--fuzz|--vm]" >&2; exit 2 ;;
 esac
 
+steps=()
+step_name=
+step_start=0
+# step NAME: ends the running step (records its time) and starts NAME; "step" alone ends it.
+step() {
+  local now
+  now=$(date +%s)
+  if [[ -n $step_name ]]; then
+    steps+=("$(printf '%-56s %6d' "$step_name" $((now - step_start)))")
+    [[ -z ${NCCL_HA_STEP_TIMES:-} ]] || echo "$step_name $((now - step_start))" >>"$NCCL_HA_STEP_TIMES"
+  fi
+  step_name=${1:-}
+  step_start=$now
+}
+on_exit() {
+  local rc=$?
+  [[ -z ${fuzz_pid:-} ]] || kill "$fuzz_pid" 2>/dev/null || true  # fuzzers still running: this failed
+  ((rc == 0)) || echo "test.sh: FAILED (exit $rc) in step '$step_name' after $(($(date +%s) - step_start)) s" >&2
+  step
+  ((${#steps[@]} == 0)) || { echo "test.sh: step times (s):"; printf '  %s\n' "${steps[@]}"; }
+}
+trap on_exit EXIT
+
+step setup
 bash "$REPO/scripts/setup.sh"
-if [[ $what == fuzz ]]; then
-  exec bash "$REPO/scripts/fuzz.sh"
-fi
+case $what in
+  fuzz) step fuzzers; bash "$REPO/scripts/fuzz.sh"; exit ;;
+  sanitize) step "sanitizer unit tests"; bash "$REPO/scripts/fuzz.sh" --unit-tests; exit ;;
+esac
+step build
 cmake -S "$REPO" -B "$BUILD" -G Ninja -DNCCL_HA_WERROR=ON
 cmake --build "$BUILD"
 
 # shellcheck disable=SC2086
 run_ctest() { ctest --test-dir "$BUILD" --output-on-failure "$@" ${CTEST_ARGS:-}; }
 case $what in
-  unit) run_ctest -L unit ;;
-  vm) run_ctest -L vm ;;
+  unit) step "unit tests"; run_ctest -L unit ;;
+  vm) step "VM tests"; run_ctest -L vm ;;
   all)
-    run_ctest -LE vm  # every test but the VM ones: the unit tests
-    bash "$REPO/scripts/fuzz.sh"
+    step "sanitizer build (clang: fuzzers, unit tests)"
+    bash "$REPO/scripts/fuzz.sh" --build-only
+    step "fuzzers; alongside: unit tests, native and ASan + UBSan"
+    fuzz_log=${NCCL_HA_FUZZ_DIR:-$REPO/build-fuzz}/fuzz-logs/fuzz.sh.log
+    mkdir -p "$(dirname "$fuzz_log")"
+    bash "$REPO/scripts/fuzz.sh" --no-build >"$fuzz_log" 2>&1 &
+    fuzz_pid=$!
+    failed=()
+    t0=$(date +%s)
+    echo "test.sh: the fuzzers run in the background (their output: $fuzz_log, shown when done)"
+    run_ctest -LE vm || failed+=("unit tests")  # every test but the VM ones: the unit tests
+    t1=$(date +%s)
+    bash "$REPO/scripts/fuzz.sh" --no-build --unit-tests || failed+=("unit tests under ASan + UBSan")
+    t2=$(date +%s)
+    echo "test.sh: unit tests $((t1 - t0)) s, under ASan + UBSan $((t2 - t1)) s; waiting for the fuzzers"
+    wait "$fuzz_pid" || failed+=(fuzzers)
+    fuzz_pid=
+    cat "$fuzz_log"
+    ((${#failed[@]} == 0)) || { echo "test.sh: FAILED: ${failed[*]}" >&2; exit 1; }
+    step "VM tests"
     run_ctest -L vm
     ;;
 esac

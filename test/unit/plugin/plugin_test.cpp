@@ -19,7 +19,8 @@ namespace {
 
 std::vector<std::string> g_lines;
 
-void capture(ncclDebugLogLevel level, unsigned long flags, const char*, int, const char* fmt, ...) {
+__attribute__((format(printf, 5, 6))) void capture(ncclDebugLogLevel level, unsigned long flags, const char*, int,
+                                                     const char* fmt, ...) {
   char buf[1024];
   va_list ap;
   va_start(ap, fmt);

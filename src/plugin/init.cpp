@@ -336,8 +336,7 @@ ncclResult_t create_state() {
     // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so
     // 67 ms (timeout 14) x 7 tries fails healthy streams: use ~0.5 s (17). Explicit
     // HA_NCCL_QP_TIMEOUT / HA_NCCL_QP_RETRY_CNT always win.
-    constexpr std::uint32_t kSoftRoceVendor = 0xffffff;
-    if (port.vendor_id == kSoftRoceVendor) {
+    if (port.soft_roce()) {
       if (!net::env_string({"HA_NCCL_QP_RETRY_CNT"}) && d->timeouts.retry_cnt == 7) d->timeouts.retry_cnt = 6;
       if (!net::env_string({"HA_NCCL_QP_TIMEOUT"}) && !s->config.force_ib_timeout) d->timeouts.timeout = 17;
       HA_INFO("NET/HA: %s is Soft-RoCE: QP timeout %u, retry count %u", port.id().c_str(), d->timeouts.timeout,

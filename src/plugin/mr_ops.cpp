@@ -58,7 +58,9 @@ DmabufProbe probe_dmabuf(const MrOps& ops, ibv_pd* pd) {
 
 bool offer_dmabuf(bool device_supports, const Config& c) { return device_supports && c.dmabuf_enable != 0; }
 
-bool relaxed_ordering_on(int mode, bool capable) { return (mode == 1 || mode == 2) && capable; }
+bool relaxed_ordering_on(int mode, bool capable, bool pcie_dma) {
+  return capable && (mode == 1 || (mode == 2 && pcie_dma));
+}
 
 void decide_registration(const Config& c, const MrOps& ops, Device& d, bool log_ro) {
   const DmabufProbe probe = probe_dmabuf(ops, d.pd.get());
@@ -68,16 +70,21 @@ void decide_registration(const Config& c, const MrOps& ops, Device& d, bool log_
   HA_INFO("NET/HA: %s: dma-buf %s (%s)%s", d.port.id().c_str(), probe.supported ? "supported" : "unsupported",
           probe.why.c_str(), off.c_str());
   const bool capable = relaxed_ordering_capable(ops);
-  d.relaxed_ordering = relaxed_ordering_on(c.relaxed_ordering, capable);
+  d.relaxed_ordering = relaxed_ordering_on(c.relaxed_ordering, capable, !d.port.soft_roce());
+  if (c.relaxed_ordering == 2 && capable && d.port.soft_roce())
+    HA_INFO("NET/HA: %s: relaxed ordering off: Soft-RoCE writes no buffer by PCIe DMA (%s=2: auto)",
+            d.port.id().c_str(), c.relaxed_ordering_var.c_str());
   if (!log_ro) return;
   static constexpr const char* kModes[] = {"off", "on", "auto"};
   const char* mode = c.relaxed_ordering >= 0 && c.relaxed_ordering <= 2 ? kModes[c.relaxed_ordering] : "?";
   if (c.relaxed_ordering == 1 && !capable)
     HA_WARN("NET/HA: %s=1 asks for relaxed ordering, but libibverbs has no ibv_reg_mr_iova2 (IBVERBS_1.8): off",
             c.relaxed_ordering_var.c_str());
-  HA_INFO("NET/HA: relaxed ordering %s for NCCL's buffers (%s=%d: %s; libibverbs %s ibv_reg_mr_iova2)",
-          d.relaxed_ordering ? "on" : "off", c.relaxed_ordering_var.c_str(), c.relaxed_ordering, mode,
-          capable ? "has" : "lacks");
+  // The rule for hardware devices; a Soft-RoCE device in auto says so on its own line above.
+  HA_INFO("NET/HA: relaxed ordering %s for NCCL's buffers (%s=%d: %s; libibverbs %s ibv_reg_mr_iova2%s)",
+          relaxed_ordering_on(c.relaxed_ordering, capable) ? "on" : "off", c.relaxed_ordering_var.c_str(),
+          c.relaxed_ordering, mode, capable ? "has" : "lacks",
+          c.relaxed_ordering == 2 && capable ? "; Soft-RoCE devices off" : "");
 }
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {

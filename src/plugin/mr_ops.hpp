@@ -56,8 +56,11 @@ DmabufProbe probe_dmabuf(const MrOps& ops, ibv_pd* pd);
 bool offer_dmabuf(bool device_supports, const Config& c);
 
 // NCCL's relaxed-ordering rule: mode 0 off; 1 or 2 on when capable (the library has
-// ibv_reg_mr_iova2). Anything else: off.
-bool relaxed_ordering_on(int mode, bool capable);
+// ibv_reg_mr_iova2). Anything else: off. One refinement of auto (2): only on a device that writes
+// NCCL's buffers by PCIe DMA (`pcie_dma`). Relaxed ordering is an attribute of PCIe writes; a
+// software device (Soft-RoCE) makes none, so auto leaves its registrations as they always were;
+// 1 still forces the flag on (it is optional: rxe ignores it).
+bool relaxed_ordering_on(int mode, bool capable, bool pcie_dma = true);
 inline bool relaxed_ordering_capable(const MrOps& ops) { return ops.reg_mr_iova2 != nullptr; }
 
 // Init, once per device: the dma-buf probe on its PD and the relaxed-ordering rule, into

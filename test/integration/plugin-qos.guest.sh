@@ -12,10 +12,10 @@
 #   override  NCCL_IB_TC=96 HA_NCCL_IB_TC=40 and trafficClass 104: HA_NCCL_IB_TC wins (40)
 #   default   nothing set: TOS 0 (the control: the captures do tell the cases apart); also NCCL's
 #             default subsystems (INIT): the plugin's INIT|NET line shows, its NET lines do not
-# Relaxed ordering (NCCL's rule, in each case's INIT line): env and default leave it at auto (on:
-# libibverbs has ibv_reg_mr_iova2; rxe ignores the optional flag, the streams still verify),
-# config sets NCCL_IB_PCI_RELAXED_ORDERING=0 (off), override adds HA_NCCL_IB_PCI_RELAXED_ORDERING=1
-# over it (on). Last, no traffic: `ha-ping --list --json` (list-memory.json): Soft-RoCE has no
+# Relaxed ordering (NCCL's rule, in each case's INIT line): env and default leave it at auto (off
+# on Soft-RoCE: no PCIe DMA), config sets NCCL_IB_PCI_RELAXED_ORDERING=0 (off), override adds
+# HA_NCCL_IB_PCI_RELAXED_ORDERING=1 over it (on: the flag is passed, rxe ignores the optional
+# flag, the stream still verifies). Last, no traffic: `ha-ping --list --json` (list-memory.json): Soft-RoCE has no
 # dma-buf (the probe answers EOPNOTSUPP), so ptrSupport has no DMABUF.
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"

@@ -19,7 +19,8 @@ INIT_LINE = re.compile(r"NCCL INFO NET/HA: nccl-ha \S+ \(net API v6-v12\): HA on
                        r"\[0\] rxe0:1 RoCE \d+ Mbps rail 10\.20\.0\.0/24 island 10\.20\.0\.0/24 railId 0 planeId undef maxComms \d+ backup rxe1:1 "
                        r"\[1\] rxe1:1 RoCE \d+ Mbps rail 10\.21\.0\.0/24 island 10\.21\.0\.0/24 railId 1 planeId undef maxComms \d+ backup rxe0:1; "
                        r"islands: prefix from the address; handshakes on 10\.30\.0\.\d \(eth2\); .*progress thread ncclHaProgress")
-RO = {"env": "on", "config": "off", "override": "on", "default": "on"}  # relaxed ordering in the INIT line
+# relaxed ordering in the INIT line: auto (env, default) leaves Soft-RoCE off, override forces it on
+RO = {"env": "off", "config": "off", "override": "on", "default": "off"}
 MEMORY_TAIL = "; relaxed ordering {}; dmabuf rxe0:1 no rxe1:1 no"
 CONNECT_LINE = re.compile(r"NET/HA: (connected|accepted) .*\(tc (\d+) sl (\d+)\)")
 
@@ -103,7 +104,8 @@ def check_case(run, name, tos, sl):
 
 def check_memory(run):
     """`ha-ping --list --json`: the dma-buf probe on Soft-RoCE says unsupported (EOPNOTSUPP), so
-    ptrSupport has no DMABUF; relaxed ordering on by NCCL's default rule (auto, ibv_reg_mr_iova2)."""
+    ptrSupport has no DMABUF; relaxed ordering on by NCCL's default rule (auto, ibv_reg_mr_iova2)
+    for hardware devices, off on Soft-RoCE (its own line)."""
     for role in ("a", "b"):
         expect(run.rc(role, "list-memory") == 0, f"memory: {role}: ha-ping --list --json exit 0")
         rep = run.report(role, "list-memory")
@@ -117,7 +119,7 @@ def check_memory(run):
             probe = [l["text"] for l in rep["log"] if f"NET/HA: {dev_id}: dma-buf " in l["text"]]
             expect(len(probe) == 1 and "dma-buf unsupported" in probe[0], f"memory: {role}: {dev_id} probe line {probe}")
         expect(rep["relaxed_ordering"].startswith("on for NCCL's buffers (NCCL_IB_PCI_RELAXED_ORDERING=2: auto; "
-                                                  "libibverbs has ibv_reg_mr_iova2)"),
+                                                  "libibverbs has ibv_reg_mr_iova2; Soft-RoCE devices off)"),
                f"memory: {role}: relaxed ordering {rep['relaxed_ordering']!r}")
 
 

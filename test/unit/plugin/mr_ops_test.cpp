@@ -155,9 +155,13 @@ BOOST_AUTO_TEST_CASE(the_offer_needs_support_and_the_setting) {
 
 BOOST_AUTO_TEST_CASE(relaxed_ordering_rule) {
   for (int mode : {-1, 0, 1, 2, 3})
-    for (bool capable : {false, true})
+    for (bool capable : {false, true}) {
       BOOST_TEST(relaxed_ordering_on(mode, capable) == ((mode == 1 || mode == 2) && capable),
                  "mode " << mode << " capable " << capable);
+      // a device without PCIe DMA (Soft-RoCE): only forced (1), never auto
+      BOOST_TEST(relaxed_ordering_on(mode, capable, false) == (mode == 1 && capable),
+                 "mode " << mode << " capable " << capable << " software device");
+    }
   BOOST_TEST(relaxed_ordering_capable(fake_ops(true)));
   BOOST_TEST(!relaxed_ordering_capable(fake_ops(false)));
 }
@@ -190,6 +194,18 @@ BOOST_FIXTURE_TEST_CASE(decided_per_device_at_init, FreshFake) {
   c.relaxed_ordering = 0;
   decide_registration(c, fake_ops(), d, false);
   BOOST_TEST((d.dmabuf && d.dmabuf_offered && !d.relaxed_ordering));
+  // Soft-RoCE: auto leaves it off (its own line says why), 1 forces it on.
+  log.clear();
+  d.port.vendor_id = 0xffffff;
+  c.relaxed_ordering = 2;
+  decide_registration(c, fake_ops(), d, true);
+  BOOST_TEST(!d.relaxed_ordering);
+  BOOST_TEST(log.count(LogLevel::info, {"fake0:1: relaxed ordering off: Soft-RoCE"}) == 1u, log.dump());
+  BOOST_TEST(log.count(LogLevel::info, {"relaxed ordering on for NCCL's buffers (NCCL_IB_PCI_RELAXED_ORDERING=2: auto",
+                                        "; Soft-RoCE devices off)"}) == 1u, log.dump());
+  c.relaxed_ordering = 1;
+  decide_registration(c, fake_ops(), d, false);
+  BOOST_TEST(d.relaxed_ordering);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

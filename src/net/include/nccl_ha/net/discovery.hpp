@@ -40,6 +40,8 @@ struct PortInfo {
 
   bool active() const noexcept { return state == IBV_PORT_ACTIVE; }
   bool roce() const noexcept { return link_layer == IBV_LINK_LAYER_ETHERNET; }
+  // Soft-RoCE (rdma_rxe): a software device, no PCIe DMA of its own.
+  bool soft_roce() const noexcept { return vendor_id == 0xffffff; }
   std::string id() const { return device + ":" + std::to_string(port); }
 };
 

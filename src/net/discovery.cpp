@@ -73,15 +73,21 @@ int query_port_ex(ibv_context* ctx, std::uint8_t port, PortAttrEx& out) {
 // what NCCL prefers when the library has it. Looked up in the libibverbs already loaded (the
 // plugin may be loaded RTLD_LOCAL: not through RTLD_DEFAULT); 0 when absent or unsupported by the
 // provider (EOPNOTSUPP from the library's default op).
-long long query_port_speed_mbps(ibv_context* ctx, std::uint32_t port) {
-  using Fn = int (*)(ibv_context*, std::uint32_t, std::uint64_t*);
+using QueryPortSpeedFn = int (*)(ibv_context*, std::uint32_t, std::uint64_t*);
+
+QueryPortSpeedFn resolve_query_port_speed() {
   void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return 0;
-  const auto fn = reinterpret_cast<Fn>(::dlsym(lib, "ibv_query_port_speed"));
-  std::uint64_t speed = 0;
-  const bool ok = fn && fn(ctx, port, &speed) == 0;
+  if (!lib) return nullptr;
+  const auto fn = reinterpret_cast<QueryPortSpeedFn>(::dlsym(lib, "ibv_query_port_speed"));
   ::dlclose(lib);  // only drops the reference taken above: the plugin's own keeps it loaded
-  return ok ? static_cast<long long>(speed) * 100 : 0;
+  return fn;
+}
+
+long long query_port_speed_mbps(ibv_context* ctx, std::uint32_t port) {
+  // Looked up once: ports are re-read after every port event (re-protection, flush QPs).
+  static const QueryPortSpeedFn fn = resolve_query_port_speed();
+  std::uint64_t speed = 0;
+  return fn && fn(ctx, port, &speed) == 0 ? static_cast<long long>(speed) * 100 : 0;
 }
 
 }  // namespace

@@ -13,9 +13,9 @@
 # How long (each target runs for one of these; the first that is set wins):
 #   FUZZ_RUNS=N        exactly N inputs per target (no time bound); e.g. FUZZ_RUNS=10000000
 #   FUZZ_SECONDS=S     S seconds per target
-#   FUZZ_BUDGET=S      S seconds of wall time for all the targets together (default 240), shared
+#   FUZZ_BUDGET=S      S seconds of wall time for all the targets together (default 150), shared
 #                      out: S x FUZZ_JOBS / number of targets per target, at least 20 s each.
-#                      (15 targets, two CPUs: 32 s each. The old fixed count: FUZZ_RUNS=1000000.)
+#                      (15 targets, two CPUs: 20 s each. The old fixed count: FUZZ_RUNS=1000000.)
 #                      A fixed budget keeps CI's time fixed as targets are added.
 # A timed target that ran fewer inputs than its minimum rate x (its seconds - 5) fails (MIN_RATE below;
 # $FUZZ_MIN_RATE for targets not listed there, default 100 per second): a target that became
@@ -71,6 +71,7 @@ esac
 if ((build)); then
   cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DNCCL_HA_FUZZ=ON -DNCCL_HA_SANITIZE=ON \
     -DNCCL_HA_BUILD_TESTS=ON -DNCCL_HA_BUILD_TOOLS=OFF -DNCCL_HA_WERROR=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="${NCCL_HA_TEST_CXX_FLAGS:--O2 -g1 -DNDEBUG}" \
     -DCMAKE_CXX_CREATE_SHARED_LIBRARY="$shared_link" >/dev/null
   if [[ $mode == fuzz ]]; then cmake --build "$BUILD" --target fuzzers; else cmake --build "$BUILD"; fi
 else
@@ -102,7 +103,7 @@ if [[ -n $RUNS ]]; then
 else
   SECONDS_EACH=${FUZZ_SECONDS:-}
   if [[ -z $SECONDS_EACH ]]; then
-    SECONDS_EACH=$((${FUZZ_BUDGET:-240} * JOBS / ${#targets[@]}))
+    SECONDS_EACH=$((${FUZZ_BUDGET:-150} * JOBS / ${#targets[@]}))
     ((SECONDS_EACH >= 20)) || SECONDS_EACH=20
   fi
   limit=(-max_total_time="$SECONDS_EACH")

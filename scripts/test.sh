@@ -56,7 +56,10 @@ case $what in
   sanitize) step "sanitizer unit tests"; bash "$REPO/scripts/fuzz.sh" --unit-tests; exit ;;
 esac
 step build
-cmake -S "$REPO" -B "$BUILD" -G Ninja -DNCCL_HA_WERROR=ON
+# The build type's flags with line tables only (-g1) instead of full debug info: the same code,
+# backtraces still name file:line, a third less compile time (NCCL_HA_TEST_CXX_FLAGS to change).
+TEST_FLAGS=${NCCL_HA_TEST_CXX_FLAGS:--O2 -g1 -DNDEBUG}
+cmake -S "$REPO" -B "$BUILD" -G Ninja -DNCCL_HA_WERROR=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$TEST_FLAGS"
 cmake --build "$BUILD"
 
 # shellcheck disable=SC2086

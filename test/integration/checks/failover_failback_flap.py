@@ -2,12 +2,15 @@
 HA_NCCL_TEST_FAILBACK_STALL_AT) leaves the stream on the healthy path it was leaving - abandoned
 before the sender's notice, or a failover back to the kept path after it - never a fatal comm; and
 once rail 0 is back the stream fails back for good. Every byte verified, each message once."""
+import re
+
 from check import expect, expect_each
 from failover_common import (BACKUP, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm, expect_counters, expect_no_crash,
                              expect_stream_ok, faults, log_text, stats)
 
 MIN_SECONDS = 40  # failover-failback-flap.guest.sh
 STALL_WARN = "HA_NCCL_TEST_FAILBACK_STALL_AT="
+SLOW_DRAIN = re.compile(r"^\d+ work request\(s\) on \S+ did not complete in time$")
 
 
 def events(mine, kind):
@@ -42,9 +45,14 @@ def check_stream(run, name, fault_role, stage, failovers, failbacks, resync_role
                f"{tell}: ends on {last['active']} (expected {PRIMARY}), standby {last['standby']} (expected up)")
         expect_counters(role, name, last, rep, failovers[role])
         if role == "b":  # the sender decides the failback: its failed attempt is on record
-            expect(len(ff) == 1 and ff[0]["stage"] == stage and ff[0]["to"] == PRIMARY,
-                   f"{tell}: one failback_failed record at stage '{stage}' to {PRIMARY}: "
-                   f"{[(e['stage'], e['to'], e['why']) for e in ff]}")
+            # A loaded host may also abandon an attempt before the fault because the sends in
+            # flight on rxe1 outlast HA_NCCL_FAILOVER_TIMEOUT_MS (nothing failed, the hold starts
+            # again): correct behaviour, so those are allowed; the fault's record is required once.
+            slow = [e for e in ff if e["stage"] == "before the switch" and SLOW_DRAIN.search(e["why"])]
+            hit = [e for e in ff if e not in slow]
+            expect(len(hit) == 1 and hit[0]["stage"] == stage and hit[0]["to"] == PRIMARY,
+                   f"{tell}: one failback_failed record at stage '{stage}' to {PRIMARY} "
+                   f"(and {len(slow)} abandoned for slow sends): {[(e['stage'], e['to'], e['why']) for e in ff]}")
             expect(STALL_WARN in log_text(run, role, name), f"{tell}: the test stall was applied")
         expect(len(rs) == (role == resync_role), f"{tell}: {len(rs)} in-place re-sync(s) "
                                                  f"(expected {int(role == resync_role)})")

@@ -1,7 +1,7 @@
 // Backup (shadow path) selection: the deterministic local choice of one backup port per primary
-// (ARCHITECTURE.md 2.3) from the PCI/NUMA/rail model of each port (PortAffinity, topology.hpp),
-// and HA_NCCL_BACKUP_MAP. It never changes what NCCL is told: NCCL still picks the primary among
-// all reported devices.
+// (docs/architecture.md, "Where standbys go") from the PCI/NUMA/rail model of each port
+// (PortAffinity, topology.hpp), and HA_NCCL_BACKUP_MAP. It never changes what NCCL is told: NCCL
+// still picks the primary among all reported devices.
 #pragma once
 
 #include <string>

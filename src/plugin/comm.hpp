@@ -9,7 +9,7 @@
 //   test   - polls the active path's CQ (at most HA_NCCL_TEST_MAX_POLL entries); the receiver
 //            learns each message's size from the completion's byte_len.
 // Every message is identified by (seq, index): the receiver knows exactly which it has, which
-// is what makes replay after a failover exactly-once (failover.hpp).
+// is what makes replay after a failover exactly-once (failover.cpp).
 //
 // Control plane (control.cpp): everything of HA besides moving data - standby heartbeats, the
 // idle-path probe, fault detection, the failover and re-protection conversations - runs on the
@@ -134,7 +134,11 @@ bool read_record(const T& src, T& out) noexcept {
 
 // Immediate data of control writes: the top bit set (data writes leave it clear), the kind below.
 constexpr std::uint32_t kCtlImm = 0x80000000u;
-enum class CtlKind : std::uint32_t { sync = 1, reprotect = 2, hello = 3 };
+enum class CtlKind : std::uint32_t {
+  sync = 1,       // ControlBlock::sync: a failover notice / the receiver's report (failover.cpp)
+  reprotect = 2,  // ControlBlock::reprotect: a re-protection request or answer (reprotect.cpp)
+  hello = 3       // ControlBlock::hello: the sender proves a re-protection's new path
+};
 constexpr int kCtlRecvs = 4;  // receive WRs every path keeps posted for control writes
 
 constexpr int kImmIndexBits = 3;  // log2(kMaxRecvs)
@@ -142,7 +146,16 @@ static_assert((1 << kImmIndexBits) == kMaxRecvs);
 
 // wr_id = kind in the top byte, a value below: every completion, even a flushed one (whose
 // opcode is undefined), says what it was.
-enum class WrKind : std::uint8_t { data = 1, recv = 2, cts = 3, sync = 4, heartbeat = 5, reprotect = 6, hello = 7, flush = 8 };
+enum class WrKind : std::uint8_t {
+  data = 1,       // isend's WRITE_WITH_IMM (value: the request's index in SendComm::reqs)
+  recv = 2,       // a receive WR, for data or a control write (value: the receive's slot, or 0)
+  cts = 3,        // a clear-to-send write into the sender's FIFO (value: the slot)
+  sync = 4,       // our failover notice / report
+  heartbeat = 5,  // a heartbeat write (standby health, idle-path probe)
+  reprotect = 6,  // a re-protection request or answer
+  hello = 7,      // a re-protection hello over the new path
+  flush = 8       // an iflush RDMA READ on a loopback QP (value: flush seq and attempt)
+};
 constexpr std::uint64_t make_wr_id(WrKind k, std::uint64_t value) {
   return (static_cast<std::uint64_t>(k) << 56) | value;
 }
@@ -185,7 +198,12 @@ struct SlotKeys {
   std::uint32_t peer_fifo = 0;  // receive comm: rkey of the sender's FIFO on its device of this slot
 };
 
-enum class ReqType : std::uint8_t { free, send, recv, flush };
+enum class ReqType : std::uint8_t {
+  free,   // slot unused: never used, or finished (test() reported it done, or its flush failed)
+  send,   // an isend until test() reports it done (a failover replays it unless delivered)
+  recv,   // an irecv group until test() reports it done (receive WRs and clear-to-send posted)
+  flush   // an iflush READ until test() reports it done; also RecvComm::flushed (done at once)
+};
 
 struct CommBase;
 
@@ -215,7 +233,13 @@ enum class CommKind : std::uint8_t { send, recv };
 // being connected in the background: the reactor owns everything until it publishes `link`.
 struct CommBase;
 struct Path {
-  enum Link : int { connecting, up, failed };
+  enum Link : int {
+    connecting,  // not connected yet (the handshake's phase two, a re-protection job's path): only
+                 // the code connecting it touches it
+    up,          // connected: may carry traffic, heartbeats and control writes
+    failed       // setup failed (`why`), or the QP went to ERROR (a failed heartbeat or flush
+                 // read): dead until re-protection or tend_flush replaces the path
+  };
 
   Device* dev = nullptr;
   int slot = 0;
@@ -260,7 +284,13 @@ constexpr std::uint64_t write_allowance_ns(std::uint64_t bytes, int speed_mbps) 
 
 // Standby health (heartbeats on the standby path).
 struct StandbyHealth {
-  enum State : std::uint8_t { connecting, up, down, none };
+  enum State : std::uint8_t {
+    connecting,  // being connected: the handshake's phase two, or a re-protection attempt
+    up,          // connected and answering heartbeats: a failover may use it
+    down,        // known unusable (setup failed, heartbeats missed or failed, a port event, left
+                 // by a failover, a failed re-protection) until re-protected or answering again
+    none         // single path: the comm has no standby slot
+  };
   State state = none;
   std::string why;
   std::uint64_t heartbeats = 0;      // written
@@ -275,7 +305,15 @@ struct StandbyHealth {
 // Building a new standby after a failover (reprotect.cpp).
 struct PathJob;  // path_job.hpp: verbs work on the reactor's worker threads
 struct ReprotectState {
-  enum Step : std::uint8_t { idle, building, requested, connecting, hello };
+  enum Step : std::uint8_t {
+    idle,        // no attempt under way (send side: waits for next_try_ns; receive side: for a request)
+    building,    // a PathJob builds the new QP (and registrations, a flush QP) on a worker; the
+                 // receive side's job also connects it to the sender's endpoint
+    requested,   // send side: the ReprotectMsg request is written; waiting for the answer
+    connecting,  // send side: a PathJob connects our QP to the receiver's endpoint
+    hello        // send side: the HelloMsg is written over the new path, waiting for its completion;
+                 // receive side: answered, waiting for that HelloMsg. Then install()
+  };
   Step step = idle;
   std::uint32_t recover_gen = 0;     // the standby device's Device::recover_gen last seen
   std::uint32_t gen = 0;             // send side: attempts made; receive side: last request answered
@@ -295,8 +333,15 @@ struct ReprotectState {
 };
 
 struct FailoverState {
-  // quiescing: a failback only (the sender's): no new sends, the old path's own complete.
-  enum Phase : std::uint8_t { normal, quiescing, draining, syncing };
+  enum Phase : std::uint8_t {
+    normal,     // no switch under way: the data path may post (can_post)
+    quiescing,  // a failback only (the sender's), or a sender re-synchronising in place: no new
+                // sends, the old path's own complete
+    draining,   // the old path's WRs are reaped (its QP in ERROR, unless a failback keeps it);
+                // then the switch to the new path and our SyncMsg notice on it
+    syncing     // our notice is written: waiting for the peer's SyncMsg of this epoch, then
+                // replay (sender) and finish()
+  };
   Phase phase = normal;
   std::uint32_t epoch = 0;            // failovers started; both sides count the same
   std::uint32_t prev_epoch = 0;       // before this one (a failback abandoned before its notice)

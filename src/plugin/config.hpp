@@ -53,12 +53,12 @@ struct Config {
   // the GPU reads them), also for host memory; reported as forceFlush. Costs a loopback QP per
   // device of every receive comm.
   bool force_flush = false;
-  // HA_NCCL_FORCE_IB_TIMEOUT 0/1 (ARCHITECTURE.md 16.1: the plugin's short IB timeout must not be
-  // overridden behind the user's back). 1: the QP timeout is exactly HA_NCCL_QP_TIMEOUT (or its
-  // default 14): no per-device adjustment, in particular not the Soft-RoCE timeout 17. NCCL's own
-  // NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT (often set cluster-wide for NCCL's IB transport) are never
-  // read by the plugin, forced or not. The Soft-RoCE retry-count cap (7 means "for ever" there) is
-  // a correctness fix, not a tuning, and stays.
+  // HA_NCCL_FORCE_IB_TIMEOUT 0/1 (README.md, "Configuration read by the libraries": the plugin's
+  // short IB timeout must not be overridden behind the user's back). 1: the QP timeout is exactly
+  // HA_NCCL_QP_TIMEOUT (or its default 14): no per-device adjustment, in particular not the
+  // Soft-RoCE timeout 17. NCCL's own NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT (often set cluster-wide
+  // for NCCL's IB transport) are never read by the plugin, forced or not. The Soft-RoCE
+  // retry-count cap (7 means "for ever" there) is a correctness fix, not a tuning, and stays.
   bool force_ib_timeout = false;
   // QoS of every QP the plugin connects, primary and standby (and standbys rebuilt later), with
   // NCCL's names and rules: HA_NCCL_IB_TC, else NCCL_IB_TC (0..255, the GRH traffic class: on RoCE
@@ -86,7 +86,10 @@ struct Config {
   // switch, HA_NCCL_TEST_FAILBACK_STALL_AT: `switch` (the sender, before it writes its notice on
   // the target) or `finish` (the sender, after the receiver's report came), so that the failover-failback-flap VM test can
   // take the target down inside the switch (failover.cpp).
-  enum FailbackStall : std::uint8_t { stall_switch, stall_finish };
+  enum FailbackStall : std::uint8_t {
+    stall_switch,  // `switch`: the sender holds before it writes its notice on the target
+    stall_finish   // `finish`: the sender holds after the receiver's report came, before finish()
+  };
   int test_failback_stall_ms = 0;
   // HA_NCCL_TEST_STANDBY_DELAY_MS 0..60000, for tests only: every new comm connects its standby
   // this much later (the failover-standby-late VM test fails the primary inside that window).
@@ -123,7 +126,7 @@ double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt);
 // "HA_NCCL_X=value ..." one line with every effective setting (logged at INFO at init).
 std::string describe(const Config& c);
 
-// APM (automatic path migration) on `device` port `port`, as DEVELOPER_GUIDE.md 16.5 asks:
+// APM (automatic path migration) on `device` port `port` (README.md, "What operators see"):
 // true when <sysfs_root>/class/infiniband/<device>/ports/<port>/apm_enable holds a non-zero
 // integer. Honest limit: mainline Linux has no such file (the port directory holds state, lid,
 // lid_mask_count, sm_lid, sm_sl, cap_mask, rate, phys_state, link_layer, gids/, pkeys/,

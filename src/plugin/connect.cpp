@@ -200,7 +200,11 @@ asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endp
 // ------------------------------------------------------------------ connector side
 
 struct ConnectOp {
-  enum State { pending, ready, failed };
+  enum State {
+    pending,  // the handshake runs: connect() answers with a NULL comm
+    ready,    // acknowledged by the listener: the next connect() hands `comm` to NCCL
+    failed    // the handshake failed (`error`): the next connect() returns ncclSystemError
+  };
   std::atomic<int> state{pending};
   CommParams params;               // the connecting communicator's
   std::shared_ptr<SendComm> comm;  // valid once ready
@@ -350,7 +354,11 @@ struct ListenComm {
 // whole, the comm is not queued and the connector, which reads a truncated frame, fails too. So
 // the connector's connect() succeeds only for a comm that was queued before closeListen() (which
 // drops it like an unaccepted one: the connector then has a comm whose peer closed it).
-enum class AckResult { queued, closed, failed };
+enum class AckResult {
+  queued,  // conn_ack written whole, the comm queued for accept()
+  closed,  // closeListen() came first: nothing sent (the caller sends the error frame)
+  failed   // conn_ack could not be written whole (`why`): the comm is not queued
+};
 AckResult ack_and_queue(ListenState& ls, tcp::socket& sock, std::shared_ptr<RecvComm>& comm, std::string& why) {
   const std::vector<std::uint8_t> ack = net::encode_frame(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), ls.token, {});
   std::lock_guard<std::mutex> lock(ls.mutex);

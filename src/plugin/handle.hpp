@@ -61,8 +61,8 @@ std::string handle_address(const Handle& h);  // "a.b.c.d:port", "[fd00::1]:port
 
 // Handshake message types (nccl-ha wire frames, net/wire.hpp).
 enum class HandshakeMsg : std::uint16_t {
-  conn_request = 0x200,
-  conn_reply = 0x201,
+  conn_request = 0x200,  // connector -> listener: ConnRequest (conn_msg.hpp)
+  conn_reply = 0x201,    // listener -> connector: ConnReply, with the standby offer
   conn_ready = 0x202,  // payload: ConnReady (the connector's standby, conn_msg.hpp)
   conn_ack = 0x203,  // the listener queued the comm for accept(): only now may connect() succeed
   standby_up = 0x204,      // phase two: this side's standby QP is RTS

@@ -37,10 +37,10 @@ std::atomic<State*> g_state_ptr{nullptr};
 // element (std::list: stable addresses).
 std::list<CommParams> g_contexts;
 
-// Budget (DEVELOPER_GUIDE 3.1/15.2): every comm will own 2 QPs (primary + shadow backup), NCCL
-// runs ~16 channels per peer, each connection keeps up to 64 work requests in flight and the
-// send side must absorb maxRecvs completions per request. Flush QPs (HA_NCCL_FORCE_FLUSH, GPU
-// memory) add a loopback QP per device to every receive comm: 3 QPs per comm on average.
+// Budget: every comm will own 2 QPs (primary + shadow backup), NCCL runs ~16 channels per peer,
+// each connection keeps up to 64 work requests in flight and the send side must absorb maxRecvs
+// completions per request. Flush QPs (HA_NCCL_FORCE_FLUSH, GPU memory) add a loopback QP per
+// device to every receive comm: 3 QPs per comm on average.
 int compute_max_comms(const net::PortInfo& p, bool flush_qps, bool log) {
   const long kQpsPerComm = flush_qps ? 3 : 2;
   constexpr long kChannels = 16, kWrPerConn = 64;

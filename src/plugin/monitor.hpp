@@ -28,7 +28,11 @@ struct CommCounters {
 };
 
 // One live comm as the exporter sees it.
-enum class Protection : std::uint8_t { protected_, unprotected, failed };
+enum class Protection : std::uint8_t {
+  protected_,   // standby up, no failover under way or asked for
+  unprotected,  // no usable standby (none, down, connecting), or a switch under way or asked for
+  failed        // no usable path left: the comm's sticky error is set
+};
 const char* protection_name(Protection p) noexcept;
 struct CommSample {
   bool valid = false;            // false: never sampled yet (the comm was always busy)

@@ -19,7 +19,11 @@
 namespace nccl_ha::plugin {
 
 struct PathJob {
-  enum : int { running, done, failed };
+  enum : int {
+    running,  // queued or running on a worker
+    done,     // the work succeeded (`path` / `flush` hold what it built)
+    failed    // the work failed, threw, was given up (`cancelled`) or refused (`why` says)
+  };
   std::atomic<int> state{running};        // set on the progress thread when the work has ended
   std::atomic<bool> cancelled{false};     // the comm no longer wants it (any thread)
   std::shared_ptr<Path> path;             // re-protection: the new standby path

@@ -1,7 +1,7 @@
 // Polling and fault detection. The data path (test) only polls the active path and hands what
 // goes wrong to the control plane; control_step() runs on the progress thread at every tick of
 // the comm's timer and at every completion-channel or port event (control.cpp), whether or not
-// NCCL calls the plugin. Detection, in the order ARCHITECTURE §4 gives it:
+// NCCL calls the plugin. Detection (docs/architecture.md, "Life of a failover"):
 //   * an error completion on the active path (retry / RNR retries exceeded, remote access or
 //     operation errors; a flush error there means the QP was moved to ERROR under us);
 //   * a local port error / device fatal event on the active path's device (the async-event pump

@@ -3,16 +3,28 @@
 # other. Each NAME.guest.sh runs as it would alone, but with VM_OUT=$VM_OUT/NAME (its own out/
 # directory, run-pair.sh's rails.txt copied in); its stdout, stderr, exit code and wall time go to
 # $VM_OUT/NAME.{stdout.log,stderr.log,exit_code,ms}, which vm-group.sh moves to the test's own log
-# directory. Both guests meet at a barrier before each test. A failed test does not end the group:
-# this guest's rails are cleared (links up, netem off) and the next test starts. If the guests no
-# longer meet (the peer is still inside a failed test), the tests left are recorded as not started
-# (exit code 125). Exits 0 unless the group itself could not run.
+# directory. A test may end with the bed as its faults left it (ha-ping-rail-down ends with rail 0
+# down: alone, the power-off cleaned up), and a failed one with anything: after every test this
+# guest's bed is reset (the test tools' processes killed, every rail cleared: link up, netem off,
+# port ACTIVE, neighbour entries flushed), then both guests meet at a barrier before the next.
+# A failed test does not end the group. If the guests no longer meet (the peer is still inside a
+# failed test), the tests left are recorded as not started (exit code 125). Exits 0 unless the
+# group itself could not run.
 #   group.guest.sh NAME...
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../vm/lib.sh"
 (($#)) || vm_die "usage: group.guest.sh NAME..."
 base=$VM_OUT
+
+reset_bed() {
+  pkill -KILL -x 'ha-net-driver|ha-ping|ib_write_bw|ib_send_lat|ibv_rc_pingpong' 2>/dev/null || true
+  local r
+  for ((r = 0; r < VM_RAILS; r++)); do
+    vm_fault clear "$r" 2>/dev/null || vm_log "group: reset: fault.sh clear $r failed"
+    ip neigh flush dev "$(vm_rail_if "$r")" 2>/dev/null || true
+  done
+}
 names=("$@")
 for ((i = 0; i < ${#names[@]}; i++)); do
   name=${names[i]}
@@ -33,8 +45,6 @@ for ((i = 0; i < ${#names[@]}; i++)); do
   echo $((($(date +%s%N) - start) / 1000000)) >"$base/$name.ms"
   echo "$rc" >"$base/$name.exit_code"
   vm_log "group: $name: exit $rc after $(($(<"$base/$name.ms") / 1000)) s"
-  if ((rc != 0)); then  # leave a clean bed to the next test
-    for ((r = 0; r < VM_RAILS; r++)); do vm_fault clear "$r" >&2 || true; done
-  fi
+  reset_bed
 done
 exit 0

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "comm.hpp"
 #include "monitor.hpp"
@@ -34,8 +35,21 @@ class Hold {
   CommBase& c_;
   bool ok_;
 };
-// Takes the comm, waiting (yielding) until the other thread lets go: close and iflush only.
-void hold_blocking(CommBase& c) noexcept;
+// Takes the comm, waiting (yielding) until the other thread lets go, and lets go of it when it goes
+// out of scope: for the calls that may not answer "not yet" (close, iflush, deregMr); never on the
+// data path's isend / irecv / test, never on the progress thread.
+class HoldWait {
+ public:
+  explicit HoldWait(CommBase& c) noexcept : c_(c) {
+    while (c.owned.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+  }
+  ~HoldWait() { c_.owned.store(false, std::memory_order_release); }
+  HoldWait(const HoldWait&) = delete;
+  HoldWait& operator=(const HoldWait&) = delete;
+
+ private:
+  CommBase& c_;
+};
 
 // ---- posting (p2p.cpp); each returns 0 or the errno of ibv_post_*
 // How many WRs of the chain `first` (at most n, linked by `next`) a post that returned `rc` and

@@ -295,11 +295,7 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
     *request = &c.flushed;
     return ncclSuccess;
   }
-  hold_blocking(c);  // iflush may not answer "not yet" (a NULL request means "nothing to flush")
-  struct Release {
-    CommBase& c;
-    ~Release() { c.owned.store(false, std::memory_order_release); }
-  } release{c};
+  const HoldWait held(c);  // iflush may not answer "not yet" (a NULL request means "nothing to flush")
   if (c.error != ncclSuccess) return c.error;
   const int slot = flush_slot(c);
   if (slot < 0) {

@@ -99,15 +99,16 @@ void heartbeat_done(CommBase& c, Path& p) {
 // buffer NCCL reuses), then to the reaper (destroying one on a dead port can block); the comm
 // itself goes when its control task has let go of it.
 void close_comm(CommBase& c) {
-  hold_blocking(c);
-  c.closing.store(true, std::memory_order_relaxed);
-  account_ports(c);
-  write_stats(c, "close");
-  unregister_comm(c);
-  if (c.kind == CommKind::recv) close_flush(static_cast<RecvComm&>(c));  // held: the control plane swaps them
-  for (auto& p : c.paths) retire(std::move(p));
-  retire_job(c);
-  c.owned.store(false, std::memory_order_release);
+  {
+    const HoldWait held(c);
+    c.closing.store(true, std::memory_order_relaxed);
+    account_ports(c);
+    write_stats(c, "close");
+    unregister_comm(c);
+    if (c.kind == CommKind::recv) close_flush(static_cast<RecvComm&>(c));  // held: the control plane swaps them
+    for (auto& p : c.paths) retire(std::move(p));
+    retire_job(c);
+  }
   wake(c);
 }
 
@@ -129,10 +130,6 @@ int post_data(SendComm& c, Request& r, Path& p) {
   const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
   if (rc == 0) note_send_posted(p, sge.length);
   return rc;
-}
-
-void hold_blocking(CommBase& c) noexcept {
-  while (c.owned.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
 }
 
 int post_recvs(Path& p, std::uint64_t slot, int n) {

@@ -228,7 +228,7 @@ void forget(std::array<Request, N>& reqs, const RegHandle* h) {
 }
 
 void forget_in_flight(CommBase& c, const RegHandle* h) {
-  hold_blocking(c);
+  const HoldWait held(c);
   if (c.kind == CommKind::send) {
     forget(static_cast<SendComm&>(c).reqs, h);
   } else {
@@ -236,7 +236,6 @@ void forget_in_flight(CommBase& c, const RegHandle* h) {
     forget(rc.reqs, h);
     forget(rc.flushes, h);
   }
-  c.owned.store(false, std::memory_order_release);
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ struct Config {
   // HA_NCCL_TEST_ACK_DELAY_MS 0..60000, for tests only: the listener holds every handshake this
   // long between the connector's conn_ready and its decision (queue + conn_ack, or the error
   // frame when closeListen came first), with a WARN per connection; the plugin-errors VM test
-  // closes the listener inside that window (connect.cpp).
+  // closes the listener inside that window (listen.cpp).
   int test_ack_delay_ms = 0;
   // For tests only: a failback held HA_NCCL_TEST_FAILBACK_STALL_MS (0..60000) at one point of its
   // switch, HA_NCCL_TEST_FAILBACK_STALL_AT: `switch` (the sender, before it writes its notice on

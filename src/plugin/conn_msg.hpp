@@ -1,4 +1,4 @@
-// The messages of the plugin's handshake (connect.cpp), as pure functions: what the bytes mean,
+// The messages of the plugin's handshake (handshake_common.hpp), as pure functions: what the bytes mean,
 // and what a listener or connector accepts from a peer it cannot trust. Wire format v4
 // (kHandleVersion 4): each side lists its candidate ports (topology.hpp) and the listener
 // chooses the standby pair both ends can reach (rank_standby_pairs).

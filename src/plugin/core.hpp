@@ -1,8 +1,9 @@
 // The plugin core: one C++ implementation behind every exported ncclNet_vN table (api.cpp).
 //
-// Layout follows the protocol: init.cpp (init / devices / getProperties), connect.cpp
-// (listen / connect / accept and the handshake coroutines), p2p.cpp (isend / irecv / test /
-// iflush, the data path), reg.cpp (memory registration). Sizes are size_t here; the adapters
+// Layout follows the protocol: init.cpp (init / devices / getProperties), listen.cpp (listen /
+// accept / closeListen) and connect.cpp (connect) with the handshake they share
+// (handshake_common.hpp), p2p.cpp (isend / irecv / test, the data path), flush.cpp (iflush),
+// reg.cpp (memory registration); docs/architecture.md has the whole map. Sizes are size_t here; the adapters
 // for older API versions convert.
 //
 // Threads: NCCL calls every entry point from its own threads (the proxy thread for the data

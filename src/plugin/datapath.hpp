@@ -129,7 +129,7 @@ void request_failover(CommBase& c, std::string cause);
 std::string describe_error(const Path& p, const ibv_wc& wc);
 std::string describe_fault(const Device& d);
 
-// ---- handshakes (connect.cpp)
+// ---- handshakes (connect.cpp, listen.cpp)
 // Finalize, before the devices close: the comms of connections whose connect() was never called
 // again (and of handshakes still running, when they end) go to the reaper, none outlives the state.
 void drop_connect_ops();

@@ -21,6 +21,28 @@ const char* unusable(const asio::ip::address& a) {
 
 }  // namespace
 
+Handle make_handle(const asio::ip::tcp::endpoint& listener, std::uint64_t token, std::uint32_t flags) {
+  Handle h{};
+  h.magic = kHandleMagic;
+  h.version = kHandleVersion;
+  h.length = sizeof(Handle);
+  h.flags = flags;
+  h.port = listener.port();
+  const asio::ip::address addr = listener.address();
+  if (addr.is_v4()) {
+    h.family = AF_INET;
+    const auto b = addr.to_v4().to_bytes();
+    std::memcpy(h.addr, b.data(), b.size());
+  } else {
+    h.family = AF_INET6;
+    const auto b = addr.to_v6().to_bytes();
+    std::memcpy(h.addr, b.data(), b.size());
+    h.scope_id = addr.to_v6().scope_id();
+  }
+  h.token = token;
+  return h;
+}
+
 asio::ip::tcp::endpoint handle_endpoint(const Handle& h) {
   if (h.family == AF_INET) return {asio::ip::address_v4({h.addr[0], h.addr[1], h.addr[2], h.addr[3]}), h.port};
   asio::ip::address_v6::bytes_type b;

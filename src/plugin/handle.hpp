@@ -49,6 +49,9 @@ struct Handle {
 };
 static_assert(sizeof(Handle) == NCCL_NET_HANDLE_MAXSIZE);
 
+// The handle of a listener at `listener` (its address and port; an IPv6 address's scope id goes
+// into scope_id) with `token` and `flags` (kOfferStandby), stage 0. Pure.
+Handle make_handle(const boost::asio::ip::tcp::endpoint& listener, std::uint64_t token, std::uint32_t flags);
 // Checks magic, version, length, family, port, token (not 0; its value is checked by the
 // listener) and the address: not unspecified (0.0.0.0 / :: would reach this host), not
 // multicast or broadcast, and a link-local IPv6 address only with its scope id. Pure.

@@ -193,7 +193,7 @@ void assign_backups(State& s, const std::vector<net::IfAddr>& addrs) {
     Device& d = *s.devices[i];
     d.backup = s.config.enable_backup ? choices[i].backup : -1;
     d.backup_mapped = d.backup >= 0 && choices[i].mapped;
-    if (d.backup >= 0)  // each connection's standby pair is agreed with its peer (standby.cpp, connect.cpp)
+    if (d.backup >= 0)  // each connection's standby pair is agreed with its peer (standby.cpp, listen.cpp)
       HA_INFO("NET/HA: backup of %s is %s (%s)%s", d.port.id().c_str(),
               s.devices[static_cast<std::size_t>(d.backup)]->port.id().c_str(), choices[i].reason.c_str(),
               d.backup_mapped ? "; preferred in every standby pair chosen with a peer"

@@ -1,7 +1,7 @@
 // Standby ports: which pair of ports a comm's standby goes on, and how many connections each port
 // carries.
 //
-// At the handshake the listener chooses the first standby pair (connect.cpp); after that the send
+// At the handshake the listener chooses the first standby pair (listen.cpp); after that the send
 // side chooses for every re-protection: the pairs both ends can reach, ranked against the pair
 // that carries the traffic now (topology.hpp rank_standby_pairs: another NIC, another rail, the
 // least loaded ports, NUMA and PCIe locality), from this node's ports as they are now and the

@@ -488,4 +488,25 @@ BOOST_AUTO_TEST_CASE(decode_handle_takes_any_alignment_and_refuses_short_buffers
   BOOST_TEST((decode_handle(zero).error().code == Errc::bad_magic));
 }
 
+BOOST_AUTO_TEST_CASE(make_handle_round_trips_through_decode) {
+  namespace asio = boost::asio;
+  const asio::ip::tcp::endpoint v4(asio::ip::make_address("10.30.0.1"), 4242);
+  const Handle h = make_handle(v4, 0x1234, kOfferStandby);
+  std::vector<std::uint8_t> buf(sizeof h);
+  std::memcpy(buf.data(), &h, sizeof h);
+  auto d = decode_handle(buf);
+  BOOST_REQUIRE_MESSAGE(d.ok(), test::err_msg(d));
+  BOOST_TEST(d->token == 0x1234u);
+  BOOST_TEST(d->flags == kOfferStandby);
+  BOOST_TEST(d->stage == 0u);
+  BOOST_TEST((handle_endpoint(*d) == v4));
+  const asio::ip::address_v6 ll = asio::ip::make_address_v6("fe80::1");
+  const asio::ip::tcp::endpoint v6(asio::ip::address_v6(ll.to_bytes(), 3), 5000);
+  const Handle h6 = make_handle(v6, 7, 0);
+  BOOST_TEST(h6.family == AF_INET6);
+  BOOST_TEST(h6.scope_id == 3u);
+  BOOST_TEST(validate_handle(h6).ok());
+  BOOST_TEST((handle_endpoint(h6) == v6));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,319 @@
+// listen / accept / closeListen: the listener's side of the handshake (the connector's is
+// connect.cpp; the protocol and what both sides share: handshake_common.hpp). listen() binds the
+// handshake socket, writes the handle (handle.hpp) and spawns the acceptor on the reactor; each
+// connection's handshake is a coroutine there, at most kMaxHandshakes at once per listener, the
+// rest wait in the kernel's backlog. accept() takes what the handshakes queued; it never waits.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "comm.hpp"
+#include "conn_msg.hpp"
+#include "core.hpp"
+#include "datapath.hpp"
+#include "handle.hpp"
+#include "handshake_common.hpp"
+#include "nccl_ha/net/handshake.hpp"
+#include "state.hpp"
+
+namespace nccl_ha::plugin {
+namespace {
+
+namespace asio = boost::asio;
+using namespace hs;
+
+// Handshakes one listener runs at once; more connections wait in the kernel's backlog until one
+// ends (each is bounded by the handshake timeout). NCCL connects one connector per listener.
+constexpr int kMaxHandshakes = 64;
+
+// Drops the standby of a comm whose peer did not take it (before NCCL has the comm).
+void make_single_path(CommBase& c) {
+  if (c.kind == CommKind::recv) {  // its flush QP on the standby's device goes too
+    auto& rc = static_cast<RecvComm&>(c);
+    retire(std::move(rc.flush_paths[1]));
+    rc.flush_want[1] = false;
+  }
+  retire(std::move(c.paths[1]));
+  c.keys[1] = SlotKeys{};
+  c.devs[1] = nullptr;
+  c.standby.state = StandbyHealth::none;
+  account_ports(c);
+}
+
+struct ListenState {
+  explicit ListenState(asio::io_context& io) : acceptor(io), slot_free(io) {}
+  Device* dev = nullptr;
+  CommParams params;  // the listening communicator's (v11+)
+  std::uint64_t token = 0;
+  Millis ack_delay{0};     // HA_NCCL_TEST_ACK_DELAY_MS (tests only)
+  tcp::acceptor acceptor;  // progress thread only (after listen() returns)
+  int handshakes = 0;      // progress thread: handshakes running (<= kMaxHandshakes)
+  asio::steady_timer slot_free;  // progress thread: cancelled when one ends
+  std::mutex mutex;        // guards ready / closed / error (accept() vs the progress thread)
+  std::deque<std::shared_ptr<RecvComm>> ready;
+  bool closed = false;
+  std::string error;
+};
+
+struct ListenComm {
+  std::shared_ptr<ListenState> state;
+};
+
+// The last step of an accepted handshake, one step with respect to closeListen(): under the
+// listener's mutex, either the listener is closed (nothing is sent, the caller sends the error
+// frame), or conn_ack is written whole to the socket and the comm queued for accept(). The ack is
+// a non-blocking write of 24 bytes into the socket's empty send buffer; should it not go out
+// whole, the comm is not queued and the connector, which reads a truncated frame, fails too. So
+// the connector's connect() succeeds only for a comm that was queued before closeListen() (which
+// drops it like an unaccepted one: the connector then has a comm whose peer closed it).
+enum class AckResult {
+  queued,  // conn_ack written whole, the comm queued for accept()
+  closed,  // closeListen() came first: nothing sent (the caller sends the error frame)
+  failed   // conn_ack could not be written whole (`why`): the comm is not queued
+};
+AckResult ack_and_queue(ListenState& ls, tcp::socket& sock, std::shared_ptr<RecvComm>& comm, std::string& why) {
+  const std::vector<std::uint8_t> ack = net::encode_frame(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), ls.token, {});
+  std::lock_guard<std::mutex> lock(ls.mutex);
+  if (ls.closed) return AckResult::closed;
+  boost::system::error_code ec;
+  sock.non_blocking(true, ec);
+  const std::size_t n = ec ? 0 : sock.send(asio::buffer(ack), 0, ec);
+  if (ec || n != ack.size()) {
+    why = "sending the acknowledgement: " + (ec ? ec.message() : std::to_string(n) + " of " + std::to_string(ack.size()) + " bytes");
+    return AckResult::failed;
+  }
+  ls.ready.push_back(std::move(comm));
+  return AckResult::queued;
+}
+
+asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
+  boost::system::error_code peer_ec;
+  auto frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), ls->token, timeout);
+  if (!frame) co_return std::move(frame).error();
+  auto decoded = decode_request(frame->payload);  // nothing is created for a request that does not decode
+  if (!decoded) co_return std::move(decoded).error();
+  const ConnRequest& req = *decoded;
+  // The standby pair: the best both ends can reach (topology.hpp), our port of it the backup.
+  std::string unprotected = no_standby_here(*ls->dev);
+  if (unprotected.empty() && !req.offer_standby) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
+  const std::vector<Candidate> mine = local_candidates(*ls->dev);
+  std::optional<PortPair> pair;
+  if (unprotected.empty()) {
+    const auto pairs = rank_standby_pairs(req.candidates, mine, PortPair{primary_dev(req.candidates), ls->dev->index});
+    if (pairs.empty())
+      unprotected = "no standby pair both ends can reach (different islands, ports down, or no other port of the link layer)";
+    else
+      pair = pairs.front();
+  }
+  Device* const backup = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
+  if (pair)
+    HA_INFO("NET/HA: standby of the connection from %s on %s: %s <-> its device %d (%s)",
+            peer_name(sock.remote_endpoint(peer_ec).address()).c_str(), ls->dev->port.id().c_str(),
+            backup->port.id().c_str(), pair->a,
+            explain_pair(req.candidates, mine, *pair, PortPair{primary_dev(req.candidates), ls->dev->index}).c_str());
+  // The port counts as carrying this standby from the decision on (the comm counts itself once it
+  // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
+  if (backup) backup->standby_comms.fetch_add(1, std::memory_order_relaxed);
+  auto create = [ls, backup] { return make_recv_comm(*ls->dev, backup); };  // verbs work: on a reactor worker
+  auto comm = co_await state()->reactor.offload(create);
+  if (backup) backup->standby_comms.fetch_sub(1, std::memory_order_relaxed);
+  if (!comm) co_return std::move(comm).error();
+  std::shared_ptr<RecvComm> owned = std::move(comm).value();
+  const DiscardUnclaimed<RecvComm> unclaimed{owned};
+  RecvComm& c = *owned;
+  c.params = ls->params;
+  c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
+  take_keys(c, req.fifo, c.remote_fifo, &SlotKeys::peer_fifo);
+  take_keys(c, req.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
+  take_peer(c, req.candidates);
+  set_qos(c, req.qos);  // the connector's, as NCCL does
+  c.paths[0]->remote = req.primary;
+  auto connect_primary = [&c, &req]() -> Status {  // verbs work: on a reactor worker
+    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0])); !s) return s;
+    if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+    return setup_flush(c);
+  };
+  if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
+  ConnReply rep;
+  rep.primary = c.paths[0]->local;
+  if (c.paths[1]) rep.standby = StandbyOffer{*pair, c.paths[1]->local, c.keys[1].ctrl->rkey};
+  rep.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
+  rep.candidates = mine;
+  const std::vector<std::uint8_t> reply = encode_reply(rep);
+  if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
+    co_return s;
+  auto ready_frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
+  if (!ready_frame) co_return std::move(ready_frame).error();
+  auto ready = decode_ready(ready_frame->payload);
+  if (!ready) co_return std::move(ready).error();
+  if (c.paths[1] && ready->standby) {  // the connector built its end: the keys of its memory on its port of the pair
+    c.keys[1].peer_fifo = ready->fifo_rkey;
+    c.keys[1].peer_ctrl = ready->ctrl_rkey;
+    c.paths[1]->peer_dev = pair->a;
+  } else if (c.paths[1]) {
+    unprotected = "the peer could not build its end of the standby";
+    make_single_path(c);
+  }
+  if (!unprotected.empty()) note_unprotected(*ls->dev, "recv", unprotected);
+  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
+          req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
+          c.qos.traffic_class, c.qos.service_level);
+  if (ls->ack_delay.count() > 0) {  // tests only: the window in which closeListen() may come
+    HA_WARN("NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection from %s "
+            "on %s for %lld ms", c.peer.c_str(), ls->dev->port.id().c_str(), static_cast<long long>(ls->ack_delay.count()));
+    asio::steady_timer hold(sock.get_executor(), ls->ack_delay);
+    auto [ec] = co_await hold.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+  }
+  const std::shared_ptr<Path> standby_path = c.paths[1];
+  std::string why;
+  switch (ack_and_queue(*ls, sock, owned, why)) {
+    case AckResult::queued:
+      break;
+    case AckResult::failed:
+      co_return make_error(Errc::closed, why);
+    case AckResult::closed: {  // tell the connector, so its connect() fails instead of returning a dead comm
+      why = "the listener was closed during the handshake";
+      const std::vector<std::uint8_t> reason(why.begin(), why.end());
+      auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), ls->token, reason, timeout);
+      (void)sent;  // best effort: the connector also fails when the socket closes
+      co_return make_error(Errc::closed, why);
+    }
+  }
+  if (standby_path) co_await run_standby(sock, *standby_path, *ready->standby, ls->token, timeout);
+  co_return Status{};
+}
+
+// accept() errors that say nothing about the listener itself (the connection went away before it
+// was taken, or the process is out of descriptors / memory for a moment): pause and go on.
+bool transient_accept_error(const boost::system::error_code& ec) {
+  namespace e = asio::error;
+  return ec == e::connection_aborted || ec == e::no_descriptors || ec == e::no_buffer_space || ec == e::no_memory ||
+         ec == e::connection_reset || ec == boost::system::errc::protocol_error ||
+         ec == boost::system::errc::too_many_files_open_in_system;
+}
+
+asio::awaitable<void> run_acceptor(std::shared_ptr<ListenState> ls, Millis timeout) {
+  State* st = state();
+  constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+  bool paused = false;  // a transient accept() error was WARNed about and not yet followed by a success
+  for (;;) {
+    while (ls->handshakes >= kMaxHandshakes && ls->acceptor.is_open()) {
+      ls->slot_free.expires_at(asio::steady_timer::time_point::max());
+      auto [ignored] = co_await ls->slot_free.async_wait(use_tuple);  // cancelled when a handshake ends
+      (void)ignored;
+    }
+    auto [ec, sock] = co_await ls->acceptor.async_accept(use_tuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !ls->acceptor.is_open()) co_return;
+      if (transient_accept_error(ec)) {
+        if (!paused)
+          HA_WARN("NET/HA: listener on %s: accept failed (%s); retrying", ls->dev->port.id().c_str(), ec.message().c_str());
+        paused = true;
+        asio::steady_timer backoff(ls->acceptor.get_executor(), Millis(100));
+        auto [ignored] = co_await backoff.async_wait(use_tuple);
+        (void)ignored;
+        continue;
+      }
+      HA_WARN("NET/HA: listener on %s stopped: %s", ls->dev->port.id().c_str(), ec.message().c_str());
+      std::lock_guard<std::mutex> lock(ls->mutex);
+      ls->error = ec.message();
+      co_return;
+    }
+    paused = false;
+    boost::system::error_code ignored;
+    const std::string from = sock.remote_endpoint(ignored).address().to_string();
+    ++ls->handshakes;
+    st->reactor.spawn("handshake from " + from,
+                      [](std::shared_ptr<ListenState> l, tcp::socket s, Millis t, std::string who) -> asio::awaitable<void> {
+                        auto result = co_await run_accept_one(l.get(), s, t);
+                        if (!result)
+                          HA_WARN("NET/HA: rejected a connection from %s on %s: %s", who.c_str(),
+                                  l->dev->port.id().c_str(), result.error().message.c_str());
+                        --l->handshakes;
+                        l->slot_free.cancel();
+                      }(ls, std::move(sock), timeout, from));
+  }
+}
+
+}  // namespace
+
+ncclResult_t listen(const CommParams& params, int dev, void* handle, void** listen_comm) {
+  Device* d = device_or_warn(dev, "listen");
+  if (!d || !handle || !listen_comm) return ncclInvalidArgument;
+  State* st = state();
+  auto ls = std::make_shared<ListenState>(st->reactor.context());
+  ls->dev = d;
+  ls->params = params;
+  ls->token = net::random_token();
+  ls->ack_delay = Millis(st->config.test_ack_delay_ms);
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(st->handshake_ip, ec);
+  tcp::endpoint ep(addr, 0);
+  if (!ec) ls->acceptor.open(ep.protocol(), ec);
+  if (!ec) ls->acceptor.bind(ep, ec);
+  if (!ec) ls->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    HA_WARN("NET/HA: listen on %s (%s) failed: %s", st->handshake_ip.c_str(), st->handshake_if.c_str(),
+            ec.message().c_str());
+    return ncclSystemError;
+  }
+  const std::uint32_t flags = (st->config.enable_backup && d->backup >= 0) ? kOfferStandby : 0;
+  const Handle h = make_handle(tcp::endpoint(addr, ls->acceptor.local_endpoint(ec).port()), ls->token, flags);
+  std::memcpy(handle, &h, sizeof h);
+  st->reactor.spawn("listener on " + d->port.id(), run_acceptor(ls, Millis(st->config.handshake_timeout_ms)));
+  auto lc = std::make_unique<ListenComm>();
+  lc->state = std::move(ls);
+  *listen_comm = lc.release();
+  HA_INFO("NET/HA: listening for %s on %s", d->port.id().c_str(), handle_address(h).c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t accept(void* listen_comm, void** recv_comm) {
+  if (!listen_comm || !recv_comm) return ncclInvalidArgument;
+  *recv_comm = nullptr;
+  auto& ls = *static_cast<ListenComm*>(listen_comm)->state;
+  std::lock_guard<std::mutex> lock(ls.mutex);
+  if (!ls.ready.empty()) {
+    std::shared_ptr<RecvComm> c = std::move(ls.ready.front());
+    ls.ready.pop_front();
+    c->self = c;  // NCCL's reference, until closeRecv
+    start_control(c);
+    *recv_comm = c.get();
+    return ncclSuccess;
+  }
+  if (!ls.error.empty()) {
+    HA_WARN("NET/HA: accept on %s: the listener failed: %s", ls.dev->port.id().c_str(), ls.error.c_str());
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t close_listen(void* listen_comm) {
+  if (!listen_comm) return ncclInvalidArgument;
+  std::unique_ptr<ListenComm> lc(static_cast<ListenComm*>(listen_comm));
+  std::deque<std::shared_ptr<RecvComm>> unaccepted;  // handshakes completed but never accepted
+  {
+    std::lock_guard<std::mutex> lock(lc->state->mutex);
+    lc->state->closed = true;
+    unaccepted.swap(lc->state->ready);
+  }
+  for (auto& c : unaccepted) discard(*c);
+  // The acceptor lives on the progress thread: close it there. Handshakes in flight keep the
+  // state alive and drop their comm when they finish.
+  if (State* st = state())
+    st->reactor.post([ls = lc->state] {
+      boost::system::error_code ignored;
+      ls->acceptor.close(ignored);
+      ls->slot_free.cancel();
+    });
+  return ncclSuccess;
+}
+
+}  // namespace nccl_ha::plugin

@@ -26,9 +26,11 @@
 // isend / irecv return a NULL request and test() reports not-done meanwhile: NCCL sees a delay.
 // The side that saw no fault joins when the peer's SyncMsg arrives (a write with immediate
 // data: its completion wakes the control plane).
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "datapath.hpp"
 #include "reaper.hpp"
@@ -404,71 +406,83 @@ std::uint64_t quiesce(CommBase& c, std::uint64_t now) {
   return 0;
 }
 
-}  // namespace
+// The steps of a switch after quiescing (one function each); a value ends advance_failover's tick
+// with it (the time of the next, or 0), none goes on to the next step.
+using Step = std::optional<std::uint64_t>;
 
-std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
+// Draining: what was in flight on the path we leave completes or is flushed there (bounded by
+// the deadline). A failback keeps that path connected unless it fails or stalls meanwhile. The
+// test stall (HA_NCCL_TEST_FAILBACK_STALL_AT=switch) holds a failback here, before its notice.
+Step drain(CommBase& c, std::uint64_t now) {
   FailoverState& fo = c.fo;
-  if (fo.phase == FailoverState::quiescing) {
-    if (const std::uint64_t next = quiesce(c, now); next != 0 || c.error != ncclSuccess) return next;
-    if (fo.phase != FailoverState::quiescing) return now + 1;  // it became something else
-    fo.phase = FailoverState::draining;
-  }
-  if (fo.phase == FailoverState::draining) {
-    Path& old = *c.paths[fo.from];
-    if (!fo.in_place) {
-      ibv_wc err{};
-      ibv_wc first_error{};
-      first_error.status = IBV_WC_SUCCESS;
-      for (int round = 0; round < 16 && (old.sends_out || old.recvs_out); ++round) {
-        err.status = IBV_WC_SUCCESS;
-        if (poll_path(c, old, 64, &err) <= 0) break;
-        if (err.status != IBV_WC_SUCCESS && first_error.status == IBV_WC_SUCCESS) first_error = err;
-      }
-      if (c.error != ncclSuccess) return 0;
-      const bool pending = old.sends_out || (!fo.keep_from && old.recvs_out);
-      const bool old_failed = first_error.status != IBV_WC_SUCCESS ||
-                              old.dev->fault_gen.load(std::memory_order_relaxed) != old.fault_gen;
-      if (fo.keep_from && (old_failed || (pending && now >= fo.deadline_ns))) {
-        // The path a failback leaves failed (or stalls) during it: it is not kept, but drained.
-        fo.keep_from = false;
-        fo.deadline_ns = now + kDrainBoundNs;
-        if (auto s = net::qp_to_error(old.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
-        return now + 2'000'000;
-      }
-      if (pending && now < fo.deadline_ns) return now + 2'000'000;  // flushes still coming
+  Path& old = *c.paths[fo.from];
+  if (!fo.in_place) {
+    ibv_wc err{};
+    ibv_wc first_error{};
+    first_error.status = IBV_WC_SUCCESS;
+    for (int round = 0; round < 16 && (old.sends_out || old.recvs_out); ++round) {
+      err.status = IBV_WC_SUCCESS;
+      if (poll_path(c, old, 64, &err) <= 0) break;
+      if (err.status != IBV_WC_SUCCESS && first_error.status == IBV_WC_SUCCESS) first_error = err;
     }
-    if (fo.stall_until_ns > now) {  // test: the sender holds the failback before its notice
-      if (std::string why = target_trouble(c); !why.empty()) {
-        cancel_failback(c, "the target " + c.devs[1 - fo.from]->port.id() + " failed: " + why, now);
-        return now + 1;
-      }
-      return std::min(fo.stall_until_ns, now + 10'000'000);
+    if (c.error != ncclSuccess) return 0;
+    const bool pending = old.sends_out || (!fo.keep_from && old.recvs_out);
+    const bool old_failed = first_error.status != IBV_WC_SUCCESS ||
+                            old.dev->fault_gen.load(std::memory_order_relaxed) != old.fault_gen;
+    if (fo.keep_from && (old_failed || (pending && now >= fo.deadline_ns))) {
+      // The path a failback leaves failed (or stalls) during it: it is not kept, but drained.
+      fo.keep_from = false;
+      fo.deadline_ns = now + kDrainBoundNs;
+      if (auto s = net::qp_to_error(old.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+      return now + 2'000'000;
     }
-    c.active = fo.in_place ? fo.from : 1 - fo.from;
-    account_ports(c);
-    Path& p = c.path();
-    Status s;
-    if (c.kind == CommKind::recv) s = announce_recv(static_cast<RecvComm&>(c), p);
-    SyncMsg& m = c.ctrl_out.sync;
-    m.slot = static_cast<std::uint32_t>(c.active);
-    m.planned = fo.planned ? 1 : 0;
-    m.epoch = fo.epoch;
-    seal(m);
-    if (s && post_control(c, p, WrKind::sync, offsetof(ControlBlock, sync), sizeof(SyncMsg), CtlKind::sync) != 0)
-      s = make_error(Errc::verbs, "writing the failover notice failed");
-    if (!s) return switch_failed(c, s.error().message, nullptr, now);
-    fo.phase = FailoverState::syncing;
-    fo.deadline_ns = now + c.failover_timeout_ns;
-    fo.next_probe_ns = now + c.heartbeat_ns;
-    if (c.inbox.sync && c.inbox.sync_path == &p) fo.proven = true;  // the peer's notice came over it
+    if (pending && now < fo.deadline_ns) return now + 2'000'000;  // flushes still coming
   }
-  // syncing: the new path carries control writes (and, on the receiver, replayed data)
+  if (fo.stall_until_ns > now) {  // test: the sender holds the failback before its notice
+    if (std::string why = target_trouble(c); !why.empty()) {
+      cancel_failback(c, "the target " + c.devs[1 - fo.from]->port.id() + " failed: " + why, now);
+      return now + 1;
+    }
+    return std::min(fo.stall_until_ns, now + 10'000'000);
+  }
+  return std::nullopt;
+}
+
+// The switch: the comm's active path changes, and our notice (SyncMsg; on a receiver after the
+// announcement of what it completed) goes over it. Then syncing.
+Step send_notice(CommBase& c, std::uint64_t now) {
+  FailoverState& fo = c.fo;
+  c.active = fo.in_place ? fo.from : 1 - fo.from;
+  account_ports(c);
+  Path& p = c.path();
+  Status s;
+  if (c.kind == CommKind::recv) s = announce_recv(static_cast<RecvComm&>(c), p);
+  SyncMsg& m = c.ctrl_out.sync;
+  m.slot = static_cast<std::uint32_t>(c.active);
+  m.planned = fo.planned ? 1 : 0;
+  m.epoch = fo.epoch;
+  seal(m);
+  if (s && post_control(c, p, WrKind::sync, offsetof(ControlBlock, sync), sizeof(SyncMsg), CtlKind::sync) != 0)
+    s = make_error(Errc::verbs, "writing the failover notice failed");
+  if (!s) return switch_failed(c, s.error().message, nullptr, now);
+  fo.phase = FailoverState::syncing;
+  fo.deadline_ns = now + c.failover_timeout_ns;
+  fo.next_probe_ns = now + c.heartbeat_ns;
+  if (c.inbox.sync && c.inbox.sync_path == &p) fo.proven = true;  // the peer's notice came over it
+  return std::nullopt;
+}
+
+// Syncing: the new path carries control writes (and, on the receiver, replayed data); a failback
+// also polls the path it leaves, where the peer's notice comes if the peer goes back. A failure
+// of the new path ends the switch; one of the kept path only ends the way back.
+Step poll_switch_paths(CommBase& c, std::uint64_t now) {
+  FailoverState& fo = c.fo;
   Path& p = c.path();
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
   poll_and_arm(c, p, c.max_poll, &err);
   if (c.error != ncclSuccess) return 0;
-  if (fo.keep_from) {  // the path a failback leaves: the peer's notice comes there if it goes back
+  if (fo.keep_from) {
     Path& kept = *c.paths[fo.from];
     ibv_wc kept_err{};
     kept_err.status = IBV_WC_SUCCESS;
@@ -482,29 +496,42 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
   if (err.status != IBV_WC_SUCCESS) return switch_failed(c, describe_error(p, err), nullptr, now);
   if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen)  // fail fast: no deadline to wait out
     return switch_failed(c, describe_fault(*p.dev), nullptr, now);
-  const SyncMsg* notice = peer_notice(c, fo.epoch);
+  return std::nullopt;
+}
+
+// Until the peer's notice (`notice`, NULL while none): bounded by the deadline while the new path
+// is not proven; once it is, as long as it takes, probing the path meanwhile. A notice that went
+// back over the kept path of a failback ends the failback.
+Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
+  FailoverState& fo = c.fo;
+  Path& p = c.path();
   if (notice && notice->epoch > fo.epoch && fo.keep_from && c.inbox.sync_path == c.paths[fo.from].get())
     return switch_failed(c, "the peer went back to " + c.devs[fo.from]->port.id(), c.inbox.sync_path, now);
-  if (!notice) {
-    if (!fo.proven) {
-      if (now > fo.deadline_ns) {
-        if (fo.keep_from)
-          return switch_failed(c, "the peer did not confirm it within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms",
-                               nullptr, now);
-        fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
-                         p.dev->port.id() + " within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms");
-        return 0;
-      }
-      return std::min(fo.deadline_ns + 1, now + std::max<std::uint64_t>(c.heartbeat_ns, 2'000'000));
+  if (notice) return std::nullopt;
+  if (!fo.proven) {
+    if (now > fo.deadline_ns) {
+      if (fo.keep_from)
+        return switch_failed(c, "the peer did not confirm it within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms",
+                             nullptr, now);
+      fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
+                       p.dev->port.id() + " within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms");
+      return 0;
     }
-    // The new path works: wait for the peer as long as it takes, probing the path meanwhile.
-    if (now >= fo.next_probe_ns) {
-      fo.next_probe_ns = now + c.heartbeat_ns;
-      if (p.sends_out == 0 && post_heartbeat(c, p) != 0) return switch_failed(c, "probing it failed", nullptr, now);
-    }
-    return fo.next_probe_ns;
+    return std::min(fo.deadline_ns + 1, now + std::max<std::uint64_t>(c.heartbeat_ns, 2'000'000));
   }
-  if (stall_at(c, Config::stall_finish)) {  // test: the sender holds the failback after the report came
+  if (now >= fo.next_probe_ns) {
+    fo.next_probe_ns = now + c.heartbeat_ns;
+    if (p.sends_out == 0 && post_heartbeat(c, p) != 0) return switch_failed(c, "probing it failed", nullptr, now);
+  }
+  return fo.next_probe_ns;
+}
+
+// The peer's notice came: a sender replays what the receiver's report says it did not complete
+// (apply_report), then the switch is done (finish). The test stall
+// (HA_NCCL_TEST_FAILBACK_STALL_AT=finish) holds a failback here, after the report came.
+std::uint64_t complete(CommBase& c, const SyncMsg& notice, std::uint64_t now) {
+  FailoverState& fo = c.fo;
+  if (stall_at(c, Config::stall_finish)) {
     if (fo.stall_until_ns == 0) {
       fo.stall_until_ns = now + c.test_failback_stall_ns;
       HA_WARN("NET/HA: %s: HA_NCCL_TEST_FAILBACK_STALL_AT=finish: the failback waits %llu ms before it finishes",
@@ -514,7 +541,7 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
   }
   std::uint32_t replayed = 0;
   if (c.kind == CommKind::send) {
-    auto r = apply_report(static_cast<SendComm&>(c), *notice, p);
+    auto r = apply_report(static_cast<SendComm&>(c), notice, c.path());
     if (!r) {
       fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; " + r.error().message);
       return 0;
@@ -526,6 +553,26 @@ std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
   }
   finish(c, replayed);
   return now + 1;
+}
+
+}  // namespace
+
+// quiescing (a failback we decide) -> draining -> the switch (notice) -> syncing -> done.
+std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
+  FailoverState& fo = c.fo;
+  if (fo.phase == FailoverState::quiescing) {
+    if (const std::uint64_t next = quiesce(c, now); next != 0 || c.error != ncclSuccess) return next;
+    if (fo.phase != FailoverState::quiescing) return now + 1;  // it became something else
+    fo.phase = FailoverState::draining;
+  }
+  if (fo.phase == FailoverState::draining) {
+    if (const Step s = drain(c, now)) return *s;
+    if (const Step s = send_notice(c, now)) return *s;
+  }
+  if (const Step s = poll_switch_paths(c, now)) return *s;
+  const SyncMsg* notice = peer_notice(c, fo.epoch);
+  if (const Step s = wait_for_peer(c, notice, now)) return *s;
+  return complete(c, *notice, now);
 }
 
 }  // namespace nccl_ha::plugin

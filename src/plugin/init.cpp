@@ -289,6 +289,63 @@ std::string expand_file_name(const char* var, const std::string& pattern, const 
   return path;
 }
 
+// Opens the device of one discovered port for the plugin: context, PD, MR cache, completion
+// channel, its comm budget, QP timeouts (Soft-RoCE's adjusted), the registration choices (dma-buf,
+// relaxed ordering); and says what the operator must know about it: the settings' trade-offs
+// (once per distinct text, `warned`; a WARN when the user tuned them: `user_tuned`), APM.
+// nullptr, after a WARN: the port is skipped.
+std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vector<std::string>& warned, bool user_tuned) {
+  auto ctx = net::open_device(port.device);
+  if (!ctx) {
+    HA_WARN("NET/HA: skipping %s: %s", port.id().c_str(), ctx.error().message.c_str());
+    return nullptr;
+  }
+  auto pd = net::alloc_pd(ctx->get());
+  if (!pd) {
+    HA_WARN("NET/HA: skipping %s: %s", port.id().c_str(), pd.error().message.c_str());
+    return nullptr;
+  }
+  auto d = std::make_unique<Device>();
+  d->ctx = std::move(ctx).value();
+  d->pd = std::move(pd).value();
+  d->mrs = std::make_unique<MrCache>(d->pd.get());
+  d->channel.reset(ibv_create_comp_channel(d->ctx.get()));
+  if (!d->channel || !reactor::set_nonblocking(d->channel->fd)) {
+    HA_WARN("NET/HA: skipping %s: no completion channel (%s)", port.id().c_str(), std::strerror(errno));
+    return nullptr;
+  }
+  d->name = port.device;
+  d->max_comms = compute_max_comms(port, s.flush_qps(), s.config.debug || log_enabled(LogLevel::info));
+  d->timeouts = net::QpTimeouts::from_env();
+  // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
+  // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so
+  // 67 ms (timeout 14) x 7 tries fails healthy streams: use ~0.5 s (17). Explicit
+  // HA_NCCL_QP_TIMEOUT / HA_NCCL_QP_RETRY_CNT always win.
+  if (port.soft_roce()) {
+    if (!net::env_string({"HA_NCCL_QP_RETRY_CNT"}) && d->timeouts.retry_cnt == 7) d->timeouts.retry_cnt = 6;
+    if (!net::env_string({"HA_NCCL_QP_TIMEOUT"}) && !s.config.force_ib_timeout) d->timeouts.timeout = 17;
+    HA_INFO("NET/HA: %s is Soft-RoCE: QP timeout %u, retry count %u", port.id().c_str(), d->timeouts.timeout,
+            d->timeouts.retry_cnt);
+  }
+  for (const auto& w : config_warnings(s.config, d->timeouts.timeout, d->timeouts.retry_cnt))
+    if (std::find(warned.begin(), warned.end(), w) == warned.end()) {  // once per distinct text
+      warned.push_back(w);
+      // A WARN for the user's own settings; the defaults' trade-off (a 1 s soft RTO beats the
+      // hardware's retries to a black hole, on Soft-RoCE by far) is stated at INFO.
+      if (user_tuned)
+        HA_WARN("NET/HA: %s: %s", port.id().c_str(), w.c_str());
+      else
+        HA_INFO("NET/HA: %s: defaults: %s", port.id().c_str(), w.c_str());
+    }
+  if (s.config.enable_backup && apm_enabled("/sys", port.device, port.port))
+    HA_WARN("NET/HA: %s: automatic path migration (APM) is on; it competes with nccl-ha's failover. "
+            "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());
+  d->index = static_cast<int>(s.devices.size());
+  d->port = std::move(port);
+  decide_registration(s.config, real_mr_ops(), *d, s.devices.empty());  // dma-buf probe, relaxed ordering
+  return d;
+}
+
 ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
@@ -309,57 +366,8 @@ ncclResult_t create_state() {
   for (const char* v : {"HA_NCCL_RTO_MS", "HA_NCCL_HEARTBEAT_MS", "HA_NCCL_QP_TIMEOUT", "HA_NCCL_QP_RETRY_CNT",
                         "HA_NCCL_MAX_RETRIES", "HA_NCCL_FAILBACK_HOLD_MS", "HA_NCCL_ENABLE_FAILBACK"})
     user_tuned = user_tuned || net::env_string({v}).has_value();
-  for (auto& port : net::discover_ports(opts)) {
-    auto ctx = net::open_device(port.device);
-    if (!ctx) {
-      HA_WARN("NET/HA: skipping %s: %s", port.id().c_str(), ctx.error().message.c_str());
-      continue;
-    }
-    auto pd = net::alloc_pd(ctx->get());
-    if (!pd) {
-      HA_WARN("NET/HA: skipping %s: %s", port.id().c_str(), pd.error().message.c_str());
-      continue;
-    }
-    auto d = std::make_unique<Device>();
-    d->ctx = std::move(ctx).value();
-    d->pd = std::move(pd).value();
-    d->mrs = std::make_unique<MrCache>(d->pd.get());
-    d->channel.reset(ibv_create_comp_channel(d->ctx.get()));
-    if (!d->channel || !reactor::set_nonblocking(d->channel->fd)) {
-      HA_WARN("NET/HA: skipping %s: no completion channel (%s)", port.id().c_str(), std::strerror(errno));
-      continue;
-    }
-    d->name = port.device;
-    d->max_comms = compute_max_comms(port, s->flush_qps(), s->config.debug || log_enabled(LogLevel::info));
-    d->timeouts = net::QpTimeouts::from_env();
-    // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
-    // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so
-    // 67 ms (timeout 14) x 7 tries fails healthy streams: use ~0.5 s (17). Explicit
-    // HA_NCCL_QP_TIMEOUT / HA_NCCL_QP_RETRY_CNT always win.
-    if (port.soft_roce()) {
-      if (!net::env_string({"HA_NCCL_QP_RETRY_CNT"}) && d->timeouts.retry_cnt == 7) d->timeouts.retry_cnt = 6;
-      if (!net::env_string({"HA_NCCL_QP_TIMEOUT"}) && !s->config.force_ib_timeout) d->timeouts.timeout = 17;
-      HA_INFO("NET/HA: %s is Soft-RoCE: QP timeout %u, retry count %u", port.id().c_str(), d->timeouts.timeout,
-              d->timeouts.retry_cnt);
-    }
-    for (const auto& w : config_warnings(s->config, d->timeouts.timeout, d->timeouts.retry_cnt))
-      if (std::find(warned.begin(), warned.end(), w) == warned.end()) {  // once per distinct text
-        warned.push_back(w);
-        // A WARN for the user's own settings; the defaults' trade-off (a 1 s soft RTO beats the
-        // hardware's retries to a black hole, on Soft-RoCE by far) is stated at INFO.
-        if (user_tuned)
-          HA_WARN("NET/HA: %s: %s", port.id().c_str(), w.c_str());
-        else
-          HA_INFO("NET/HA: %s: defaults: %s", port.id().c_str(), w.c_str());
-      }
-    if (s->config.enable_backup && apm_enabled("/sys", port.device, port.port))
-      HA_WARN("NET/HA: %s: automatic path migration (APM) is on; it competes with nccl-ha's failover. "
-              "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());
-    d->index = static_cast<int>(s->devices.size());
-    d->port = std::move(port);
-    decide_registration(s->config, real_mr_ops(), *d, s->devices.empty());  // dma-buf probe, relaxed ordering
-    s->devices.push_back(std::move(d));
-  }
+  for (auto& port : net::discover_ports(opts))
+    if (auto d = open_port(*s, std::move(port), warned, user_tuned)) s->devices.push_back(std::move(d));
   const std::vector<net::IfAddr> addrs = host_addresses();
   assign_backups(*s, addrs);
   assign_nccl_identity(*s, opts.filter);

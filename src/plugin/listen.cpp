@@ -92,6 +92,38 @@ AckResult ack_and_queue(ListenState& ls, tcp::socket& sock, std::shared_ptr<Recv
   return AckResult::queued;
 }
 
+// The standby pair of a connection from `from` to our `dev`: the best both ends can reach
+// (topology.hpp: rank_standby_pairs on the connector's candidates `req` and ours `mine`), its `b`
+// our port; none, with `unprotected` saying why, when there is none or either end offers none.
+std::optional<PortPair> choose_standby_pair(const Device& dev, const ConnRequest& req, const std::vector<Candidate>& mine,
+                                            const std::string& from, std::string& unprotected) {
+  unprotected = no_standby_here(dev);
+  if (unprotected.empty() && !req.offer_standby) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
+  if (!unprotected.empty()) return std::nullopt;
+  const PortPair primaries{primary_dev(req.candidates), dev.index};
+  const auto pairs = rank_standby_pairs(req.candidates, mine, primaries);
+  if (pairs.empty()) {
+    unprotected = "no standby pair both ends can reach (different islands, ports down, or no other port of the link layer)";
+    return std::nullopt;
+  }
+  const PortPair pair = pairs.front();
+  HA_INFO("NET/HA: standby of the connection from %s on %s: %s <-> its device %d (%s)", from.c_str(),
+          dev.port.id().c_str(), state()->devices[static_cast<std::size_t>(pair.b)]->port.id().c_str(), pair.a,
+          explain_pair(req.candidates, mine, pair, primaries).c_str());
+  return pair;
+}
+
+// conn_reply: our primary's endpoint, the standby offer (when we built one), our control block's
+// keys and our candidate ports.
+ConnReply make_reply(const RecvComm& c, const std::optional<PortPair>& pair, std::vector<Candidate> mine) {
+  ConnReply rep;
+  rep.primary = c.paths[0]->local;
+  if (c.paths[1]) rep.standby = StandbyOffer{*pair, c.paths[1]->local, c.keys[1].ctrl->rkey};
+  rep.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
+  rep.candidates = std::move(mine);
+  return rep;
+}
+
 asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
   boost::system::error_code peer_ec;
   auto frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), ls->token, timeout);
@@ -99,24 +131,11 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   auto decoded = decode_request(frame->payload);  // nothing is created for a request that does not decode
   if (!decoded) co_return std::move(decoded).error();
   const ConnRequest& req = *decoded;
-  // The standby pair: the best both ends can reach (topology.hpp), our port of it the backup.
-  std::string unprotected = no_standby_here(*ls->dev);
-  if (unprotected.empty() && !req.offer_standby) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
   const std::vector<Candidate> mine = local_candidates(*ls->dev);
-  std::optional<PortPair> pair;
-  if (unprotected.empty()) {
-    const auto pairs = rank_standby_pairs(req.candidates, mine, PortPair{primary_dev(req.candidates), ls->dev->index});
-    if (pairs.empty())
-      unprotected = "no standby pair both ends can reach (different islands, ports down, or no other port of the link layer)";
-    else
-      pair = pairs.front();
-  }
+  std::string unprotected;
+  const std::optional<PortPair> pair =
+      choose_standby_pair(*ls->dev, req, mine, peer_name(sock.remote_endpoint(peer_ec).address()), unprotected);
   Device* const backup = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
-  if (pair)
-    HA_INFO("NET/HA: standby of the connection from %s on %s: %s <-> its device %d (%s)",
-            peer_name(sock.remote_endpoint(peer_ec).address()).c_str(), ls->dev->port.id().c_str(),
-            backup->port.id().c_str(), pair->a,
-            explain_pair(req.candidates, mine, *pair, PortPair{primary_dev(req.candidates), ls->dev->index}).c_str());
   // The port counts as carrying this standby from the decision on (the comm counts itself once it
   // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
   if (backup) backup->standby_comms.fetch_add(1, std::memory_order_relaxed);
@@ -140,12 +159,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     return setup_flush(c);
   };
   if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
-  ConnReply rep;
-  rep.primary = c.paths[0]->local;
-  if (c.paths[1]) rep.standby = StandbyOffer{*pair, c.paths[1]->local, c.keys[1].ctrl->rkey};
-  rep.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
-  rep.candidates = mine;
-  const std::vector<std::uint8_t> reply = encode_reply(rep);
+  const std::vector<std::uint8_t> reply = encode_reply(make_reply(c, pair, mine));
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;
   auto ready_frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);

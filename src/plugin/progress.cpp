@@ -143,6 +143,62 @@ ncclResult_t data_poll(CommBase& c) {
   return c.error;
 }
 
+namespace {
+
+// Watches the active path while no failover runs, whether or not NCCL calls: polls it when NCCL
+// did not (`data_idle`), tends the standby, and starts a failover on the first of: a poll error,
+// an error completion, the peer's notice of a newer failover, a port event, the soft RTO (with a
+// healthy standby; without one the hardware's retries decide). An idle path is probed by a
+// heartbeat.
+void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
+  Path& p = c.path();
+  ibv_wc err{};
+  err.status = IBV_WC_SUCCESS;
+  const int n = data_idle ? poll_and_arm(c, p, c.max_poll, &err) : 0;
+  if (c.error != ncclSuccess) return;
+  if (p.completions != p.seen_completions) {
+    p.seen_completions = p.completions;
+    p.last_completion_ns = now;
+    p.last_progress_ns = now;
+    c.rto_noted = false;
+  }
+  if (p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
+  const std::uint64_t rto_at = p.last_progress_ns + c.rto_ns + p.rto_allowance_ns;
+  tend_standby(c, now);  // first: it reaps what came over the standby (the peer's notice, heartbeats)
+  const Path* sb = c.paths[c.standby_slot()].get();
+  if (n < 0) {
+    start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
+  } else if (err.status != IBV_WC_SUCCESS) {
+    start_failover(c, describe_error(p, err));
+  } else if (peer_notice(c, c.fo.epoch + 1)) {  // of a newer failover than ours
+    const bool planned = c.peer_sync.planned != 0;
+    start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.inbox.sync_path);
+  } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
+    start_failover(c, describe_fault(*p.dev));
+  } else if (p.sends_out > 0 && now > rto_at) {
+    const std::string silent = "no completion on " + p.dev->port.id() + " for " +
+                               std::to_string((now - p.last_progress_ns) / 1000000) + " ms with " +
+                               std::to_string(p.sends_out) + " work request(s) outstanding";
+    if (sb && c.standby.state == StandbyHealth::up) {
+      start_failover(c, "soft RTO: " + silent);
+    } else if (!c.rto_noted) {  // the last path: its hardware retries decide, not a guess
+      c.rto_noted = true;
+      const auto& t = p.dev->timeouts;
+      HA_WARN("NET/HA: %s: %s and no healthy standby (%s): left to the hardware retry window "
+              "(4.096 us x 2^%u x %u tries)", c.id.c_str(), silent.c_str(),
+              sb ? standby_name(c.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
+    }
+  } else {
+    if (p.sends_out == 0 && now - p.last_completion_ns > c.heartbeat_ns) {  // idle: probe the peer
+      if (post_heartbeat(c, p) != 0)
+        start_failover(c, "probing the idle path failed on " + p.dev->port.id());
+      p.last_completion_ns = now;
+    }
+  }
+}
+
+}  // namespace
+
 std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   if (c.closing.load(std::memory_order_relaxed) || c.error != ncclSuccess) return 0;
   const bool data_idle = c.polls == c.seen_polls;  // NCCL polled nothing since the last step
@@ -152,52 +208,7 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
     c.fo.requested.clear();
     start_failover(c, cause);
   }
-  if (c.error == ncclSuccess && c.fo.phase == FailoverState::normal) {
-    Path& p = c.path();
-    ibv_wc err{};
-    err.status = IBV_WC_SUCCESS;
-    const int n = data_idle ? poll_and_arm(c, p, c.max_poll, &err) : 0;
-    if (c.error != ncclSuccess) return 0;
-    if (p.completions != p.seen_completions) {
-      p.seen_completions = p.completions;
-      p.last_completion_ns = now;
-      p.last_progress_ns = now;
-      c.rto_noted = false;
-    }
-    if (p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
-    const std::uint64_t rto_at = p.last_progress_ns + c.rto_ns + p.rto_allowance_ns;
-    tend_standby(c, now);  // first: it reaps what came over the standby (the peer's notice, heartbeats)
-    const Path* sb = c.paths[c.standby_slot()].get();
-    if (n < 0) {
-      start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
-    } else if (err.status != IBV_WC_SUCCESS) {
-      start_failover(c, describe_error(p, err));
-    } else if (peer_notice(c, c.fo.epoch + 1)) {  // of a newer failover than ours
-      const bool planned = c.peer_sync.planned != 0;
-      start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.inbox.sync_path);
-    } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
-      start_failover(c, describe_fault(*p.dev));
-    } else if (p.sends_out > 0 && now > rto_at) {
-      const std::string silent = "no completion on " + p.dev->port.id() + " for " +
-                                 std::to_string((now - p.last_progress_ns) / 1000000) + " ms with " +
-                                 std::to_string(p.sends_out) + " work request(s) outstanding";
-      if (sb && c.standby.state == StandbyHealth::up) {
-        start_failover(c, "soft RTO: " + silent);
-      } else if (!c.rto_noted) {  // the last path: its hardware retries decide, not a guess
-        c.rto_noted = true;
-        const auto& t = p.dev->timeouts;
-        HA_WARN("NET/HA: %s: %s and no healthy standby (%s): left to the hardware retry window "
-                "(4.096 us x 2^%u x %u tries)", c.id.c_str(), silent.c_str(),
-                sb ? standby_name(c.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
-      }
-    } else {
-      if (p.sends_out == 0 && now - p.last_completion_ns > c.heartbeat_ns) {  // idle: probe the peer
-        if (post_heartbeat(c, p) != 0)
-          start_failover(c, "probing the idle path failed on " + p.dev->port.id());
-        p.last_completion_ns = now;
-      }
-    }
-  }
+  if (c.error == ncclSuccess && c.fo.phase == FailoverState::normal) watch_active_path(c, now, data_idle);
   if (c.error != ncclSuccess) return 0;
   if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);
 

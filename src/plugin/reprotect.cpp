@@ -28,6 +28,7 @@
 // at once; the backoff only paces attempts that failed.
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "datapath.hpp"
 #include "path_job.hpp"
@@ -214,101 +215,133 @@ void take_port_back(CommBase& c, std::uint64_t now) {
   if (c.standby.state == StandbyHealth::down) retry_now(c, now, "a port of the peer");
 }
 
+// ---- send side: the steps of an attempt (ReprotectState::Step), one function each. Each returns
+// when it wants to run again (0: when woken).
+
+// idle: after the backoff, the ports of the next attempt; the new standby's QP and the comm's
+// registrations there are built by a job on a worker.
+std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  if (now < rp.next_try_ns) return rp.next_try_ns;
+  const AttemptPorts ports = choose_standby_ports(c);
+  if (!ports.dev) {
+    back_off(c, now, "re-protection: " + ports.why);
+    return rp.next_try_ns;
+  }
+  ++rp.attempts;
+  rp.dev = ports.dev->index;
+  rp.peer_dev = ports.peer_dev;
+  rp.port = ports.dev->port.id();
+  rp.job = start_build(c, *ports.dev, nullptr);
+  rp.step = ReprotectState::building;
+  set_standby(c, StandbyHealth::connecting, "re-protecting on " + ports.dev->port.id());
+  return 0;  // the job wakes us
+}
+
+// building: once the job built our side, the request to the peer (our endpoint and keys).
+std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  if (const int o = job_outcome(*rp.job); o == 0) {
+    return 0;
+  } else if (o < 0) {
+    return attempt_failed(c, now, "re-protection on " + rp.port + ": " + rp.job->why);
+  }
+  c.inbox.reprotect = false;  // answers to older attempts are of no interest
+  if (post_reprotect(c, rp.job.get(), 1, ++rp.gen, rp.peer_dev) != 0) {
+    back_off(c, now, "re-protection: the request could not be posted");
+    return rp.next_try_ns;
+  }
+  rp.step = ReprotectState::requested;
+  rp.deadline_ns = now + c.failover_timeout_ns;
+  return rp.deadline_ns;
+}
+
+// requested: the peer's answer (its endpoint and control key, or why not), within the deadline;
+// then our QP is connected to it by a job on a worker.
+std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  ReprotectMsg answer;
+  if (!read_reprotect(c, answer) || answer.gen != rp.gen || answer.ok == kPortBack) {
+    if (now > rp.deadline_ns) {
+      back_off(c, now, "re-protection: the peer did not answer");
+      return rp.next_try_ns;
+    }
+    return rp.deadline_ns + 1;  // its completion wakes us before
+  }
+  if (!answer.ok) return attempt_failed(c, now, "re-protection: the peer cannot build its side");
+  auto remote = net::decode_endpoint(std::span<const std::uint8_t>(answer.endpoint, sizeof answer.endpoint));
+  if (!remote || answer.ctrl_rkey == 0)
+    return attempt_failed(c, now, "re-protection: " + (remote ? std::string("no control key in the answer")
+                                                              : remote.error().message));
+  rp.peer_ctrl = answer.ctrl_rkey;
+  if (answer.own_dev != kSameDevice) rp.peer_dev = static_cast<int>(answer.own_dev);
+  const net::Endpoint r = *remote;
+  rp.job = start_job(c, rp.job->path, [r, prev = rp.job](PathJob& job) {
+    job.keys = std::move(prev->keys);  // a move's registrations stay with the attempt
+    return connect_path(job, r);
+  });
+  rp.step = ReprotectState::connecting;
+  return 0;
+}
+
+// connecting: once the QP is connected, the hello over it proves the new path end to end. None:
+// go on to the hello at once.
+std::optional<std::uint64_t> send_hello(CommBase& c, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  if (const int o = job_outcome(*rp.job); o == 0) {
+    return 0;
+  } else if (o < 0) {
+    return attempt_failed(c, now, "re-protection: " + rp.job->why);
+  }
+  c.ctrl_out.hello.gen = rp.gen;
+  seal(c.ctrl_out.hello);
+  const SlotKeys& k = attempt_keys(c, *rp.job);
+  const WriteKeys keys{k.ctrl_out->lkey, rp.peer_ctrl};  // the slot's keys are the old device's until the install
+  if (post_control(c, *rp.job->path, WrKind::hello, offsetof(ControlBlock, hello), sizeof(HelloMsg), CtlKind::hello,
+                   &keys) != 0) {
+    back_off(c, now, "re-protection: the hello could not be posted");
+    return rp.next_try_ns;
+  }
+  rp.step = ReprotectState::hello;
+  rp.deadline_ns = now + c.failover_timeout_ns;
+  return std::nullopt;
+}
+
+// hello: its completion (within the deadline) installs the new standby.
+std::uint64_t finish_hello(CommBase& c, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  Path& p = *rp.job->path;
+  ibv_wc err{};
+  err.status = IBV_WC_SUCCESS;
+  poll_and_arm(c, p, 4, &err);
+  if (err.status != IBV_WC_SUCCESS)
+    return attempt_failed(c, now, std::string("re-protection: hello failed: ") + ibv_wc_status_str(err.status));
+  if (p.sends_out == 0) {
+    const auto job = rp.job;
+    if (!install(c, *job, now)) {
+      back_off(c, now, "re-protection: " + c.standby.why);
+      return rp.next_try_ns;
+    }
+    return now + 1;
+  }
+  if (now > rp.deadline_ns) return attempt_failed(c, now, "re-protection: hello unanswered");
+  return rp.deadline_ns + 1;
+}
+
 // ---- send side: drives the attempts. Returns when it wants to run again (0: when woken).
 std::uint64_t drive(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.rp;
-  switch (rp.step) {
-    case ReprotectState::idle: {
-      if (now < rp.next_try_ns) return rp.next_try_ns;
-      const AttemptPorts ports = choose_standby_ports(c);
-      if (!ports.dev) {
-        back_off(c, now, "re-protection: " + ports.why);
-        return rp.next_try_ns;
-      }
-      ++rp.attempts;
-      rp.dev = ports.dev->index;
-      rp.peer_dev = ports.peer_dev;
-      rp.port = ports.dev->port.id();
-      rp.job = start_build(c, *ports.dev, nullptr);
-      rp.step = ReprotectState::building;
-      set_standby(c, StandbyHealth::connecting, "re-protecting on " + ports.dev->port.id());
-      return 0;  // the job wakes us
-    }
+  switch (c.rp.step) {
+    case ReprotectState::idle:
+      return start_attempt(c, now);
     case ReprotectState::building:
-      if (const int o = job_outcome(*rp.job); o == 0) {
-        return 0;
-      } else if (o < 0) {
-        return attempt_failed(c, now, "re-protection on " + rp.port + ": " + rp.job->why);
-      }
-      c.inbox.reprotect = false;  // answers to older attempts are of no interest
-      if (post_reprotect(c, rp.job.get(), 1, ++rp.gen, rp.peer_dev) != 0) {
-        back_off(c, now, "re-protection: the request could not be posted");
-        return rp.next_try_ns;
-      }
-      rp.step = ReprotectState::requested;
-      rp.deadline_ns = now + c.failover_timeout_ns;
-      return rp.deadline_ns;
-    case ReprotectState::requested: {
-      ReprotectMsg answer;
-      if (!read_reprotect(c, answer) || answer.gen != rp.gen || answer.ok == kPortBack) {
-        if (now > rp.deadline_ns) {
-          back_off(c, now, "re-protection: the peer did not answer");
-          return rp.next_try_ns;
-        }
-        return rp.deadline_ns + 1;  // its completion wakes us before
-      }
-      if (!answer.ok) return attempt_failed(c, now, "re-protection: the peer cannot build its side");
-      auto remote = net::decode_endpoint(std::span<const std::uint8_t>(answer.endpoint, sizeof answer.endpoint));
-      if (!remote || answer.ctrl_rkey == 0)
-        return attempt_failed(c, now, "re-protection: " + (remote ? std::string("no control key in the answer")
-                                                                  : remote.error().message));
-      rp.peer_ctrl = answer.ctrl_rkey;
-      if (answer.own_dev != kSameDevice) rp.peer_dev = static_cast<int>(answer.own_dev);
-      const net::Endpoint r = *remote;
-      rp.job = start_job(c, rp.job->path, [r, prev = rp.job](PathJob& job) {
-        job.keys = std::move(prev->keys);  // a move's registrations stay with the attempt
-        return connect_path(job, r);
-      });
-      rp.step = ReprotectState::connecting;
-      return 0;
-    }
-    case ReprotectState::connecting: {
-      if (const int o = job_outcome(*rp.job); o == 0) {
-        return 0;
-      } else if (o < 0) {
-        return attempt_failed(c, now, "re-protection: " + rp.job->why);
-      }
-      c.ctrl_out.hello.gen = rp.gen;
-      seal(c.ctrl_out.hello);
-      const SlotKeys& k = attempt_keys(c, *rp.job);
-      const WriteKeys keys{k.ctrl_out->lkey, rp.peer_ctrl};  // the slot's keys are the old device's until the install
-      if (post_control(c, *rp.job->path, WrKind::hello, offsetof(ControlBlock, hello), sizeof(HelloMsg), CtlKind::hello,
-                       &keys) != 0) {
-        back_off(c, now, "re-protection: the hello could not be posted");
-        return rp.next_try_ns;
-      }
-      rp.step = ReprotectState::hello;
-      rp.deadline_ns = now + c.failover_timeout_ns;
+      return request_peer_side(c, now);
+    case ReprotectState::requested:
+      return take_answer(c, now);
+    case ReprotectState::connecting:
+      if (const auto next = send_hello(c, now)) return *next;
       [[fallthrough]];
-    }
-    case ReprotectState::hello: {
-      Path& p = *rp.job->path;
-      ibv_wc err{};
-      err.status = IBV_WC_SUCCESS;
-      poll_and_arm(c, p, 4, &err);
-      if (err.status != IBV_WC_SUCCESS)
-        return attempt_failed(c, now, std::string("re-protection: hello failed: ") + ibv_wc_status_str(err.status));
-      if (p.sends_out == 0) {
-        const auto job = rp.job;
-        if (!install(c, *job, now)) {
-          back_off(c, now, "re-protection: " + c.standby.why);
-          return rp.next_try_ns;
-        }
-        return now + 1;
-      }
-      if (now > rp.deadline_ns) return attempt_failed(c, now, "re-protection: hello unanswered");
-      return rp.deadline_ns + 1;
-    }
+    case ReprotectState::hello:
+      return finish_hello(c, now);
   }
   return 0;
 }

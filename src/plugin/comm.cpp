@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {

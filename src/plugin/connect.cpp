@@ -17,7 +17,7 @@
 #include "comm.hpp"
 #include "conn_msg.hpp"
 #include "core.hpp"
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "handle.hpp"
 #include "handshake_common.hpp"
 #include "nccl_ha/net/handshake.hpp"

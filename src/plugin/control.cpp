@@ -17,7 +17,7 @@
 
 #include <cstring>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "nccl_ha/reactor/fd_watcher.hpp"
 #include "state.hpp"
 

@@ -3,12 +3,30 @@
 // Layout follows the protocol: init.cpp (init / devices / getProperties), listen.cpp (listen /
 // accept / closeListen) and connect.cpp (connect) with the handshake they share
 // (handshake_common.hpp), p2p.cpp (isend / irecv / test, the data path), flush.cpp (iflush),
-// reg.cpp (memory registration); docs/architecture.md has the whole map. Sizes are size_t here; the adapters
-// for older API versions convert.
+// reg.cpp (memory registration); docs/architecture.md has the whole map. Sizes are size_t here;
+// the adapters for older API versions convert.
 //
-// Threads: NCCL calls every entry point from its own threads (the proxy thread for the data
-// path). The handshakes run on the reactor's progress thread; their results are handed over
-// through atomics / a small mutex-protected queue (never on the per-message path).
+// Threads (the plugin's one description of them; docs/architecture.md has the details):
+//   NCCL's threads     call every entry point. The proxy thread's isend / irecv / test / iflush
+//                      (datapath.hpp) take the comm with Hold, a try-lock (CommBase::owned): when
+//                      the control plane has it they answer "not yet"; they never wait and never
+//                      allocate. listen / connect / accept do local work and return; their
+//                      handshakes run on the progress thread.
+//   progress thread    ncclHaProgress, the reactor's io_context: handshakes (listen.cpp,
+//                      connect.cpp), every comm's control task (control_plane.hpp: heartbeats,
+//                      detection, failover, re-protection, flush paths), port events, the stats
+//                      and Prometheus timers. It takes a comm with Hold too and looks again later
+//                      when NCCL's thread has it. Its one wait: CommBase::reg_mutex in the rebind
+//                      steps (rebind.hpp), held meanwhile by regMr / deregMr or a worker's rebind.
+//   workers            ncclHaWorker (Reactor::offload): verbs work that may block - creating
+//                      comms, QP transitions, building standbys and flush paths, registering on a
+//                      new device, writing the stats files. They touch only what their job owns.
+//   reapers            ncclHaReaper (reaper.hpp): destroy retired QPs and CQs, which can block on
+//                      a dead port; nothing else.
+// The calls that wait for another thread: closeSend / closeRecv, iflush with a READ and deregMr
+// take the comm with HoldWait (until the progress thread lets go); regMr / deregMr take
+// CommBase::reg_mutex, which a worker's rebind holds while it registers; finalize waits for the
+// reactor (bounded) and the reaper (bounded, then in the background).
 #pragma once
 
 #include <cstddef>

@@ -32,7 +32,7 @@
 #include <cstring>
 #include <optional>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "reaper.hpp"
 #include "state.hpp"
 

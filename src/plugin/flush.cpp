@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "core.hpp"
+#include "control_plane.hpp"
 #include "datapath.hpp"
 #include "path_job.hpp"
 #include "reaper.hpp"

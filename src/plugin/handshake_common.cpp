@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "core.hpp"
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "handle.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "state.hpp"

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core.hpp"
+#include "control_plane.hpp"
 #include "datapath.hpp"
 #include "reaper.hpp"
 #include "state.hpp"

@@ -1,6 +1,6 @@
 #include "path_job.hpp"
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "reaper.hpp"
 #include "state.hpp"
 

@@ -19,7 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
 #include "state.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "comm.hpp"
 #include "core.hpp"
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "device.hpp"
 #include "rebind.hpp"
 #include "state.hpp"

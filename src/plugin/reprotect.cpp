@@ -30,7 +30,7 @@
 #include <functional>
 #include <optional>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "path_job.hpp"
 #include "rebind.hpp"
 #include "reaper.hpp"

@@ -13,7 +13,7 @@
 // returns only to it.
 #include <algorithm>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {

@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "nccl_ha/version.hpp"
 #include "state.hpp"
 

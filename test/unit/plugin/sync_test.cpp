@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "datapath.hpp"
+#include "control_plane.hpp"
 
 using namespace nccl_ha::plugin;
 

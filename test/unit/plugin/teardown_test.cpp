@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "comm.hpp"
-#include "datapath.hpp"
+#include "control_plane.hpp"
 #include "reaper.hpp"
 
 using namespace nccl_ha::plugin;

@@ -8,22 +8,23 @@
 #include <cstring>
 
 #include "control_plane.hpp"
-#include "state.hpp"
+#include "reaper.hpp"
 
 namespace nccl_ha::plugin {
 namespace {
 
 constexpr int kRemoteWritable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device* backup, int send_depth,
-                 int recv_depth) {
+Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Device& primary, Device* backup,
+                 int send_depth, int recv_depth) {
   CommBase& c = *comm;
+  c.reaper = env.reaper;
   c.devs[0] = &primary;
   c.devs[1] = backup;
   c.home = &primary;
   for (int s = 0; s < kSlots; ++s) {
     if (!c.devs[s]) continue;
-    auto p = make_path(*c.devs[s], s, send_depth, recv_depth, comm);
+    auto p = make_path(c.reaper, *c.devs[s], s, send_depth, recv_depth, comm);
     if (!p) return std::move(p).error();
     c.paths[s] = std::move(p).value();
   }
@@ -32,8 +33,8 @@ Status init_base(const std::shared_ptr<CommBase>& comm, Device& primary, Device*
   for (int s = 0; s < kSlots; ++s)
     if (c.devs[s])
       if (auto k = register_slot_keys(c, *c.devs[s], s, c.keys[s]); !k) return k;
-  if (const State* st = state()) {
-    const Config& cfg = st->config;
+  if (env.config) {
+    const Config& cfg = *env.config;
     c.max_poll = cfg.test_max_poll;
     c.rto_ns = static_cast<std::uint64_t>(cfg.rto_ms) * 1000000ull;
     c.heartbeat_ns = static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000ull;
@@ -111,12 +112,11 @@ net::QpTimeouts rc_attrs(const Path& p) {
   return t;
 }
 
-Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth,
+Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot, int send_depth, int recv_depth,
                                           std::weak_ptr<CommBase> owner) {
   // Whoever drops its last reference, the path goes to the reaper (never destroyed on NCCL's
-  // thread or the progress thread); without the plugin state (tests) it is an ordinary one.
-  State* st = state();
-  std::shared_ptr<Path> p = st ? st->reaper.new_path(dev) : std::make_shared<Path>();
+  // thread or the progress thread); without one (tests) it is an ordinary object.
+  std::shared_ptr<Path> p = reaper ? reaper->new_path(dev) : std::make_shared<Path>();
   p->dev = &dev;
   p->slot = slot;
   const bool wakes = !owner.expired() && dev.channel;
@@ -137,7 +137,7 @@ Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth,
 
 Status attach_standby(CommBase& c, Device& backup) {
   const bool send = c.kind == CommKind::send;
-  auto p = make_path(backup, 1, send ? kSendQueueDepth : kRecvSendQueueDepth, send ? kSendRecvQueueDepth : kRecvQueueDepth,
+  auto p = make_path(c.reaper, backup, 1, send ? kSendQueueDepth : kRecvSendQueueDepth, send ? kSendRecvQueueDepth : kRecvQueueDepth,
                      c.weak_from_this());
   if (!p) return std::move(p).error();
   SlotKeys keys;
@@ -151,9 +151,9 @@ Status attach_standby(CommBase& c, Device& backup) {
   return {};
 }
 
-Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup) {
+Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* backup) {
   auto c = std::make_shared<SendComm>();
-  if (auto s = init_base(c, primary, backup, kSendQueueDepth, kSendRecvQueueDepth); !s) return std::move(s).error();
+  if (auto s = init_base(c, env, primary, backup, kSendQueueDepth, kSendRecvQueueDepth); !s) return std::move(s).error();
   c->nfree = static_cast<int>(c->reqs.size());
   for (std::size_t i = 0; i < c->reqs.size(); ++i) {
     c->free_list[i] = static_cast<std::uint16_t>(c->reqs.size() - 1 - i);
@@ -162,9 +162,9 @@ Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* back
   return c;
 }
 
-Expected<std::shared_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup) {
+Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* backup) {
   auto c = std::make_shared<RecvComm>();
-  if (auto s = init_base(c, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth); !s)
+  if (auto s = init_base(c, env, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth); !s)
     return std::move(s).error();
   for (auto& r : c->reqs) r.comm = c.get();
   c->flushed.comm = c.get();

@@ -390,8 +390,20 @@ struct CommStats {
 
 // Everything one connection owns. Declaration order = reverse destruction order.
 struct ControlTask;  // control.cpp: the comm's timer on the reactor
+class Reaper;
+
+// What a comm is built from besides its devices (make_send_comm, make_recv_comm): the settings
+// and the reaper its paths go to. Passed in, not read from the process-wide state, so that a comm
+// can be built without it (unit tests). No config: the CommBase defaults; no reaper: its paths
+// are ordinary ones, destroyed wherever their last reference goes.
+struct CommEnv {
+  const Config* config = nullptr;
+  Reaper* reaper = nullptr;
+};
+
 struct CommBase : std::enable_shared_from_this<CommBase> {
   CommKind kind;
+  Reaper* reaper = nullptr;  // where every path of the comm goes when dropped (CommEnv), or none
   // The hand-off between NCCL's thread and the progress thread: held (true) by whoever works on
   // the comm. Both only ever try to take it.
   std::atomic<bool> owned{false};
@@ -509,8 +521,8 @@ constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs + 2 * kCtlRecvs;  // on
 // Creates the comm on `primary` (and its standby resources on `backup`, may be null): CQs, QPs
 // (RESET), and the comm's own registered memory on both devices. Local work only.
 // The comm's own reference is in `self` (NCCL's, dropped at close).
-Expected<std::shared_ptr<SendComm>> make_send_comm(Device& primary, Device* backup);
-Expected<std::shared_ptr<RecvComm>> make_recv_comm(Device& primary, Device* backup);
+Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* backup);
+Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* backup);
 // A comm made without a backup gets its standby resources on `backup` (slot 1): the QP (RESET) and
 // the comm's registrations there. All or nothing: on failure the comm stays single path. Local
 // work, before the comm is handed to NCCL (the connector learns its backup from the reply).
@@ -521,8 +533,9 @@ Status attach_standby(CommBase& c, Device& backup);
 Status register_slot_keys(CommBase& c, Device& d, int slot, SlotKeys& out);
 
 // A path on `dev`: CQ + RC QP in RESET, its local endpoint chosen. With an `owner`, the CQ
-// reports to the device's completion channel (wakes the owner's control plane).
-Expected<std::shared_ptr<Path>> make_path(Device& dev, int slot, int send_depth, int recv_depth,
+// reports to the device's completion channel (wakes the owner's control plane). Dropped, it goes to
+// `reaper` (null: an ordinary object).
+Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot, int send_depth, int recv_depth,
                                           std::weak_ptr<CommBase> owner = {});
 
 std::uint64_t now_ns() noexcept;

@@ -29,7 +29,7 @@ Status setup_flush(RecvComm& c);
 void close_flush(RecvComm& c);                   // closing, comm held: the loopback QPs go to the reaper
 // A new loopback path on d, slot `slot`, connected to itself with the port's GID as it is now.
 // Verbs work (any thread, a worker's).
-Expected<std::shared_ptr<Path>> build_flush_path(Device& d, int slot);
+Expected<std::shared_ptr<Path>> build_flush_path(Reaper* reaper, Device& d, int slot);
 struct PathJob;
 // The flush path a finished job built for `slot` (control plane, comm held): it replaces the
 // slot's QP as soon as no READ is outstanding on that one.

@@ -150,8 +150,8 @@ void start_rebuild(RecvComm& c, int s) {
   c.flush_want[s] = false;
   HA_INFO("NET/HA: %s: rebuilding the flush QP on %s (%s)", c.id.c_str(), d->port.id().c_str(),
           usable(c, s) ? "its port came back or changed its GID" : "it failed");
-  c.flush_job[s] = start_job(c, nullptr, [d, s, gen](PathJob& job) -> Status {
-    auto p = build_flush_path(*d, s);
+  c.flush_job[s] = start_job(c, nullptr, [reaper = c.reaper, d, s, gen](PathJob& job) -> Status {
+    auto p = build_flush_path(reaper, *d, s);
     if (!p) return std::move(p).error();
     job.flush = std::move(p).value();
     job.flush_gen = gen;
@@ -161,11 +161,11 @@ void start_rebuild(RecvComm& c, int s) {
 
 }  // namespace
 
-Expected<std::shared_ptr<Path>> build_flush_path(Device& d, int slot) {
+Expected<std::shared_ptr<Path>> build_flush_path(Reaper* reaper, Device& d, int slot) {
   auto port = net::query_port(d.ctx.get(), d.port.device, d.port.port);  // the GID as it is now
   if (!port) return std::move(port).error();
   if (!port->active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port->state));
-  auto p = make_path(d, slot, kFlushDepth, 1);
+  auto p = make_path(reaper, d, slot, kFlushDepth, 1);
   if (!p) return std::move(p).error();
   Path& path = **p;
   path.local = net::local_endpoint(path.qp.get(), *port, path.local.psn);
@@ -189,7 +189,7 @@ Status setup_flush(RecvComm& c) {
     else
       ok = std::move(mr).error();
     if (ok) {
-      if (auto p = build_flush_path(*dev, s))
+      if (auto p = build_flush_path(c.reaper, *dev, s))
         c.flush_paths[s] = std::move(p).value();
       else
         ok = std::move(p).error();

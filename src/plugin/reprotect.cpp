@@ -45,12 +45,13 @@ constexpr std::uint64_t kFirstBackoffNs = 100'000'000;
 constexpr std::uint64_t kMaxBackoffNs = 5'000'000'000;
 
 // A fresh path on `dev`, with the port (and its GID) queried again.
-Status build_path(PathJob& job, Device& d, int slot, int send_depth, int recv_depth, std::weak_ptr<CommBase> owner) {
+Status build_path(PathJob& job, Reaper* reaper, Device& d, int slot, int send_depth, int recv_depth,
+                  std::weak_ptr<CommBase> owner) {
   if (!d.port_up.load(std::memory_order_relaxed)) return make_error(Errc::unsupported, d.port.id() + " is not active");
   auto port = net::query_port(d.ctx.get(), d.port.device, d.port.port);
   if (!port) return std::move(port).error();
   if (!port->active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port->state));
-  auto p = make_path(d, slot, send_depth, recv_depth, std::move(owner));
+  auto p = make_path(reaper, d, slot, send_depth, recv_depth, std::move(owner));
   if (!p) return std::move(p).error();
   (*p)->local = net::local_endpoint((*p)->qp.get(), *port, (*p)->local.psn);
   job.path = std::move(p).value();
@@ -81,9 +82,9 @@ std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint
   const bool flush = c.kind == CommKind::recv && static_cast<RecvComm&>(c).flush_on &&
                      (c.rp.rebind || c.keys[slot].flush_sink);
   const std::uint32_t gen = dp->recover_gen.load(std::memory_order_relaxed);  // before the port is queried
-  return start_job(c, nullptr, [dp, slot, sd, rd, connect, remote, flush, gen, rebind = c.rp.rebind, qos = c.qos,
-                                owner = c.weak_from_this()](PathJob& job) {
-    Status s = build_path(job, *dp, slot, sd, rd, owner);
+  return start_job(c, nullptr, [reaper = c.reaper, dp, slot, sd, rd, connect, remote, flush, gen, rebind = c.rp.rebind,
+                                qos = c.qos, owner = c.weak_from_this()](PathJob& job) {
+    Status s = build_path(job, reaper, *dp, slot, sd, rd, owner);
     if (s) job.path->qos = qos;  // a rebuilt standby keeps the connection's QoS
     if (s && rebind) {
       if (auto comm = owner.lock())
@@ -93,7 +94,7 @@ std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint
     }
     if (s && connect) s = connect_path(job, remote);
     if (s && flush) {  // the device's flush QP too; its failure does not fail the standby
-      auto f = build_flush_path(*dp, slot);
+      auto f = build_flush_path(reaper, *dp, slot);
       if (f) {
         job.flush = std::move(f).value();
         job.flush_gen = gen;

@@ -3,8 +3,10 @@
 // that return NULL comms until the handshake is done, requests that progress only in test(),
 // tags and grouped receives, buffer/registration checks, NULL requests under back-pressure.
 //
-// Built twice: libnccl-net-fake.so exports ncclNetPlugin_v10, libnccl-net-fake-v8.so
-// (FAKE_NET_V8) exports ncclNetPlugin_v8.
+// Built three times: libnccl-net-fake.so exports ncclNetPlugin_v10, libnccl-net-fake-v8.so
+// (FAKE_NET_V8) exports ncclNetPlugin_v8, libnccl-net-fake-lazy.so (FAKE_NET_LAZY) exports a
+// ncclNetPlugin_v10 with only `name` and `init` set, which init fills (as
+// nccl-rdma-sharp-plugins does: NCCL calls init before it reads any other slot).
 //
 // Environment:
 //   FAKE_NET_IP=A.B.C.D   address put into listen handles (default 127.0.0.1)
@@ -14,6 +16,7 @@
 //   FAKE_FAIL_AFTER=N     once N requests completed, every test() returns ncclSystemError (with a WARN)
 //   FAKE_LEAK_CLOSE=1     closeRecv leaks the comm's socket (an fd leak for the resource checks to find)
 //   FAKE_CONNECT_FAIL_EVERY=N  every Nth connection (its first connect call) fails with ncclSystemError
+//   FAKE_LAZY_NULL=SLOT,...    FAKE_NET_LAZY: mandatory slots (devices, isend, ...) init leaves NULL
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -29,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <string>
 #include <unordered_set>
 
 #include "nccl_net_abi.h"
@@ -590,6 +594,21 @@ ncclResult_t v10_irecv(void* recvComm, int n, void** data, std::size_t* sizes, i
                        void** /*phandles*/, void** request) {
   return fake_irecv(recvComm, n, data, sizes, tags, mhandles, request);
 }
+
+constexpr ncclNet_v10_t kV10 = {
+    "Fake", v10_init, fake_devices, v10_props, fake_listen, v10_connect, v10_accept, fake_regmr, fake_regmr_dmabuf,
+    fake_deregmr, v10_isend, v10_irecv, fake_iflush, fake_test, close_comm, close_comm, fake_close_listen,
+    /*getDeviceMr=*/nullptr, fake_irecv_consumed, /*makeVDevice=*/nullptr};
+#ifdef FAKE_NET_LAZY
+ncclResult_t lazy_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof);
+// What the lazy library exports: name and init, every other slot NULL until init.
+constexpr ncclNet_v10_t lazy_table() {
+  ncclNet_v10_t t{};
+  t.name = "Fake";
+  t.init = lazy_init;
+  return t;
+}
+#endif
 #endif
 
 }  // namespace
@@ -600,10 +619,34 @@ __attribute__((visibility("default"))) ncclNet_v8_t ncclNetPlugin_v8 = {
     "Fake", v8_init, fake_devices, v8_props, fake_listen, v8_connect, v8_accept, fake_regmr, fake_regmr_dmabuf,
     fake_deregmr, v8_isend, v8_irecv, fake_iflush, fake_test, close_comm, close_comm, fake_close_listen,
     /*getDeviceMr=*/nullptr, /*irecvConsumed=*/nullptr};
+#elif defined(FAKE_NET_LAZY)
+__attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = lazy_table();
 #else
-__attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = {
-    "Fake", v10_init, fake_devices, v10_props, fake_listen, v10_connect, v10_accept, fake_regmr, fake_regmr_dmabuf,
-    fake_deregmr, v10_isend, v10_irecv, fake_iflush, fake_test, close_comm, close_comm, fake_close_listen,
-    /*getDeviceMr=*/nullptr, fake_irecv_consumed, /*makeVDevice=*/nullptr};
+__attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = kV10;
 #endif
 }
+
+#ifdef FAKE_NET_LAZY
+namespace {
+
+// Installs kV10 (keeping lazy_init as init), less the slots FAKE_LAZY_NULL names.
+ncclResult_t lazy_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof) {
+  const ncclResult_t r = v10_init(logger, prof);
+  if (r != ncclSuccess) return r;
+  const char* env = std::getenv("FAKE_LAZY_NULL");
+  const std::string nulls = "," + std::string(env ? env : "") + ",";
+  ncclNet_v10_t t = kV10;
+  t.init = lazy_init;
+#define FAKE_LAZY_SLOT(slot) \
+  if (nulls.find("," #slot ",") != std::string::npos) t.slot = nullptr;
+  FAKE_LAZY_SLOT(devices) FAKE_LAZY_SLOT(getProperties) FAKE_LAZY_SLOT(listen) FAKE_LAZY_SLOT(connect)
+  FAKE_LAZY_SLOT(accept) FAKE_LAZY_SLOT(regMr) FAKE_LAZY_SLOT(deregMr) FAKE_LAZY_SLOT(isend) FAKE_LAZY_SLOT(irecv)
+  FAKE_LAZY_SLOT(iflush) FAKE_LAZY_SLOT(test) FAKE_LAZY_SLOT(closeSend) FAKE_LAZY_SLOT(closeRecv)
+  FAKE_LAZY_SLOT(closeListen)
+#undef FAKE_LAZY_SLOT
+  ncclNetPlugin_v10 = t;
+  return ncclSuccess;
+}
+
+}  // namespace
+#endif

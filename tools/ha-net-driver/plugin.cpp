@@ -1,7 +1,5 @@
 #include "plugin.hpp"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <thread>
 
@@ -14,11 +12,9 @@ namespace {
 std::atomic<int> g_call_entry{-1};
 std::atomic<std::int64_t> g_call_start_ns{0};
 
-constexpr const char* kSymbols[] = {NCCL_HA_NET_PLUGIN_SYMBOL_V6,  NCCL_HA_NET_PLUGIN_SYMBOL_V7,
-                                    NCCL_HA_NET_PLUGIN_SYMBOL_V8,  NCCL_HA_NET_PLUGIN_SYMBOL_V9,
-                                    NCCL_HA_NET_PLUGIN_SYMBOL_V10, NCCL_HA_NET_PLUGIN_SYMBOL_V11,
-                                    NCCL_HA_NET_PLUGIN_SYMBOL_V12};
-const char* symbol_for(int v) { return kSymbols[v - 6]; }
+[[noreturn]] void rethrow(const ha_loader::LoadError& e) {
+  fail(e.kind == ha_loader::LoadError::Kind::usage ? Fail::usage : Fail::plugin, e.what());
+}
 
 }  // namespace
 
@@ -48,66 +44,44 @@ const char* entry_name(Entry e) noexcept {
 }
 
 std::unique_ptr<Plugin> Plugin::load(const std::string& path, int api) {
-  if (api != 0 && (api < 6 || api > 12)) fail(Fail::usage, strf("--api %d: supported versions are 6..12", api));
   std::unique_ptr<Plugin> p(new Plugin());
-  p->path_ = path;
-  p->dl_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!p->dl_) {
-    std::string err = ::dlerror();
-    bool is_lib_so = path.rfind("lib", 0) == 0 && path.size() > 3 && path.compare(path.size() - 3, 3, ".so") == 0;
-    if (path.find('/') == std::string::npos && !is_lib_so) {
-      std::string alt = "libnccl-net-" + path + ".so";
-      p->dl_ = ::dlopen(alt.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (p->dl_) p->path_ = alt;
-      else err += "; " + std::string(::dlerror());
-    }
-    if (!p->dl_) fail(Fail::plugin, "cannot load plugin: " + err);
+  try {
+    p->lib_ = ha_loader::NetPlugin::open(path, api);
+  } catch (const ha_loader::LoadError& e) {
+    rethrow(e);
   }
-  const void* sym = nullptr;
-  for (int v = 12; v >= 6; --v) {
-    ::dlerror();
-    const void* s = ::dlsym(p->dl_, symbol_for(v));
-    if (!s) continue;
-    p->exported_.emplace_back(symbol_for(v));
-    bool take = api != 0 ? v == api : p->version_ == 0;
-    if (take) {
-      p->version_ = v;
-      sym = s;
-    }
-  }
-  if (!sym) {
-    if (api != 0)
-      fail(Fail::plugin, strf("%s does not export %s", p->path_.c_str(), symbol_for(api)));
-    fail(Fail::plugin, strf("%s exports none of ncclNetPlugin_v12 .. ncclNetPlugin_v6", p->path_.c_str()));
-  }
-  p->a_ = make_adapter(p->version_, sym);
-  auto missing = p->a_->missing_slots();
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    fail(Fail::plugin, strf("%s v%d table has NULL mandatory slots: %s", symbol_for(p->version_), p->version_,
-                            list.c_str()));
-  }
+  p->a_ = &p->lib_->net();
+  p->version_ = p->lib_->version();
+  p->path_ = p->lib_->path();
+  p->table_name_ = p->lib_->table_name();
+  p->exported_ = p->lib_->exported_versions();
   return p;
 }
 
 Plugin::~Plugin() { unload(); }
 
 void Plugin::unload() {
-  if (!dl_) return;
-  a_.reset();
-  ::dlclose(dl_);
-  dl_ = nullptr;
+  a_ = nullptr;
+  lib_.reset();
 }
-
-std::string Plugin::table_name() const { return a_ ? a_->name() : ""; }
 
 template <class F>
 ncclResult_t Plugin::timed(Entry e, F&& f) {
   std::int64_t t0 = now_ns();
   g_call_start_ns.store(t0, std::memory_order_relaxed);
   g_call_entry.store(static_cast<int>(e), std::memory_order_release);
-  ncclResult_t r = f();
+  ncclResult_t r;
+  try {
+    r = f();
+  } catch (...) {  // the loader's slot check after a successful init: the call itself returned
+    record(e, t0, ncclSuccess);
+    throw;
+  }
+  record(e, t0, r);
+  return r;
+}
+
+void Plugin::record(Entry e, std::int64_t t0, ncclResult_t r) {
   g_call_entry.store(-1, std::memory_order_release);
   double us = static_cast<double>(now_ns() - t0) / 1e3;
   CallStat& s = stats_[static_cast<std::size_t>(e)];
@@ -119,10 +93,15 @@ ncclResult_t Plugin::timed(Entry e, F&& f) {
   }
   s.total_us += us;
   if (us > s.max_us) s.max_us = us;
-  return r;
 }
 
-ncclResult_t Plugin::init(const InitArgs& a) { return timed(Entry::init, [&] { return a_->init(a); }); }
+ncclResult_t Plugin::init(const InitArgs& a) {
+  try {
+    return timed(Entry::init, [&] { return lib_->init(a); });
+  } catch (const ha_loader::LoadError& e) {
+    rethrow(e);
+  }
+}
 ncclResult_t Plugin::devices(int* n) { return timed(Entry::devices, [&] { return a_->devices(n); }); }
 ncclResult_t Plugin::getProperties(int dev, Properties* p) {
   return timed(Entry::getProperties, [&] { return a_->getProperties(dev, p); });

@@ -1,10 +1,10 @@
-// ha-ping --list: the nccl-ha plugin's view of this host, without traffic. Loads the plugin,
-// calls init (with HA_NCCL_DEBUG=1 and a logger that keeps its lines), devices and
-// getProperties of the newest API version it exports, and prints the devices together with
-// what the plugin logged about them (GID index, backup pairing, maxComms budget, settings).
+// ha-ping --list: the nccl-ha plugin's view of this host, without traffic. Loads the plugin with
+// the tools' loader (tools/plugin-loader, as ha-net-driver does), calls init (with
+// HA_NCCL_DEBUG=1 and a logger that keeps its lines), devices and getProperties of the newest
+// API version it exports, and prints the devices together with what the plugin logged about
+// them (GID index, backup pairing, maxComms budget, settings).
 #include "plugin_list.hpp"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -18,7 +18,7 @@
 
 #include "nccl_ha/net/json.hpp"
 #include "nccl_ha/version.hpp"
-#include "nccl_net_abi.h"
+#include "net_plugin.hpp"
 
 namespace ha_ping {
 namespace {
@@ -48,71 +48,37 @@ struct Device {
   std::optional<int> rail_id, plane_id;  // v12 only; unset: NCCL_NET_ID_UNDEF or an older table
 };
 
-// devices + getProperties of one table; the common fields of every properties version.
-template <class Net, class Props>
-std::string query(const Net* net, std::vector<Device>& out) {
-  int n = 0;
-  if (net->devices(&n) != ncclSuccess) return "devices() failed";
-  for (int i = 0; i < n; ++i) {
-    Props p{};
-    if (net->getProperties(i, &p) != ncclSuccess) return "getProperties(" + std::to_string(i) + ") failed";
-    Device d;
-    d.name = p.name ? p.name : "";
-    d.pci = p.pciPath ? p.pciPath : "";
-    d.port = p.port;
-    d.speed = p.speed;
-    d.ptr = p.ptrSupport;
-    d.max_comms = p.maxComms;
-    d.max_recvs = p.maxRecvs;
-    d.guid = static_cast<unsigned long long>(p.guid);
-    d.latency = p.latency;
-    if constexpr (requires { p.railId; }) {
-      if (p.railId != NCCL_NET_ID_UNDEF) d.rail_id = p.railId;
-      if (p.planeId != NCCL_NET_ID_UNDEF) d.plane_id = p.planeId;
+// init, devices and getProperties; finalize (v11+) when init succeeded. "" or an error; a
+// mandatory slot still NULL after init throws ha_loader::LoadError.
+std::string init_and_query(ha_loader::NetPlugin& plugin, std::vector<Device>& out) {
+  if (plugin.init(ha_loader::InitArgs{&capture, nullptr, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF}) != ncclSuccess)
+    return "init failed";
+  auto& net = plugin.net();
+  auto query = [&]() -> std::string {
+    int n = 0;
+    if (net.devices(&n) != ncclSuccess) return "devices() failed";
+    for (int i = 0; i < n; ++i) {
+      ha_loader::Properties p;
+      if (net.getProperties(i, &p) != ncclSuccess) return "getProperties(" + std::to_string(i) + ") failed";
+      Device d;
+      d.name = p.name;
+      d.pci = p.pci_path.value_or("");
+      d.port = p.port;
+      d.speed = p.speed;
+      d.ptr = p.ptr_support;
+      d.max_comms = p.max_comms;
+      d.max_recvs = p.max_recvs;
+      d.guid = static_cast<unsigned long long>(p.guid);
+      d.latency = p.latency;
+      if (p.rail_id != NCCL_NET_ID_UNDEF) d.rail_id = p.rail_id;  // nullopt (an older table) stays so
+      if (p.plane_id != NCCL_NET_ID_UNDEF) d.plane_id = p.plane_id;
+      out.push_back(d);
     }
-    out.push_back(d);
-  }
-  return "";
-}
-
-// Calls init and lists the devices of whichever table `sym` is (version v). "" or an error.
-std::string init_and_query(int v, const void* sym, std::vector<Device>& out) {
-  void* ctx = nullptr;
-  ncclNetCommConfig_v12_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-  switch (v) {
-#define HA_PING_OLD_INIT(N)                                                              \
-  case N: {                                                                              \
-    auto* net = static_cast<const ncclNet_v##N##_t*>(sym);                               \
-    if (!net->init || net->init(&capture) != ncclSuccess) return "init failed";          \
-    return query<ncclNet_v##N##_t, ncclNetProperties_v##N##_t>(net, out);                \
-  }
-    HA_PING_OLD_INIT(6)
-    HA_PING_OLD_INIT(7)
-    HA_PING_OLD_INIT(8)
-    HA_PING_OLD_INIT(9)
-#undef HA_PING_OLD_INIT
-    case 10: {
-      auto* net = static_cast<const ncclNet_v10_t*>(sym);
-      if (!net->init || net->init(&capture, nullptr) != ncclSuccess) return "init failed";
-      return query<ncclNet_v10_t, ncclNetProperties_v10_t>(net, out);
-    }
-    case 11: {
-      auto* net = static_cast<const ncclNet_v11_t*>(sym);
-      ncclNetCommConfig_v11_t c11{config.trafficClass};
-      if (!net->init || net->init(&ctx, 0, &c11, &capture, nullptr) != ncclSuccess) return "init failed";
-      auto err = query<ncclNet_v11_t, ncclNetProperties_v11_t>(net, out);
-      if (net->finalize) net->finalize(ctx);
-      return err;
-    }
-    case 12: {
-      auto* net = static_cast<const ncclNet_v12_t*>(sym);
-      if (!net->init || net->init(&ctx, 0, &config, &capture, nullptr) != ncclSuccess) return "init failed";
-      auto err = query<ncclNet_v12_t, ncclNetProperties_v12_t>(net, out);
-      if (net->finalize) net->finalize(ctx);
-      return err;
-    }
-  }
-  return "unsupported API version " + std::to_string(v);
+    return "";
+  };
+  const std::string err = query();
+  if (net.has_finalize()) net.finalize();
+  return err;
 }
 
 std::string exe_dir() {
@@ -165,17 +131,8 @@ nccl_ha::net::JsonWriter list_report_head(const std::string& plugin) {
 
 int run_list(const Options& o) {
   ::setenv("HA_NCCL_DEBUG", "1", 1);  // the plugin logs its INFO lines (settings, backups, budgets)
-  void* dl = nullptr;
+  std::unique_ptr<ha_loader::NetPlugin> plugin;
   std::string path, errors;
-  for (const auto& c : candidates(o.plugin)) {
-    if (c.find('/') != std::string::npos && ::access(c.c_str(), F_OK) != 0 && o.plugin.empty()) continue;
-    dl = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (dl) {
-      path = c;
-      break;
-    }
-    errors += (errors.empty() ? "" : "; ") + std::string(::dlerror());
-  }
   auto fail = [&](const std::string& msg) {
     if (o.json) {
       auto j = list_report_head(path);
@@ -187,19 +144,31 @@ int run_list(const Options& o) {
     std::fprintf(stderr, "ha-ping: --list: %s\n", msg.c_str());
     return 1;
   };
-  if (!dl) return fail("cannot load the plugin (" + (errors.empty() ? std::string("not found") : errors) + ")");
-  int version = 0;
-  const void* sym = nullptr;
-  static const char* const kSymbols[] = {NCCL_HA_NET_PLUGIN_SYMBOL_V6,  NCCL_HA_NET_PLUGIN_SYMBOL_V7,
-                                         NCCL_HA_NET_PLUGIN_SYMBOL_V8,  NCCL_HA_NET_PLUGIN_SYMBOL_V9,
-                                         NCCL_HA_NET_PLUGIN_SYMBOL_V10, NCCL_HA_NET_PLUGIN_SYMBOL_V11,
-                                         NCCL_HA_NET_PLUGIN_SYMBOL_V12};
-  for (int v = 12; v >= 6 && !sym; --v)
-    if ((sym = ::dlsym(dl, kSymbols[v - 6]))) version = v;
-  if (!sym) return fail(path + " exports none of ncclNetPlugin_v12 .. ncclNetPlugin_v6");
-  const char* table_name = *static_cast<const char* const*>(sym);  // every table starts with `name`
+  for (const auto& c : candidates(o.plugin)) {
+    if (c.find('/') != std::string::npos && ::access(c.c_str(), F_OK) != 0 && o.plugin.empty()) continue;
+    try {
+      plugin = ha_loader::NetPlugin::open(c, 0);
+      break;
+    } catch (const ha_loader::LoadError& e) {
+      if (e.kind != ha_loader::LoadError::Kind::open) {  // it loaded, but is no net plugin NCCL would take
+        path = c;
+        return fail(e.what());
+      }
+      errors += (errors.empty() ? "" : "; ") + e.dl_errors;
+    }
+  }
+  if (!plugin) return fail("cannot load the plugin (" + (errors.empty() ? std::string("not found") : errors) + ")");
+  plugin->keep_loaded();  // never dlclosed, as before: the plugin's threads may outlive finalize
+  path = plugin->path();
+  const int version = plugin->version();
+  const std::string table_name = plugin->table_name();
   std::vector<Device> devices;
-  const std::string err = init_and_query(version, sym, devices);
+  std::string err;
+  try {
+    err = init_and_query(*plugin, devices);
+  } catch (const ha_loader::LoadError& e) {  // a mandatory slot init left NULL
+    err = e.what();
+  }
 
   std::vector<LogLine> log;
   {
@@ -265,7 +234,7 @@ int run_list(const Options& o) {
   if (o.json) {
     auto j = list_report_head(path);
     j.kv("api_version", version);
-    j.kv("table", table_name ? table_name : "");
+    j.kv("table", table_name);
     j.kv("ok", ok);
     if (!ok) j.kv("error", message);
     j.kv("settings", settings);
@@ -310,7 +279,7 @@ int run_list(const Options& o) {
     j.close('}');
     std::printf("%s\n", j.str().c_str());
   } else {
-    std::printf("plugin %s (%s, ncclNetPlugin_v%d)\n", path.c_str(), table_name ? table_name : "?", version);
+    std::printf("plugin %s (%s, ncclNetPlugin_v%d)\n", path.c_str(), table_name.c_str(), version);
     if (!settings.empty()) std::printf("settings: %s\n", settings.c_str());
     if (!gpu.empty()) std::printf("%s\n", gpu.c_str());
     if (!handshake.empty()) std::printf("handshakes on %s\n", handshake.c_str());

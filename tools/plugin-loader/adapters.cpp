@@ -7,9 +7,9 @@
 #include <climits>
 #include <cstring>
 
-#include "plugin.hpp"
+#include "net_adapter.hpp"
 
-namespace hnd {
+namespace ha_loader {
 namespace {
 
 struct NoConfig {
@@ -103,13 +103,14 @@ class AdapterImpl final : public Adapter {
 
   const char* name() const override { return t_->name ? t_->name : ""; }
 
-  std::vector<std::string> missing_slots() const override {
+  std::vector<std::string> missing_slots(Slots which) const override {
     std::vector<std::string> m;
     auto need = [&](const void* p, const char* n) {
       if (!p) m.emplace_back(n);
     };
     need(t_->name, "name");
     need(reinterpret_cast<const void*>(t_->init), "init");
+    if (which == Slots::before_init) return m;
     need(reinterpret_cast<const void*>(t_->devices), "devices");
     need(reinterpret_cast<const void*>(t_->getProperties), "getProperties");
     need(reinterpret_cast<const void*>(t_->listen), "listen");
@@ -278,4 +279,4 @@ std::unique_ptr<Adapter> make_adapter(int version, const void* sym) {
   }
 }
 
-}  // namespace hnd
+}  // namespace ha_loader

@@ -89,7 +89,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!sock) co_return std::move(sock).error();
   std::string unprotected = no_standby_here(*dev);
   if (unprotected.empty() && !peer_ha) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
-  const CommEnv env{&state()->config, &state()->reaper};
+  const CommEnv env = state()->comm_env();
   auto create = [env, dev] { return make_send_comm(env, *dev, nullptr); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();

@@ -137,8 +137,9 @@ void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why
 
 // ---- observability (stats.cpp)
 const char* standby_name(StandbyHealth::State s) noexcept;
-// One JSON line into HA_NCCL_STATS_FILE (written on the progress thread); `extra` adds the
-// event's own members (key/value pairs) to the record's object.
+// One JSON line for HA_NCCL_STATS_FILE, from any thread that holds the comm: queued, and appended
+// to the file by a reactor worker (never on the caller's thread); `extra` adds the event's own
+// members (key/value pairs) to the record's object.
 void write_stats(const CommBase& c, const char* event, const std::function<void(net::JsonWriter&)>& extra = {});
 // The exporter's view of a comm (the caller holds it).
 CommSample sample_comm(const CommBase& c);

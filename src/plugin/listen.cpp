@@ -139,7 +139,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   // The port counts as carrying this standby from the decision on (the comm counts itself once it
   // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
   if (backup) backup->standby_comms.fetch_add(1, std::memory_order_relaxed);
-  const CommEnv env{&state()->config, &state()->reaper};
+  const CommEnv env = state()->comm_env();
   auto create = [env, ls, backup] { return make_recv_comm(env, *ls->dev, backup); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (backup) backup->standby_comms.fetch_sub(1, std::memory_order_relaxed);

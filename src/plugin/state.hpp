@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm.hpp"
 #include "config.hpp"
 #include "device.hpp"
 #include "monitor.hpp"
@@ -69,6 +70,8 @@ struct State {
   reactor::Reactor reactor;
   // Receive comms get loopback QPs for RDMA READ flushes (HA_NCCL_FORCE_FLUSH, or GPU memory).
   bool flush_qps() const { return config.force_flush || gpu_memory; }
+  // What a new comm is built from (comm.hpp): these settings, this reaper.
+  CommEnv comm_env() { return {&config, &reaper}; }
 };
 
 // nullptr before init() succeeded.

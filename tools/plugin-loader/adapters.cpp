@@ -16,43 +16,24 @@ struct NoConfig {
   int trafficClass;
 };
 
+// The types of API version V (Net, Props, Config; Attr from v11 on).
+template <class N, class P, class C = NoConfig>  // NoConfig: no config before v10
+struct AbiTypes {
+  using Net = N;
+  using Props = P;
+  using Config = C;
+};
 template <int V>
 struct Abi;
-template <> struct Abi<6> {
-  using Net = ncclNet_v6_t;
-  using Props = ncclNetProperties_v6_t;
-  using Config = NoConfig;  // no config before v10
-};
-template <> struct Abi<7> {
-  using Net = ncclNet_v7_t;
-  using Props = ncclNetProperties_v7_t;
-  using Config = NoConfig;  // no config before v10
-};
-template <> struct Abi<8> {
-  using Net = ncclNet_v8_t;
-  using Props = ncclNetProperties_v8_t;
-  using Config = NoConfig;  // no config before v10
-};
-template <> struct Abi<9> {
-  using Net = ncclNet_v9_t;
-  using Props = ncclNetProperties_v9_t;
-  using Config = NoConfig;  // no config before v10
-};
-template <> struct Abi<10> {
-  using Net = ncclNet_v10_t;
-  using Props = ncclNetProperties_v10_t;
-  using Config = ncclNetCommConfig_v10_t;
-};
-template <> struct Abi<11> {
-  using Net = ncclNet_v11_t;
-  using Props = ncclNetProperties_v11_t;
-  using Config = ncclNetCommConfig_v11_t;
+template <> struct Abi<6> : AbiTypes<ncclNet_v6_t, ncclNetProperties_v6_t> {};
+template <> struct Abi<7> : AbiTypes<ncclNet_v7_t, ncclNetProperties_v7_t> {};
+template <> struct Abi<8> : AbiTypes<ncclNet_v8_t, ncclNetProperties_v8_t> {};
+template <> struct Abi<9> : AbiTypes<ncclNet_v9_t, ncclNetProperties_v9_t> {};
+template <> struct Abi<10> : AbiTypes<ncclNet_v10_t, ncclNetProperties_v10_t, ncclNetCommConfig_v10_t> {};
+template <> struct Abi<11> : AbiTypes<ncclNet_v11_t, ncclNetProperties_v11_t, ncclNetCommConfig_v11_t> {
   using Attr = ncclNetAttr_v11_t;
 };
-template <> struct Abi<12> {
-  using Net = ncclNet_v12_t;
-  using Props = ncclNetProperties_v12_t;
-  using Config = ncclNetCommConfig_v12_t;
+template <> struct Abi<12> : AbiTypes<ncclNet_v12_t, ncclNetProperties_v12_t, ncclNetCommConfig_v12_t> {
   using Attr = ncclNetAttr_v12_t;
 };
 

@@ -23,11 +23,28 @@ perftest() { # NAME TOOL ARGS...: server on b, client on a
   fi
 }
 
-driver() { # NAME ARGS...
+run_driver() { # NAME ARGS...
   local name=$1
   shift
   pl_driver "$name" 18700 --messages 0 --timeout 600 "$@"
   ((PL_RC == 0)) || vm_log "$name: rank $([[ $VM_ROLE == a ]] && echo 0 || echo 1) exit $PL_RC"
+}
+
+# NAME ARGS...: this tree's plugin as NAME; with a baseline (NCCL_HA_BENCH_BEFORE_PLUGIN) also the
+# baseline's as before-NAME, in the order of the round (odd: before first, even: after first), so
+# that neither side always runs first after perftest.
+BEFORE=${NCCL_HA_BENCH_BEFORE_PLUGIN:-}
+AFTER=$PLUGIN
+driver() {
+  local name=$1 which
+  shift
+  if [[ -z $BEFORE ]]; then
+    run_driver "$name" "$@"
+    return
+  fi
+  for which in $( ((round % 2)) && echo "before after" || echo "after before"); do
+    if [[ $which == before ]]; then PLUGIN=$BEFORE run_driver "before-$name" "$@"; else PLUGIN=$AFTER run_driver "$name" "$@"; fi
+  done
 }
 
 sizes_csv() { local IFS=,; echo "$*"; }
@@ -44,4 +61,4 @@ for round in $(seq "$ROUNDS"); do
   driver "r$round-plugin-lat" --pingpong --sizes "$(sizes_csv "${LAT_SIZES[@]}")" --iters 300
   driver "r$round-plugin-lat-jit" --pingpong --sizes "$(sizes_csv "${LAT_SIZES[@]}")" --iters 300 --lat-ahead 1
 done
-driver plugin-comms --comms 256
+run_driver plugin-comms --comms 256  # memory of this tree only

@@ -29,10 +29,52 @@ def perftest_rows(path):
     return rows
 
 
-def main(logdir, prefix):
+def spread(runs):
+    """Run-to-run spread of one figure: (max - min) / mean over the rounds."""
+    return (max(runs) - min(runs)) / statistics.mean(runs) if len(runs) > 1 and statistics.mean(runs) else 0.0
+
+
+def before_after(a, rounds):
+    """The baseline's runs (before-rN-*) against this tree's (rN-*) of the same boot: per size the
+    means, after/before, and the larger of the two spreads; a ratio beyond the spread (worse) is
+    flagged."""
+    rows = []
+    for kind, key, field, higher in (("bandwidth MiB/s", "plugin-bw", "bandwidth", True),
+                                     ("latency RTT/2 us, ahead 2", "plugin-lat", "latency", False),
+                                     ("latency RTT/2 us, just in time", "plugin-lat-jit", "latency", False)):
+        table = {}
+        for r in rounds:
+            for which, pre in (("before", "before-"), ("after", "")):
+                fa = a / f"{pre}{r}-{key}.json"
+                if not fa.exists():
+                    continue
+                ja = json.loads(fa.read_text())
+                if field == "bandwidth":
+                    jb = json.loads((a.parent.parent / "b" / "out" / fa.name).read_text())
+                    vals = [(x["size"], x["mib_s"] + y["mib_s"]) for x, y in zip(ja.get("bandwidth", []), jb.get("bandwidth", []))]
+                else:
+                    vals = [(x["size"], x["median_us"]) for x in ja.get("latency", [])]
+                for size, v in vals:
+                    table.setdefault(size, {"before": [], "after": []})[which].append(v)
+        for size in sorted(table):
+            b, f = table[size]["before"], table[size]["after"]
+            if not b or not f:
+                continue
+            ratio = statistics.mean(f) / statistics.mean(b)
+            sp = max(spread(b), spread(f))
+            worse = (1 - ratio) if higher else (ratio - 1)
+            rows.append({"figure": kind, "size": size, "before": statistics.mean(b), "after": statistics.mean(f),
+                         "after_over_before": ratio, "spread": sp, "worse_beyond_spread": worse > sp,
+                         "before_runs": b, "after_runs": f})
+    return rows
+
+
+def main(logdir, prefix, meta_path=None):
     out = Path(logdir)
     a, b = out / "a" / "out", out / "b" / "out"
     rounds = sorted({p.name.split("-")[0] for p in a.glob("r*-plugin-bw.json")})
+    meta = json.loads(Path(meta_path).read_text()) if meta_path else None
+    ba = before_after(a, rounds) if meta else []
     bw, lat, jit = {}, {}, {}
     for r in rounds:
         for side in (a,):
@@ -92,6 +134,10 @@ def main(logdir, prefix):
             "mem_per_comm_kib": comms.get("rss_per_comm_kib"),
         },
     }
+    if meta:
+        result["baseline"] = meta
+        result["before_after"] = ba
+        result["verdict"]["after_worse_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in ba if r["worse_beyond_spread"]]
     v = result["verdict"]
     Path(prefix + ".json").write_text(json.dumps(result, indent=2) + "\n")
 
@@ -127,6 +173,19 @@ def main(logdir, prefix):
     if v["mem_per_comm_kib"] is not None:
         md.append(f"| host memory per comm ({comms.get('n')} comms open) | {v['mem_per_comm_kib']:.0f} KiB | "
                   f"<= 1024 KiB | {ok(v['mem_per_comm_kib'] <= 1024)} |")
+    if meta:
+        md += ["", "## Before and after (same boot, same driver)", "",
+               f"before: `{meta['baseline_describe']}` ({meta['baseline_hash'][:12]}); after: `{meta['current_describe']}`"
+               f"{' (uncommitted changes)' if meta['current_dirty'] else ''}. Runs interleaved (odd rounds before first).",
+               "spread: (max - min) / mean over the rounds, the larger of before's and after's; a ratio worse than",
+               "1 by more than the spread is flagged.", "",
+               "| figure | size | before | after | after / before | spread | |", "|---|---:|---:|---:|---:|---:|---|"]
+        md += [f"| {r['figure']} | {r['size']} | {r['before']:.1f} | {r['after']:.1f} | {r['after_over_before']:.3f} | "
+               f"{r['spread']:.3f} | {'**worse beyond spread**' if r['worse_beyond_spread'] else 'within spread'} |"
+               for r in ba]
+        bad = result["verdict"]["after_worse_beyond_spread"]
+        md += ["", f"Verdict: {'after is worse than before beyond the spread at: ' + ', '.join(bad) if bad else 'after is as fast as before (every figure within the run-to-run spread or better).'}"]
+        md += ["", f"Host load at start: {meta.get('host_load_at_start', '-')}; at end: {meta.get('host_load_at_end', '-')}."]
     md += ["", f"Plot: `{Path(prefix).name}.svg`.", ""]
     Path(prefix + ".md").write_text("\n".join(md))
     Path(prefix + ".svg").write_text(svg(bw_rows))
@@ -170,4 +229,4 @@ def svg(rows, w=640, h=400, m=60):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)

@@ -232,12 +232,12 @@ Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::
   info.link_layer = pattr.link_layer;
   info.state = pattr.state;
   info.active_mtu = pattr.active_mtu;
-  info.lid = pattr.lid;
   // NCCL's order: the library's effective speed, else the port attributes' encodings.
   const long long effective = query_port_speed_mbps(ctx, port);
   info.speed_mbps = effective > 0 && effective <= INT_MAX
                         ? static_cast<int>(effective)
                         : port_speed_mbps(pattr.active_width, pattr.active_speed, speed_ex_of(pattr, ex.appended_speed_ex));
+  info.lid = pattr.lid;  // IB's address of the port (RoCE addresses by GID: below)
   info.guid = be64toh(dattr.node_guid);
   info.sys_image_guid = be64toh(dattr.sys_image_guid);
   info.max_qp = static_cast<std::uint32_t>(dattr.max_qp);

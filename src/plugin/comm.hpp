@@ -376,16 +376,19 @@ struct Inbox {
 };
 
 struct CommStats {
+  // switches of the active path, and the stall the last one cost
   std::uint64_t failovers = 0;
   std::uint64_t failbacks = 0;
+  double last_stall_ms = 0;
+  // what the switches replayed, and the copies the receiver dropped
   std::uint64_t replayed = 0;
   std::uint64_t duplicates_dropped = 0;
+  // traffic
   std::uint64_t messages = 0;
   std::uint64_t bytes_sent = 0;      // completed sends (a replayed message counts once)
   std::uint64_t bytes_received = 0;  // completed receives
   std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
   std::uint64_t flush_rebuilds[kSlots] = {};  // flush QPs replaced per device slot (flush.cpp)
-  double last_stall_ms = 0;
 };
 
 // Everything one connection owns. Declaration order = reverse destruction order.

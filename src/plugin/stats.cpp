@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 #include "control_plane.hpp"
 #include "nccl_ha/version.hpp"
@@ -167,26 +169,18 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.kv("active_peer_dev", act ? act->peer_dev : -1);
   j.kv("backup_peer_dev", sbp ? sbp->peer_dev : -1);
   j.kv("standby", standby_name(c.standby.state));
-  j.kv("failovers", c.stats.failovers);
-  j.kv("replayed", c.stats.replayed);
-  j.kv("duplicates_dropped", c.stats.duplicates_dropped);
-  j.kv("heartbeats_sent", c.standby.heartbeats);
-  j.kv("heartbeat_failures", c.standby.failures);
-  j.kv("messages", c.stats.messages);
-  j.kv("bytes_sent", c.stats.bytes_sent);
-  j.kv("bytes_received", c.stats.bytes_received);
+  const std::pair<std::string_view, std::uint64_t> counters[] = {
+      {"failovers", c.stats.failovers},           {"replayed", c.stats.replayed},
+      {"duplicates_dropped", c.stats.duplicates_dropped}, {"heartbeats_sent", c.standby.heartbeats},
+      {"heartbeat_failures", c.standby.failures}, {"messages", c.stats.messages},
+      {"bytes_sent", c.stats.bytes_sent},         {"bytes_received", c.stats.bytes_received}};
+  for (const auto& [key, n] : counters) j.kv(key, n);
   j.kv("last_stall_ms", c.stats.last_stall_ms);
   j.kv("failbacks", c.stats.failbacks);
   j.kv("reprotections", c.rp.done);
   j.kv("reprotect_attempts", c.rp.attempts);
-  j.key("flush_reads");
-  j.open('[');
-  for (const std::uint64_t n : c.stats.flush_reads) j.num(n);
-  j.close(']');
-  j.key("flush_rebuilds");
-  j.open('[');
-  for (const std::uint64_t n : c.stats.flush_rebuilds) j.num(n);
-  j.close(']');
+  j.kv_list("flush_reads", c.stats.flush_reads);  // per device slot
+  j.kv_list("flush_rebuilds", c.stats.flush_rebuilds);
   if (extra) extra(j);
   if (with_ports(event)) write_ports(j, *st);
   j.close('}');

@@ -86,6 +86,15 @@ class JsonWriter {
     else null();
   }
 
+  // "k": [v, ...] from any range of values put() takes.
+  template <class Range>
+  void kv_list(std::string_view k, const Range& values) {
+    key(k);
+    open('[');
+    for (const auto& v : values) put(v);
+    close(']');
+  }
+
   const std::string& str() const noexcept { return out_; }
   std::string take() noexcept { return std::move(out_); }
 

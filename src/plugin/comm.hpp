@@ -315,7 +315,6 @@ struct ReprotectState {
                  // receive side: answered, waiting for that HelloMsg. Then install()
   };
   Step step = idle;
-  std::uint32_t recover_gen = 0;     // the standby device's Device::recover_gen last seen
   std::uint32_t gen = 0;             // send side: attempts made; receive side: last request answered
   std::uint64_t next_try_ns = 0;
   std::uint64_t backoff_ns = 0;

@@ -1,6 +1,6 @@
 // One JSON writer for every JSON nccl-ha emits: the plugin's stats records, ha-ping's report and
 // ha-net-driver's report. It appends to a std::string (the caller decides where the text goes:
-// a file, a line appended off the data path by the progress thread, stdout) and handles commas,
+// a file, a stats line appended off the data path by a worker, stdout) and handles commas,
 // nesting and string escaping; numbers are written by type (doubles with 3 decimals).
 //
 //   JsonWriter j;

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 
 #include "logger.hpp"
-#include "nccl_ha/net/json.hpp"
+#include "report_json.hpp"
 
 namespace hnd {
 
@@ -80,8 +81,15 @@ void Report::check(const std::string& name, bool ok, const std::string& detail) 
 namespace {
 
 using Json = nccl_ha::net::JsonWriter;
+using ha_tools::object;
+using ha_tools::object_or_null;
+using ha_tools::objects;
 
-void json_integrity(Json& j, const Integrity& s) {
+// ---------------------------------------------------------------- JSON: one to_json per part
+// Each writes its part's value (an object, or null for a part that did not run) where the
+// writer stands: after a key, or as an array element.
+
+void to_json(Json& j, const Integrity& s) {
   j.open('{');
   j.kv("ran", s.ran);
   j.kv("messages_sent", s.messages_sent);
@@ -105,62 +113,49 @@ void json_integrity(Json& j, const Integrity& s) {
 
 double ms_of(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
-void json_timeline_dir(Json& j, const Timeline& t, const Timeline::Dir& d, const char* prefix, std::size_t bins) {
+// A direction's members of the timeline object, `prefix` "recv_" or "send_".
+void timeline_dir(Json& j, const Timeline& t, const Timeline::Dir& d, const char* prefix, std::size_t bins) {
   std::string p = prefix;
-  j.key((p + "bytes").c_str());
-  j.open('[');
-  for (std::size_t i = 0; i < bins && i < d.bytes.size(); ++i) j.num(d.bytes[i]);
-  j.close(']');
-  j.key((p + "msgs").c_str());
-  j.open('[');
-  for (std::size_t i = 0; i < bins && i < d.msgs.size(); ++i) j.num(static_cast<std::uint64_t>(d.msgs[i]));
-  j.close(']');
+  auto first_bins = [bins](const auto& v) { return std::span(v.data(), std::min(bins, v.size())); };
+  j.kv_list(p + "bytes", first_bins(d.bytes));
+  j.kv_list(p + "msgs", first_bins(d.msgs));
   const std::string gap = p == "recv_" ? "" : p;  // the receive side's keys carry no prefix
-  j.kv((gap + "max_gap_ms").c_str(), ms_of(d.max_gap_ns));
-  j.kv((gap + "max_gap_at_ms").c_str(), ms_of(d.max_gap_at_ns));
-  j.key(("first_" + p + "ms").c_str());
-  if (d.first_ns) j.num(ms_of(d.first_ns - t.start_ns));
-  else j.null();
-  j.key(("last_" + p + "ms").c_str());
-  if (d.last_ns) j.num(ms_of(d.last_ns - t.start_ns));
-  else j.null();
-  j.kv((p + "messages").c_str(), d.total_msgs);
-  j.kv((p + "total_bytes").c_str(), d.total_bytes);
+  j.kv(gap + "max_gap_ms", ms_of(d.max_gap_ns));
+  j.kv(gap + "max_gap_at_ms", ms_of(d.max_gap_at_ns));
+  auto since_start = [&t](std::int64_t ns) {
+    return ns ? std::optional<double>(ms_of(ns - t.start_ns)) : std::nullopt;
+  };
+  j.kv("first_" + p + "ms", since_start(d.first_ns));
+  j.kv("last_" + p + "ms", since_start(d.last_ns));
+  j.kv(p + "messages", d.total_msgs);
+  j.kv(p + "total_bytes", d.total_bytes);
 }
 
-void json_timeline(Json& j, const Timeline& t) {
-  if (!t.ran) {
-    j.null();
-    return;
-  }
-  const std::int64_t end = t.end_ns ? t.end_ns : now_ns();
-  const auto bins = static_cast<std::size_t>((end - t.start_ns) / (Timeline::kBinMs * 1000000LL)) + 1;
-  j.open('{');
-  j.kv("bin_ms", Timeline::kBinMs);
-  j.kv("start_unix_ms", t.start_unix_ms);
-  j.kv("duration_ms", ms_of(end - t.start_ns));
-  j.kv("truncated", t.truncated);
-  json_timeline_dir(j, t, t.recv, "recv_", bins);
-  json_timeline_dir(j, t, t.send, "send_", bins);
-  j.close('}');
+void to_json(Json& j, const Timeline& t) {
+  ha_tools::object_value(j, t.ran, [&] {
+    const std::int64_t end = t.end_ns ? t.end_ns : now_ns();
+    const auto bins = static_cast<std::size_t>((end - t.start_ns) / (Timeline::kBinMs * 1000000LL)) + 1;
+    j.kv("bin_ms", Timeline::kBinMs);
+    j.kv("start_unix_ms", t.start_unix_ms);
+    j.kv("duration_ms", ms_of(end - t.start_ns));
+    j.kv("truncated", t.truncated);
+    timeline_dir(j, t, t.recv, "recv_", bins);
+    timeline_dir(j, t, t.send, "send_", bins);
+  });
 }
 
-void json_snapshot(Json& j, const char* k, const std::optional<Snapshot>& s) {
-  j.key(k);
-  if (!s) {
-    j.null();
-    return;
-  }
-  j.open('{');
-  j.kv("fds", s->fds);
-  j.kv("rss_kib", s->rss_kib);
-  j.kv("threads", s->threads);
-  j.kv("mrs", s->mrs);
-  j.kv("qps", s->qps);
-  j.close('}');
+// "k":{fds, rss_kib, threads, mrs, qps} or "k":null when not taken.
+void snapshot(Json& j, const char* k, const std::optional<Snapshot>& s) {
+  object_or_null(j, k, s.has_value(), [&] {
+    j.kv("fds", s->fds);
+    j.kv("rss_kib", s->rss_kib);
+    j.kv("threads", s->threads);
+    j.kv("mrs", s->mrs);
+    j.kv("qps", s->qps);
+  });
 }
 
-void json_props(Json& j, const Properties& p) {
+void to_json(Json& j, const Properties& p) {
   j.open('{');
   j.kv("name", p.name);
   j.kv("pciPath", p.pci_path);
@@ -175,198 +170,83 @@ void json_props(Json& j, const Properties& p) {
   j.kv("maxRecvs", p.max_recvs);
   j.kv("netDeviceType", p.net_device_type);
   j.kv("netDeviceVersion", p.net_device_version);
-  j.key("vProps");
-  if (p.vdevs) {
-    j.open('{');
+  object_or_null(j, "vProps", p.vdevs.has_value(), [&] {
     j.kv("ndevs", p.vndevs);
-    j.key("devs");
-    j.open('[');
-    for (int d : *p.vdevs) j.num(d);
-    j.close(']');
-    j.close('}');
-  } else {
-    j.null();
-  }
-  j.key("maxP2pBytes");
-  if (p.max_p2p_bytes) j.num(static_cast<std::uint64_t>(*p.max_p2p_bytes));
-  else j.null();
-  j.key("maxCollBytes");
-  if (p.max_coll_bytes) j.num(static_cast<std::uint64_t>(*p.max_coll_bytes));
-  else j.null();
+    j.kv_list("devs", *p.vdevs);
+  });
+  // size_t: as the unsigned 64-bit number JsonWriter writes
+  auto bytes = [](const std::optional<std::size_t>& v) { return v ? std::optional<std::uint64_t>(*v) : std::nullopt; };
+  j.kv("maxP2pBytes", bytes(p.max_p2p_bytes));
+  j.kv("maxCollBytes", bytes(p.max_coll_bytes));
   j.kv("maxMultiRequestSize", p.max_multi_request_size);
   j.kv("railId", p.rail_id);
   j.kv("planeId", p.plane_id);
   j.close('}');
 }
 
-std::string opt_int(const std::optional<int>& v) { return v ? std::to_string(*v) : "n/a"; }
+// "calls":{"<entry>":{...},...}, the entry points called at least once.
+void calls(Json& j, const std::array<CallStat, kEntries>& calls) {
+  object(j, "calls", [&] {
+    for (std::size_t i = 0; i < kEntries; ++i) {
+      const CallStat& s = calls[i];
+      if (s.count == 0) continue;
+      object(j, entry_name(static_cast<Entry>(i)), [&] {
+        j.kv("count", s.count);
+        j.kv("errors", s.errors);
+        j.kv("max_us", s.max_us);
+        j.kv("total_us", s.total_us);
+      });
+    }
+  });
+}
 
-}  // namespace
+// One size's latency or bandwidth result: {"size", the result's own members, its data errors}.
+template <class Members>
+void size_result(Json& j, std::size_t size, const Integrity& counters, Members&& members) {
+  j.open('{');
+  j.kv("size", static_cast<std::uint64_t>(size));
+  members();
+  j.kv("mismatches", counters.mismatches);
+  j.kv("size_errors", counters.size_errors);
+  j.close('}');
+}
 
-bool write_json(const Report& r, const std::string& path) {
-  std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) {
-    log::warn("cannot write %s", tmp.c_str());
-    return false;
-  }
-  Json j;
-  j.open('{');
-  j.kv("tool", "ha-net-driver");
-  j.kv("schema", 1);
-  j.kv("rank", r.rank);
-  j.kv("peer", r.peer);
-  j.kv("ok", r.result == Fail::ok);
-  j.kv("exit_code", static_cast<int>(r.result));
-  j.kv("result", fail_name(r.result));
-  j.kv("phase", r.phase);
-  j.kv("plugin", r.plugin_path);
-  j.kv("api_version", r.api);
-  j.kv("net_name", r.table_name);
-  j.key("exported_symbols");
-  j.open('[');
-  for (const auto& s : r.exported) j.str(s);
-  j.close(']');
-  j.kv("params", r.params);
-  j.kv("ndev", r.ndev);
-  j.kv("dev", r.dev);
-  j.key("properties");
-  if (r.props) json_props(j, *r.props);
-  else j.null();
-  j.key("all_properties");
-  j.open('[');
-  for (const auto& p : r.all_props) json_props(j, p);
-  j.close(']');
-  j.key("checks");
-  j.open('[');
-  for (const auto& c : r.checks) {
-    j.open('{');
-    j.kv("name", c.name);
-    j.kv("ok", c.ok);
-    j.kv("detail", c.detail);
-    j.close('}');
-  }
-  j.close(']');
-  j.key("connect");
-  j.open('{');
-  j.kv("ms", r.connect.ms);
-  j.kv("connect_calls", r.connect.connect_calls);
-  j.kv("accept_calls", r.connect.accept_calls);
-  j.close('}');
-  j.key("calls");
-  j.open('{');
-  for (std::size_t i = 0; i < kEntries; ++i) {
-    const CallStat& s = r.calls[i];
-    if (s.count == 0) continue;
-    j.key(entry_name(static_cast<Entry>(i)));
-    j.open('{');
-    j.kv("count", s.count);
-    j.kv("errors", s.errors);
-    j.kv("max_us", s.max_us);
-    j.kv("total_us", s.total_us);
-    j.close('}');
-  }
-  j.close('}');
-  j.key("integrity");
-  json_integrity(j, r.integrity);
-  j.kv("phase_start_unix_ms", r.phase_start_unix_ms);
-  j.key("timeline");
-  json_timeline(j, r.timeline);
-  j.key("idle_windows");
-  j.open('[');
-  for (const IdleTaken& w : r.idle_windows) {
-    j.open('{');
-    j.kv("at_ms", w.at_ms);
-    j.kv("duration_ms", w.duration_ms);
-    j.kv("start_ms", w.start_ms);
-    j.kv("start_unix_ms", w.start_unix_ms);
-    j.kv("end_unix_ms", w.end_unix_ms);
-    j.close('}');
-  }
-  j.close(']');
-  j.key("clock");
-  if (r.clock) {
-    j.open('{');
-    j.kv("peer_offset_ms", r.clock->offset_ms);
-    j.kv("rtt_ms", r.clock->rtt_ms);
-    j.close('}');
-  } else {
-    j.null();
-  }
-  j.key("error_unix_ms");
-  if (r.plugin_error) j.num(r.plugin_error->unix_ms);
-  else j.null();
-  j.key("plugin_error");
-  if (r.plugin_error) {
-    j.open('{');
-    j.kv("call", r.plugin_error->call);
-    j.kv("code", r.plugin_error->code);
-    j.kv("result", result_name(static_cast<ncclResult_t>(r.plugin_error->code)));
-    j.kv("unix_ms", r.plugin_error->unix_ms);
-    j.kv("phase", r.plugin_error->phase);
-    j.close('}');
-  } else {
-    j.null();
-  }
-  j.key("peer_abort");
-  if (r.peer_abort.ns) {
-    j.open('{');
-    j.kv("unix_ms", r.peer_abort.unix_ms);
-    j.kv("reason", r.peer_abort.reason);
-    j.close('}');
-  } else {
-    j.null();
-  }
-  j.key("latency");
-  j.open('[');
-  for (const auto& l : r.latency) {
-    j.open('{');
-    j.kv("size", static_cast<std::uint64_t>(l.size));
+void to_json(Json& j, const LatResult& l) {
+  size_result(j, l.size, l.counters, [&] {
     j.kv("iters", l.iters);
     j.kv("min_us", l.min_us);
     j.kv("median_us", l.median_us);
     j.kv("p99_us", l.p99_us);
-    j.kv("mismatches", l.counters.mismatches);
-    j.kv("size_errors", l.counters.size_errors);
-    j.close('}');
-  }
-  j.close(']');
-  j.key("bandwidth");
-  j.open('[');
-  for (const auto& b : r.bandwidth) {
-    j.open('{');
-    j.kv("size", static_cast<std::uint64_t>(b.size));
+  });
+}
+
+void to_json(Json& j, const BwResult& b) {
+  size_result(j, b.size, b.counters, [&] {
     j.kv("messages", b.messages);
     j.kv("bytes", b.bytes);
     j.kv("seconds", b.seconds);
     j.kv("mib_s", b.mib_s);
     j.kv("msgs_per_s", b.msgs_per_s);
-    j.kv("mismatches", b.counters.mismatches);
-    j.kv("size_errors", b.counters.size_errors);
-    j.close('}');
-  }
-  j.close(']');
-  j.key("comms_test");
-  if (r.comms.ran) {
-    j.open('{');
-    j.kv("n", r.comms.n);
-    j.kv("connect_ms", r.comms.connect_ms);
-    j.kv("messages_ok", r.comms.messages_ok);
-    j.kv("held_s", r.comms.held_s);
-    json_snapshot(j, "before", r.comms.before);
-    json_snapshot(j, "after_open", r.comms.after_open);
-    json_snapshot(j, "after_close", r.comms.after_close);
-    j.kv("rss_per_comm_kib", r.comms.rss_per_comm_kib);
-    j.kv("fds_returned", r.comms.fds_returned);
-    j.kv("fds_wait_ms", r.comms.fds_wait_ms);
-    j.close('}');
-  } else {
-    j.null();
-  }
-  j.key("churn");
-  if (r.churn.ran) {
-    const ChurnStats& c = r.churn;
-    j.open('{');
+  });
+}
+
+void to_json(Json& j, const CommsResult& c) {
+  ha_tools::object_value(j, c.ran, [&] {
+    j.kv("n", c.n);
+    j.kv("connect_ms", c.connect_ms);
+    j.kv("messages_ok", c.messages_ok);
+    j.kv("held_s", c.held_s);
+    snapshot(j, "before", c.before);
+    snapshot(j, "after_open", c.after_open);
+    snapshot(j, "after_close", c.after_close);
+    j.kv("rss_per_comm_kib", c.rss_per_comm_kib);
+    j.kv("fds_returned", c.fds_returned);
+    j.kv("fds_wait_ms", c.fds_wait_ms);
+  });
+}
+
+void to_json(Json& j, const ChurnStats& c) {
+  ha_tools::object_value(j, c.ran, [&] {
     j.kv("n", c.target);
     j.kv("dev", c.dev);
     j.kv("spacing_ms", c.spacing_ms);
@@ -384,131 +264,197 @@ bool write_json(const Report& r, const std::string& path) {
     j.kv("late_ms_max", c.late_ms_max);
     j.kv("connect_failures", c.connect_failures);
     j.kv("drained_connects", c.drained_connects);
-    j.key("failure_lines");
-    j.open('[');
-    for (const auto& l : c.failure_lines) j.str(l);
-    j.close(']');
-    j.close('}');
-  } else {
-    j.null();
-  }
-  j.key("ring");
-  if (!r.ring_send_comm.empty()) {
-    j.open('{');
+    j.kv_list("failure_lines", c.failure_lines);
+  });
+}
+
+void to_json(Json& j, const FaultStep& st) {
+  j.open('{');
+  j.kv("name", st.name);
+  j.kv("call", st.call);
+  j.kv("expect", st.expect);
+  j.kv("code", st.code);
+  j.kv("result", st.result);
+  j.kv("ms", st.ms);
+  j.kv("calls", st.calls);
+  j.kv("comm_null", st.comm_null);
+  j.kv("since_peer_gone_ms", st.since_peer_gone_ms);
+  j.kv("ok", st.ok);
+  j.kv("detail", st.detail);
+  j.close('}');
+}
+
+void to_json(Json& j, const FaultReport& f) {
+  ha_tools::object_value(j, !f.name.empty(), [&] {
+    j.kv("name", f.name);
+    ha_tools::array(j, "steps", f.steps, [&](const FaultStep& st) { to_json(j, st); });
+    object(j, "counts", [&] {
+      for (const auto& [kind, n] : f.counts) j.kv(kind, n);
+    });
+  });
+}
+
+// "key":[to_json(item),...]
+template <class T>
+void array_of(Json& j, const char* key, const std::vector<T>& items) {
+  ha_tools::array(j, key, items, [&](const T& item) { to_json(j, item); });
+}
+
+// The run: who, which plugin, the parameters, the device's properties and the checks.
+void run_members(Json& j, const Report& r) {
+  j.kv("tool", "ha-net-driver");
+  j.kv("schema", 1);
+  j.kv("rank", r.rank);
+  j.kv("peer", r.peer);
+  j.kv("ok", r.result == Fail::ok);
+  j.kv("exit_code", static_cast<int>(r.result));
+  j.kv("result", fail_name(r.result));
+  j.kv("phase", r.phase);
+  j.kv("plugin", r.plugin_path);
+  j.kv("api_version", r.api);
+  j.kv("net_name", r.table_name);
+  j.kv_list("exported_symbols", r.exported);
+  j.kv("params", r.params);
+  j.kv("ndev", r.ndev);
+  j.kv("dev", r.dev);
+  j.key("properties");
+  if (r.props) to_json(j, *r.props);
+  else j.null();
+  array_of(j, "all_properties", r.all_props);
+  objects(j, "checks", r.checks, [&](const Check& c) {
+    j.kv("name", c.name);
+    j.kv("ok", c.ok);
+    j.kv("detail", c.detail);
+  });
+  object(j, "connect", [&] {
+    j.kv("ms", r.connect.ms);
+    j.kv("connect_calls", r.connect.connect_calls);
+    j.kv("accept_calls", r.connect.accept_calls);
+  });
+  calls(j, r.calls);
+}
+
+// The integrity phase: counters, timeline, idle windows, and what ended it early.
+void integrity_members(Json& j, const Report& r) {
+  j.key("integrity");
+  to_json(j, r.integrity);
+  j.kv("phase_start_unix_ms", r.phase_start_unix_ms);
+  j.key("timeline");
+  to_json(j, r.timeline);
+  objects(j, "idle_windows", r.idle_windows, [&](const IdleTaken& w) {
+    j.kv("at_ms", w.at_ms);
+    j.kv("duration_ms", w.duration_ms);
+    j.kv("start_ms", w.start_ms);
+    j.kv("start_unix_ms", w.start_unix_ms);
+    j.kv("end_unix_ms", w.end_unix_ms);
+  });
+  object_or_null(j, "clock", r.clock.has_value(), [&] {
+    j.kv("peer_offset_ms", r.clock->offset_ms);
+    j.kv("rtt_ms", r.clock->rtt_ms);
+  });
+  const std::optional<PluginCallError>& e = r.plugin_error;
+  j.kv("error_unix_ms", e ? std::optional<std::int64_t>(e->unix_ms) : std::nullopt);
+  object_or_null(j, "plugin_error", e.has_value(), [&] {
+    j.kv("call", e->call);
+    j.kv("code", e->code);
+    j.kv("result", result_name(static_cast<ncclResult_t>(e->code)));
+    j.kv("unix_ms", e->unix_ms);
+    j.kv("phase", e->phase);
+  });
+  object_or_null(j, "peer_abort", r.peer_abort.ns != 0, [&] {
+    j.kv("unix_ms", r.peer_abort.unix_ms);
+    j.kv("reason", r.peer_abort.reason);
+  });
+}
+
+// The other phases, the resource snapshots and the fault scenario.
+void phase_members(Json& j, const Report& r) {
+  array_of(j, "latency", r.latency);
+  array_of(j, "bandwidth", r.bandwidth);
+  j.key("comms_test");
+  to_json(j, r.comms);
+  j.key("churn");
+  to_json(j, r.churn);
+  object_or_null(j, "ring", !r.ring_send_comm.empty(), [&] {
     j.kv("send_comm", r.ring_send_comm);
     j.kv("recv_comm", r.ring_recv_comm);
-    j.close('}');
-  } else {
-    j.null();
-  }
-  j.key("resources");
-  j.open('{');
-  json_snapshot(j, "before_init", r.before_init);
-  json_snapshot(j, "after_connect", r.after_connect);
-  json_snapshot(j, "stream_end_first", r.stream_end_first);
-  json_snapshot(j, "stream_end", r.stream_end);
-  j.kv("stream_settle_ms", r.stream_settle_ms);
-  json_snapshot(j, "after_close", r.after_close);
-  json_snapshot(j, "after_dlclose", r.after_dlclose);
-  j.close('}');
+  });
+  object(j, "resources", [&] {
+    snapshot(j, "before_init", r.before_init);
+    snapshot(j, "after_connect", r.after_connect);
+    snapshot(j, "stream_end_first", r.stream_end_first);
+    snapshot(j, "stream_end", r.stream_end);
+    j.kv("stream_settle_ms", r.stream_settle_ms);
+    snapshot(j, "after_close", r.after_close);
+    snapshot(j, "after_dlclose", r.after_dlclose);
+  });
   j.kv("linger_ms", r.linger_ms);
   j.kv("finalize_settle_ms", r.finalize_settle_ms);
   j.key("fault");
-  if (!r.fault.name.empty()) {
-    j.open('{');
-    j.kv("name", r.fault.name);
-    j.key("steps");
-    j.open('[');
-    for (const auto& st : r.fault.steps) {
-      j.open('{');
-      j.kv("name", st.name);
-      j.kv("call", st.call);
-      j.kv("expect", st.expect);
-      j.kv("code", st.code);
-      j.kv("result", st.result);
-      j.kv("ms", st.ms);
-      j.kv("calls", st.calls);
-      j.kv("comm_null", st.comm_null);
-      j.kv("since_peer_gone_ms", st.since_peer_gone_ms);
-      j.kv("ok", st.ok);
-      j.kv("detail", st.detail);
-      j.close('}');
-    }
-    j.close(']');
-    j.key("counts");
-    j.open('{');
-    for (const auto& [kind, n] : r.fault.counts) j.kv(kind, n);
-    j.close('}');
-    j.close('}');
-  } else {
-    j.null();
-  }
+  to_json(j, r.fault);
+}
+
+void to_json(Json& j, const Report& r) {
+  j.open('{');
+  run_members(j, r);
+  integrity_members(j, r);
+  phase_members(j, r);
   j.kv("plugin_warnings", r.plugin_warnings);
-  j.key("plugin_warning_lines");
-  j.open('[');
-  for (const auto& l : r.plugin_warning_lines) j.str(l);
-  j.close(']');
+  j.kv_list("plugin_warning_lines", r.plugin_warning_lines);
   j.kv("profiler_events", r.profiler_events);
   j.kv("exit_unix_ms", wall_ms());
   j.kv("peer_ok", r.peer_ok);
   j.kv("peer_detail", r.peer_detail);
-  j.key("errors");
-  j.open('[');
-  for (const auto& e : r.errors) j.str(e);
-  j.close(']');
+  j.kv_list("errors", r.errors);
   j.close('}');
-  bool ok = std::fputs(j.str().c_str(), f) >= 0 && std::fputc('\n', f) != EOF;
-  ok = std::fclose(f) == 0 && ok;
-  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) ok = false;
-  if (!ok) log::warn("cannot write %s", path.c_str());
-  return ok;
 }
 
-void print_summary(const Report& r) {
-  std::FILE* o = stderr;
-  std::fprintf(o, "==== ha-net-driver rank %d: %s (api v%d, net \"%s\")\n", r.rank, r.plugin_path.c_str(), r.api,
-               r.table_name.c_str());
-  if (r.props) {
-    const Properties& p = *r.props;
-    std::fprintf(o, "  device %d of %d: name=%s pciPath=%s guid=0x%llx ptrSupport=0x%x regIsGlobal=%s forceFlush=%s\n",
-                 r.dev, r.ndev, p.name.c_str(), p.pci_path ? p.pci_path->c_str() : "(null)",
-                 static_cast<unsigned long long>(p.guid), p.ptr_support, opt_int(p.reg_is_global).c_str(),
-                 opt_int(p.force_flush).c_str());
-    std::fprintf(o, "    speed=%d Mbps port=%d latency=%g us maxComms=%d maxRecvs=%d netDeviceType=%s netDeviceVersion=%s\n",
-                 p.speed, p.port, static_cast<double>(p.latency), p.max_comms, p.max_recvs,
-                 opt_int(p.net_device_type).c_str(), opt_int(p.net_device_version).c_str());
-    if (p.vdevs) {
-      std::string devs;
-      for (int d : *p.vdevs) devs += (devs.empty() ? "" : ",") + std::to_string(d);
-      std::fprintf(o, "    vProps={%d: %s} maxP2pBytes=%zu maxCollBytes=%zu maxMultiRequestSize=%s railId=%s planeId=%s\n",
-                   p.vndevs.value_or(0), devs.c_str(), p.max_p2p_bytes.value_or(0), p.max_coll_bytes.value_or(0),
-                   opt_int(p.max_multi_request_size).c_str(), opt_int(p.rail_id).c_str(), opt_int(p.plane_id).c_str());
-    }
+// ---------------------------------------------------------------- the human summary, by section
+
+std::string opt_int(const std::optional<int>& v) { return v ? std::to_string(*v) : "n/a"; }
+
+unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
+
+void print_device(std::FILE* o, const Report& r) {
+  if (!r.props) return;
+  const Properties& p = *r.props;
+  std::fprintf(o, "  device %d of %d: name=%s pciPath=%s guid=0x%llx ptrSupport=0x%x regIsGlobal=%s forceFlush=%s\n",
+               r.dev, r.ndev, p.name.c_str(), p.pci_path ? p.pci_path->c_str() : "(null)", ull(p.guid), p.ptr_support,
+               opt_int(p.reg_is_global).c_str(), opt_int(p.force_flush).c_str());
+  std::fprintf(o, "    speed=%d Mbps port=%d latency=%g us maxComms=%d maxRecvs=%d netDeviceType=%s netDeviceVersion=%s\n",
+               p.speed, p.port, static_cast<double>(p.latency), p.max_comms, p.max_recvs,
+               opt_int(p.net_device_type).c_str(), opt_int(p.net_device_version).c_str());
+  if (p.vdevs) {
+    std::string devs;
+    for (int d : *p.vdevs) devs += (devs.empty() ? "" : ",") + std::to_string(d);
+    std::fprintf(o, "    vProps={%d: %s} maxP2pBytes=%zu maxCollBytes=%zu maxMultiRequestSize=%s railId=%s planeId=%s\n",
+                 p.vndevs.value_or(0), devs.c_str(), p.max_p2p_bytes.value_or(0), p.max_coll_bytes.value_or(0),
+                 opt_int(p.max_multi_request_size).c_str(), opt_int(p.rail_id).c_str(), opt_int(p.plane_id).c_str());
   }
+}
+
+// The checks, the connect, and the integrity phase (counters, timeline, idle windows, clock, error).
+void print_integrity(std::FILE* o, const Report& r) {
   for (const auto& c : r.checks)
     std::fprintf(o, "  check %-40s %s%s%s\n", c.name.c_str(), c.ok ? "ok" : "FAILED", c.detail.empty() ? "" : "  ",
                  c.detail.c_str());
   if (r.connect.connect_calls)
     std::fprintf(o, "  connect: %.1f ms, %llu connect + %llu accept calls\n", r.connect.ms,
-                 static_cast<unsigned long long>(r.connect.connect_calls),
-                 static_cast<unsigned long long>(r.connect.accept_calls));
+                 ull(r.connect.connect_calls), ull(r.connect.accept_calls));
   const Integrity& s = r.integrity;
   if (s.ran)
     std::fprintf(o, "  integrity: sent %llu msgs / %llu B, received %llu msgs / %llu B in %.2f s; mismatches %llu "
                  "(%llu B), size errors %llu, overruns %llu, retries isend %llu irecv %llu, iflush %s\n",
-                 static_cast<unsigned long long>(s.messages_sent), static_cast<unsigned long long>(s.bytes_sent),
-                 static_cast<unsigned long long>(s.messages_received), static_cast<unsigned long long>(s.bytes_received),
-                 s.seconds, static_cast<unsigned long long>(s.mismatches),
-                 static_cast<unsigned long long>(s.mismatched_bytes), static_cast<unsigned long long>(s.size_errors),
-                 static_cast<unsigned long long>(s.overruns), static_cast<unsigned long long>(s.isend_retries),
-                 static_cast<unsigned long long>(s.irecv_retries), s.flush.c_str());
+                 ull(s.messages_sent), ull(s.bytes_sent), ull(s.messages_received), ull(s.bytes_received), s.seconds,
+                 ull(s.mismatches), ull(s.mismatched_bytes), ull(s.size_errors), ull(s.overruns), ull(s.isend_retries),
+                 ull(s.irecv_retries), s.flush.c_str());
   if (r.timeline.ran) {
     const Timeline& t = r.timeline;
     const std::int64_t end = t.end_ns ? t.end_ns : now_ns();
     std::fprintf(o, "  timeline: %.0f ms; receives %llu, longest gap %.1f ms at %.0f ms; sends %llu, longest gap %.1f ms "
-                 "at %.0f ms\n", ms_of(end - t.start_ns), static_cast<unsigned long long>(t.recv.total_msgs),
-                 ms_of(t.recv.max_gap_ns), ms_of(t.recv.max_gap_at_ns), static_cast<unsigned long long>(t.send.total_msgs),
-                 ms_of(t.send.max_gap_ns), ms_of(t.send.max_gap_at_ns));
+                 "at %.0f ms\n", ms_of(end - t.start_ns), ull(t.recv.total_msgs), ms_of(t.recv.max_gap_ns),
+                 ms_of(t.recv.max_gap_at_ns), ull(t.send.total_msgs), ms_of(t.send.max_gap_ns),
+                 ms_of(t.send.max_gap_at_ns));
   }
   for (const IdleTaken& w : r.idle_windows)
     std::fprintf(o, "  idle window %lld:%lld: no plugin call from %lld ms for %lld ms (unix %lld..%lld)\n",
@@ -520,26 +466,33 @@ void print_summary(const Report& r) {
     std::fprintf(o, "  plugin error: %s returned %s (%d) at unix %lld ms in phase %s\n", r.plugin_error->call.c_str(),
                  result_name(static_cast<ncclResult_t>(r.plugin_error->code)), r.plugin_error->code,
                  static_cast<long long>(r.plugin_error->unix_ms), r.plugin_error->phase.c_str());
+}
+
+// Latency, bandwidth, the comms test and the churn.
+void print_phases(std::FILE* o, const Report& r) {
   for (const auto& l : r.latency)
     std::fprintf(o, "  latency %9zu B: min/median/p99 %.1f/%.1f/%.1f us (RTT/2, %d round trips)\n", l.size, l.min_us,
                  l.median_us, l.p99_us, l.iters);
   for (const auto& b : r.bandwidth)
     std::fprintf(o, "  bw      %9zu B: %10.1f MiB/s received (%llu msgs, %.0f msgs/s)\n", b.size, b.mib_s,
-                 static_cast<unsigned long long>(b.messages), b.msgs_per_s);
-  if (r.comms.ran)
+                 ull(b.messages), b.msgs_per_s);
+  const CommsResult& c = r.comms;
+  if (c.ran)
     std::fprintf(o, "  comms test: %d pairs in %.1f ms, RSS %+lld KiB total (%.1f KiB per pair), fds %d -> %d -> %d (%s)\n",
-                 r.comms.n, r.comms.connect_ms, static_cast<long long>(r.comms.after_open.rss_kib - r.comms.before.rss_kib),
-                 r.comms.rss_per_comm_kib, r.comms.before.fds, r.comms.after_open.fds, r.comms.after_close.fds,
-                 r.comms.fds_returned ? "returned" : "LEAKED");
-  if (r.churn.ran)
+                 c.n, c.connect_ms, static_cast<long long>(c.after_open.rss_kib - c.before.rss_kib), c.rss_per_comm_kib,
+                 c.before.fds, c.after_open.fds, c.after_close.fds, c.fds_returned ? "returned" : "LEAKED");
+  const ChurnStats& h = r.churn;
+  if (h.ran)
     std::fprintf(o, "  churn: %llu of %d pairs closed on device %d (every %.0f ms), %llu verified messages received, "
                  "connect max %.1f ms, pair max %.1f ms, started late by up to %.1f ms\n",
-                 static_cast<unsigned long long>(r.churn.closed), r.churn.target, r.churn.dev, r.churn.spacing_ms,
-                 static_cast<unsigned long long>(r.churn.messages_ok), r.churn.connect_ms_max, r.churn.pair_ms_max,
-                 r.churn.late_ms_max);
-  if (r.churn.connect_failures)
-    std::fprintf(o, "  churn: %llu failed connect attempts (--churn-retry), first: %s\n",
-                 static_cast<unsigned long long>(r.churn.connect_failures), r.churn.failure_lines.front().c_str());
+                 ull(h.closed), h.target, h.dev, h.spacing_ms, ull(h.messages_ok), h.connect_ms_max, h.pair_ms_max,
+                 h.late_ms_max);
+  if (h.connect_failures)
+    std::fprintf(o, "  churn: %llu failed connect attempts (--churn-retry), first: %s\n", ull(h.connect_failures),
+                 h.failure_lines.front().c_str());
+}
+
+void print_resources(std::FILE* o, const Report& r) {
   if (r.after_connect && r.stream_end) {
     const Snapshot& b = *r.after_connect;
     const Snapshot& e = *r.stream_end;
@@ -556,17 +509,49 @@ void print_summary(const Report& r) {
                  r.before_init->threads, r.after_dlclose ? r.after_dlclose->threads : r.after_close->threads,
                  opt_int(r.before_init->mrs).c_str(), opt_int(r.after_close->mrs).c_str(),
                  opt_int(r.before_init->qps).c_str(), opt_int(r.after_close->qps).c_str());
+}
+
+// One line per entry point called, under a header line when there is any.
+void print_calls(std::FILE* o, const std::array<CallStat, kEntries>& calls) {
   bool any_calls = false;
-  for (const auto& c : r.calls) any_calls = any_calls || c.count > 0;
+  for (const auto& c : calls) any_calls = any_calls || c.count > 0;
   if (any_calls) std::fprintf(o, "  %-14s %10s %8s %12s %12s\n", "call", "count", "errors", "max_us", "avg_us");
   for (std::size_t i = 0; i < kEntries; ++i) {
-    const CallStat& c = r.calls[i];
+    const CallStat& c = calls[i];
     if (c.count == 0) continue;
-    std::fprintf(o, "  %-14s %10llu %8llu %12.1f %12.2f\n", entry_name(static_cast<Entry>(i)),
-                 static_cast<unsigned long long>(c.count), static_cast<unsigned long long>(c.errors), c.max_us,
-                 c.total_us / static_cast<double>(c.count));
+    std::fprintf(o, "  %-14s %10llu %8llu %12.1f %12.2f\n", entry_name(static_cast<Entry>(i)), ull(c.count),
+                 ull(c.errors), c.max_us, c.total_us / static_cast<double>(c.count));
   }
-  if (r.plugin_warnings) std::fprintf(o, "  plugin logged %llu WARN lines\n", static_cast<unsigned long long>(r.plugin_warnings));
+}
+
+}  // namespace
+
+bool write_json(const Report& r, const std::string& path) {
+  std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) {
+    log::warn("cannot write %s", tmp.c_str());
+    return false;
+  }
+  Json j;
+  to_json(j, r);
+  bool ok = std::fputs(j.str().c_str(), f) >= 0 && std::fputc('\n', f) != EOF;
+  ok = std::fclose(f) == 0 && ok;
+  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) ok = false;
+  if (!ok) log::warn("cannot write %s", path.c_str());
+  return ok;
+}
+
+void print_summary(const Report& r) {
+  std::FILE* o = stderr;
+  std::fprintf(o, "==== ha-net-driver rank %d: %s (api v%d, net \"%s\")\n", r.rank, r.plugin_path.c_str(), r.api,
+               r.table_name.c_str());
+  print_device(o, r);
+  print_integrity(o, r);
+  print_phases(o, r);
+  print_resources(o, r);
+  print_calls(o, r.calls);
+  if (r.plugin_warnings) std::fprintf(o, "  plugin logged %llu WARN lines\n", ull(r.plugin_warnings));
   if (r.peer_ok) std::fprintf(o, "  peer: %s%s%s\n", *r.peer_ok ? "ok" : "FAILED", r.peer_detail.empty() ? "" : " - ", r.peer_detail.c_str());
   for (const auto& e : r.errors) std::fprintf(o, "  error: %s\n", e.c_str());
   std::fprintf(o, "==== rank %d: %s (exit %d)\n", r.rank, r.result == Fail::ok ? "PASS" : fail_name(r.result),

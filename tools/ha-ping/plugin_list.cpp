@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "nccl_ha/net/json.hpp"
 #include "nccl_ha/version.hpp"
 #include "net_plugin.hpp"
+#include "report_json.hpp"
 
 namespace ha_ping {
 namespace {
@@ -127,62 +127,52 @@ nccl_ha::net::JsonWriter list_report_head(const std::string& plugin) {
   return j;
 }
 
-}  // namespace
+// A --list that ends before the plugin could be asked anything: the JSON report (--json) and the
+// message on stderr; exit status 1.
+int list_failed(const Options& o, const std::string& path, const std::string& msg) {
+  if (o.json) {
+    auto j = list_report_head(path);
+    j.kv("ok", false);
+    j.kv("error", msg);
+    j.close('}');
+    std::printf("%s\n", j.str().c_str());
+  }
+  std::fprintf(stderr, "ha-ping: --list: %s\n", msg.c_str());
+  return 1;
+}
 
-int run_list(const Options& o) {
-  ::setenv("HA_NCCL_DEBUG", "1", 1);  // the plugin logs its INFO lines (settings, backups, budgets)
-  std::unique_ptr<ha_loader::NetPlugin> plugin;
-  std::string path, errors;
-  auto fail = [&](const std::string& msg) {
-    if (o.json) {
-      auto j = list_report_head(path);
-      j.kv("ok", false);
-      j.kv("error", msg);
-      j.close('}');
-      std::printf("%s\n", j.str().c_str());
-    }
-    std::fprintf(stderr, "ha-ping: --list: %s\n", msg.c_str());
-    return 1;
-  };
+// The first of the candidates that loads, else "" and why not in `error` (a library that loads
+// but is no net plugin NCCL would take ends the search: `path` names it).
+std::unique_ptr<ha_loader::NetPlugin> load_plugin(const Options& o, std::string& path, std::string& error) {
+  std::string errors;
   for (const auto& c : candidates(o.plugin)) {
     if (c.find('/') != std::string::npos && ::access(c.c_str(), F_OK) != 0 && o.plugin.empty()) continue;
     try {
-      plugin = ha_loader::NetPlugin::open(c, 0);
-      break;
+      return ha_loader::NetPlugin::open(c, 0);
     } catch (const ha_loader::LoadError& e) {
       if (e.kind != ha_loader::LoadError::Kind::open) {  // it loaded, but is no net plugin NCCL would take
         path = c;
-        return fail(e.what());
+        error = e.what();
+        return nullptr;
       }
       errors += (errors.empty() ? "" : "; ") + e.dl_errors;
     }
   }
-  if (!plugin) return fail("cannot load the plugin (" + (errors.empty() ? std::string("not found") : errors) + ")");
-  plugin->keep_loaded();  // never dlclosed, as before: the plugin's threads may outlive finalize
-  path = plugin->path();
-  const int version = plugin->version();
-  const std::string table_name = plugin->table_name();
-  std::vector<Device> devices;
-  std::string err;
-  try {
-    err = init_and_query(*plugin, devices);
-  } catch (const ha_loader::LoadError& e) {  // a mandatory slot init left NULL
-    err = e.what();
-  }
+  error = "cannot load the plugin (" + (errors.empty() ? std::string("not found") : errors) + ")";
+  return nullptr;
+}
 
-  std::vector<LogLine> log;
-  {
-    std::lock_guard<std::mutex> lock(g_log_mutex);
-    log = g_log;
-  }
-  // What the plugin logged, by port id ("rxe0:1").
+// What the plugin logged about this host and its ports, by port id ("rxe0:1").
+struct PluginNotes {
   std::string settings, gpu, handshake;
-  std::map<std::string, std::string> backup, budget;
-  std::map<std::size_t, std::string> dev_line;  // "NET/HA: dev N: <port id> ..." by device index
   std::string relaxed;  // "on for NCCL's buffers (...)"
-  std::map<std::string, std::string> dmabuf;
-  for (const auto& l : log) {
-    const auto& t = l.text;
+  std::map<std::string, std::string> backup, budget, dmabuf;
+  std::map<std::size_t, std::string> dev_line;  // "NET/HA: dev N: <port id> ..." by device index
+
+  explicit PluginNotes(const std::vector<LogLine>& log) {
+    for (const auto& l : log) read(l.text);
+  }
+  void read(const std::string& t) {
     if (auto s = after(t, "NET/HA: settings: "); !s.empty()) settings = s;
     else if (t.find("GPU peer memory") != std::string::npos || t.find("GPU peer-memory") != std::string::npos)
       gpu = after(t, "NET/HA: ");
@@ -202,107 +192,141 @@ int run_list(const Options& o) {
       if (colon != std::string::npos) dev_line[std::strtoul(d.c_str(), nullptr, 10)] = d.substr(colon + 2);
     }
   }
-  auto line_of = [&](std::size_t i) {
-    auto it = dev_line.find(i);
-    return it == dev_line.end() ? std::string() : it->second;
-  };
-  // The port's own id ("rxe0:1"), the key of the backup and budget lines: from the device's line,
-  // as getProperties' port is NCCL's (port number + real port, see init.cpp).
-  auto id_of = [&](std::size_t i) {
-    const std::string l = line_of(i);
-    return l.empty() ? devices[i].name + ":" + std::to_string(devices[i].port) : l.substr(0, l.find(' '));
-  };
-  auto gid_of = [&](std::size_t i) -> int {
-    auto g = after(line_of(i), " gid ");
-    return g.empty() ? -1 : std::atoi(g.c_str());
-  };
-  auto id_text = [](const std::optional<int>& v) { return v ? std::to_string(*v) : std::string("undef"); };
-  auto get = [](const std::map<std::string, std::string>& m, const std::string& k) {
+  static std::string get(const std::map<std::string, std::string>& m, const std::string& k) {
     auto it = m.find(k);
     return it == m.end() ? std::string() : it->second;
-  };
+  }
+  std::string line_of(std::size_t i) const {
+    auto it = dev_line.find(i);
+    return it == dev_line.end() ? std::string() : it->second;
+  }
+  // The port's own id ("rxe0:1"), the key of the backup and budget lines: from the device's line,
+  // as getProperties' port is NCCL's (port number + real port, see init.cpp).
+  std::string id_of(std::size_t i, const Device& d) const {
+    const std::string l = line_of(i);
+    return l.empty() ? d.name + ":" + std::to_string(d.port) : l.substr(0, l.find(' '));
+  }
+  int gid_of(std::size_t i) const {
+    auto g = after(line_of(i), " gid ");
+    return g.empty() ? -1 : std::atoi(g.c_str());
+  }
+};
 
-  const bool ok = err.empty() && !devices.empty();
-  std::string message = !err.empty() ? "plugin " + err : devices.empty() ? "the plugin has no devices" : "";
-  if (!ok)  // the plugin's own words on why, when it said something
-    for (auto it = log.rbegin(); it != log.rend(); ++it)
+// What init and the queries found: the devices, the plugin's log and notes, and the verdict.
+struct Listing {
+  std::string path, table_name;
+  int version = 0;
+  std::vector<Device> devices;
+  std::vector<LogLine> log;
+  bool ok = false;
+  std::string message;  // why not ok
+};
+
+void print_json(const Listing& l, const PluginNotes& n) {
+  auto j = list_report_head(l.path);
+  j.kv("api_version", l.version);
+  j.kv("table", l.table_name);
+  j.kv("ok", l.ok);
+  if (!l.ok) j.kv("error", l.message);
+  j.kv("settings", n.settings);
+  j.kv("gpu", n.gpu);
+  j.kv("handshake", n.handshake);
+  j.kv("relaxed_ordering", n.relaxed);
+  j.key("devices");
+  j.open('[');
+  for (std::size_t i = 0; i < l.devices.size(); ++i) {
+    const auto& d = l.devices[i];
+    const std::string id = n.id_of(i, d);
+    j.open('{');
+    j.kv("index", static_cast<unsigned long long>(i));
+    j.kv("name", d.name);
+    j.kv("port", d.port);
+    j.kv("id", id);
+    j.kv("speed_mbps", d.speed);
+    j.kv("rail_id", d.rail_id);
+    j.kv("plane_id", d.plane_id);
+    j.kv("gid_index", n.gid_of(i));
+    j.kv("backup", n.get(n.backup, id));
+    j.kv("max_comms", d.max_comms);
+    j.kv("max_comms_budget", n.get(n.budget, id));
+    j.kv("max_recvs", d.max_recvs);
+    j.kv("ptr_support", ptr_text(d.ptr));
+    j.kv("dmabuf", n.get(n.dmabuf, id));
+    j.kv("pci", d.pci);
+    j.kv("guid", d.guid);
+    j.kv("plugin_line", n.line_of(i));
+    j.close('}');
+  }
+  j.close(']');
+  ha_tools::objects(j, "log", l.log, [&](const LogLine& line) {
+    j.kv("level", line.level == NCCL_LOG_WARN ? "WARN" : line.level == NCCL_LOG_INFO ? "INFO" : "TRACE");
+    j.kv("text", line.text);
+  });
+  j.close('}');
+  std::printf("%s\n", j.str().c_str());
+}
+
+void print_text(const Listing& l, const PluginNotes& n) {
+  auto id_text = [](const std::optional<int>& v) { return v ? std::to_string(*v) : std::string("undef"); };
+  std::printf("plugin %s (%s, ncclNetPlugin_v%d)\n", l.path.c_str(), l.table_name.c_str(), l.version);
+  if (!n.settings.empty()) std::printf("settings: %s\n", n.settings.c_str());
+  if (!n.gpu.empty()) std::printf("%s\n", n.gpu.c_str());
+  if (!n.handshake.empty()) std::printf("handshakes on %s\n", n.handshake.c_str());
+  if (!n.relaxed.empty()) std::printf("relaxed ordering %s\n", n.relaxed.c_str());
+  for (std::size_t i = 0; i < l.devices.size(); ++i) {
+    const auto& d = l.devices[i];
+    const std::string id = n.id_of(i, d);
+    const auto b = n.get(n.backup, id), bud = n.get(n.budget, id);
+    const int gid = n.gid_of(i);
+    std::printf("dev %zu: %s port %d speed %d Mbps railId %s planeId %s gid-index %s backup %s maxComms %d "
+                "ptrSupport %s\n",
+                i, d.name.c_str(), d.port, d.speed, id_text(d.rail_id).c_str(), id_text(d.plane_id).c_str(),
+                gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
+                ptr_text(d.ptr).c_str());
+    std::printf("  NCCL: pciPath %s guid 0x%016llx\n", d.pci.empty() ? "-" : d.pci.c_str(), d.guid);
+    if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
+    if (const auto db = n.get(n.dmabuf, id); !db.empty()) std::printf("  dma-buf: %s\n", db.c_str());
+  }
+  for (const auto& line : l.log)
+    if (line.level == NCCL_LOG_WARN) std::printf("plugin WARN: %s\n", line.text.c_str());
+}
+
+}  // namespace
+
+int run_list(const Options& o) {
+  ::setenv("HA_NCCL_DEBUG", "1", 1);  // the plugin logs its INFO lines (settings, backups, budgets)
+  Listing l;
+  std::string load_error;
+  std::unique_ptr<ha_loader::NetPlugin> plugin = load_plugin(o, l.path, load_error);
+  if (!plugin) return list_failed(o, l.path, load_error);
+  plugin->keep_loaded();  // never dlclosed, as before: the plugin's threads may outlive finalize
+  l.path = plugin->path();
+  l.version = plugin->version();
+  l.table_name = plugin->table_name();
+  std::string err;
+  try {
+    err = init_and_query(*plugin, l.devices);
+  } catch (const ha_loader::LoadError& e) {  // a mandatory slot init left NULL
+    err = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    l.log = g_log;
+  }
+  l.ok = err.empty() && !l.devices.empty();
+  l.message = !err.empty() ? "plugin " + err : l.devices.empty() ? "the plugin has no devices" : "";
+  if (!l.ok)  // the plugin's own words on why, when it said something
+    for (auto it = l.log.rbegin(); it != l.log.rend(); ++it)
       if (it->level == NCCL_LOG_WARN || it->text.find("no verbs devices") != std::string::npos) {
         auto why = after(it->text, "NET/HA: ");
-        message += " (plugin: " + (why.empty() ? it->text : why) + ")";
+        l.message += " (plugin: " + (why.empty() ? it->text : why) + ")";
         break;
       }
-  if (o.json) {
-    auto j = list_report_head(path);
-    j.kv("api_version", version);
-    j.kv("table", table_name);
-    j.kv("ok", ok);
-    if (!ok) j.kv("error", message);
-    j.kv("settings", settings);
-    j.kv("gpu", gpu);
-    j.kv("handshake", handshake);
-    j.kv("relaxed_ordering", relaxed);
-    j.key("devices");
-    j.open('[');
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      const auto& d = devices[i];
-      const std::string id = id_of(i);
-      j.open('{');
-      j.kv("index", static_cast<unsigned long long>(i));
-      j.kv("name", d.name);
-      j.kv("port", d.port);
-      j.kv("id", id);
-      j.kv("speed_mbps", d.speed);
-      j.kv("rail_id", d.rail_id);
-      j.kv("plane_id", d.plane_id);
-      j.kv("gid_index", gid_of(i));
-      j.kv("backup", get(backup, id));
-      j.kv("max_comms", d.max_comms);
-      j.kv("max_comms_budget", get(budget, id));
-      j.kv("max_recvs", d.max_recvs);
-      j.kv("ptr_support", ptr_text(d.ptr));
-      j.kv("dmabuf", get(dmabuf, id));
-      j.kv("pci", d.pci);
-      j.kv("guid", d.guid);
-      j.kv("plugin_line", line_of(i));
-      j.close('}');
-    }
-    j.close(']');
-    j.key("log");
-    j.open('[');
-    for (const auto& l : log) {
-      j.open('{');
-      j.kv("level", l.level == NCCL_LOG_WARN ? "WARN" : l.level == NCCL_LOG_INFO ? "INFO" : "TRACE");
-      j.kv("text", l.text);
-      j.close('}');
-    }
-    j.close(']');
-    j.close('}');
-    std::printf("%s\n", j.str().c_str());
-  } else {
-    std::printf("plugin %s (%s, ncclNetPlugin_v%d)\n", path.c_str(), table_name.c_str(), version);
-    if (!settings.empty()) std::printf("settings: %s\n", settings.c_str());
-    if (!gpu.empty()) std::printf("%s\n", gpu.c_str());
-    if (!handshake.empty()) std::printf("handshakes on %s\n", handshake.c_str());
-    if (!relaxed.empty()) std::printf("relaxed ordering %s\n", relaxed.c_str());
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      const auto& d = devices[i];
-      const std::string id = id_of(i);
-      const auto b = get(backup, id), bud = get(budget, id);
-      const int gid = gid_of(i);
-      std::printf("dev %zu: %s port %d speed %d Mbps railId %s planeId %s gid-index %s backup %s maxComms %d "
-                  "ptrSupport %s\n",
-                  i, d.name.c_str(), d.port, d.speed, id_text(d.rail_id).c_str(), id_text(d.plane_id).c_str(),
-                  gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
-                  ptr_text(d.ptr).c_str());
-      std::printf("  NCCL: pciPath %s guid 0x%016llx\n", d.pci.empty() ? "-" : d.pci.c_str(), d.guid);
-      if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
-      if (const auto db = get(dmabuf, id); !db.empty()) std::printf("  dma-buf: %s\n", db.c_str());
-    }
-    for (const auto& l : log)
-      if (l.level == NCCL_LOG_WARN) std::printf("plugin WARN: %s\n", l.text.c_str());
-  }
-  if (!ok) {
-    std::fprintf(stderr, "ha-ping: --list: %s\n", message.c_str());
+  const PluginNotes notes(l.log);
+  if (o.json) print_json(l, notes);
+  else print_text(l, notes);
+  if (!l.ok) {
+    std::fprintf(stderr, "ha-ping: --list: %s\n", l.message.c_str());
     return 1;
   }
   return 0;

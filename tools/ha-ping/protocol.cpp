@@ -27,22 +27,35 @@ bool get_names(ByteReader& r, std::vector<std::string>& names) {
   return true;
 }
 
+// A message read from payload p by fields(ByteReader&, T&), false when malformed; no byte may be left over.
+template <class T, class Fields>
+nccl_ha::Expected<T> read_whole(std::span<const std::uint8_t> p, const char* what, Fields&& fields) {
+  ByteReader r(p);
+  T m;
+  if (!fields(r, m) || r.remaining()) return malformed(what);
+  return m;
+}
+
+// A message's payload, its fields written by fields(ByteWriter&).
+template <class Fields>
+std::vector<std::uint8_t> payload(Fields&& fields) {
+  std::vector<std::uint8_t> out;
+  ByteWriter w(out);
+  fields(w);
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> encode(const Hello& m) {
-  std::vector<std::uint8_t> out;
-  ByteWriter w(out);
-  put_names(w, m.rails);
-  w.u16(static_cast<std::uint16_t>(m.sizes.size()));
-  for (auto s : m.sizes) w.u64(s);
-  w.u32(m.iters);
-  w.u32(m.bw_iters);
-  w.u32(m.window);
-  w.u32(m.timeout_ms);
-  w.u32(m.duration_ms);
-  w.u8(m.tclass);
-  w.u8(m.sl);
-  return out;
+  return payload([&](ByteWriter& w) {
+    put_names(w, m.rails);
+    w.u16(static_cast<std::uint16_t>(m.sizes.size()));
+    for (auto s : m.sizes) w.u64(s);
+    for (std::uint32_t v : {m.iters, m.bw_iters, m.window, m.timeout_ms, m.duration_ms}) w.u32(v);
+    w.u8(m.tclass);
+    w.u8(m.sl);
+  });
 }
 
 nccl_ha::Expected<Hello> decode_hello(std::span<const std::uint8_t> p) {
@@ -63,65 +76,58 @@ nccl_ha::Expected<Hello> decode_hello(std::span<const std::uint8_t> p) {
 }
 
 std::vector<std::uint8_t> encode(const HelloAck& m) {
-  std::vector<std::uint8_t> out;
-  ByteWriter w(out);
-  put_names(w, m.rails);
-  return out;
+  return payload([&](ByteWriter& w) { put_names(w, m.rails); });
 }
 
 nccl_ha::Expected<HelloAck> decode_hello_ack(std::span<const std::uint8_t> p) {
-  ByteReader r(p);
-  HelloAck m;
-  if (!get_names(r, m.rails) || r.remaining()) return malformed("hello ack");
-  return m;
+  return read_whole<HelloAck>(p, "hello ack", [](ByteReader& r, HelloAck& m) { return get_names(r, m.rails); });
 }
 
 std::vector<std::uint8_t> encode(const RailSetup& m) {
-  std::vector<std::uint8_t> out;
-  ByteWriter w(out);
-  w.u8(static_cast<std::uint8_t>(m.status));
-  w.str(m.reason);
-  w.bytes(nccl_ha::net::encode_endpoint(m.endpoint));
-  w.u64(m.addr);
-  w.u32(m.rkey);
-  w.u64(m.length);
-  return out;
+  return payload([&](ByteWriter& w) {
+    w.u8(static_cast<std::uint8_t>(m.status));
+    w.str(m.reason);
+    w.bytes(nccl_ha::net::encode_endpoint(m.endpoint));
+    w.u64(m.addr);
+    w.u32(m.rkey);
+    w.u64(m.length);
+  });
 }
 
 nccl_ha::Expected<RailSetup> decode_rail_setup(std::span<const std::uint8_t> p) {
-  ByteReader r(p);
-  RailSetup m;
-  std::uint8_t status = 0;
   std::array<std::uint8_t, nccl_ha::net::kEndpointSize> ep{};
-  if (!r.u8(status) || status > 3 || !r.str(m.reason) || !r.bytes(ep) || !r.u64(m.addr) || !r.u32(m.rkey) ||
-      !r.u64(m.length) || r.remaining())
-    return malformed("rail setup");
-  m.status = static_cast<RailStatus>(status);
-  if (m.status == RailStatus::ok) {
+  auto setup = read_whole<RailSetup>(p, "rail setup", [&ep](ByteReader& r, RailSetup& m) {
+    std::uint8_t status = 0;
+    if (!r.u8(status) || status > 3 || !r.str(m.reason) || !r.bytes(ep) || !r.u64(m.addr) || !r.u32(m.rkey) ||
+        !r.u64(m.length))
+      return false;
+    m.status = static_cast<RailStatus>(status);
+    return true;
+  });
+  if (setup && setup->status == RailStatus::ok) {  // the endpoint only means something on a usable rail
     auto e = nccl_ha::net::decode_endpoint(ep);
     if (!e) return std::move(e).error();
-    m.endpoint = *e;
+    setup->endpoint = *e;
   }
-  return m;
+  return setup;
 }
 
 std::vector<std::uint8_t> encode(const PhaseDone& m) {
-  std::vector<std::uint8_t> out;
-  ByteWriter w(out);
-  w.u8(m.ok ? 1 : 0);
-  w.u8(m.port_down ? 1 : 0);
-  w.str(m.reason);
-  return out;
+  return payload([&](ByteWriter& w) {
+    w.u8(m.ok ? 1 : 0);
+    w.u8(m.port_down ? 1 : 0);
+    w.str(m.reason);
+  });
 }
 
 nccl_ha::Expected<PhaseDone> decode_phase_done(std::span<const std::uint8_t> p) {
-  ByteReader r(p);
-  PhaseDone m;
-  std::uint8_t ok = 0, down = 0;
-  if (!r.u8(ok) || ok > 1 || !r.u8(down) || down > 1 || !r.str(m.reason) || r.remaining()) return malformed("phase done");
-  m.ok = ok == 1;
-  m.port_down = down == 1;
-  return m;
+  return read_whole<PhaseDone>(p, "phase done", [](ByteReader& r, PhaseDone& m) {
+    std::uint8_t ok = 0, down = 0;
+    if (!r.u8(ok) || ok > 1 || !r.u8(down) || down > 1 || !r.str(m.reason)) return false;
+    m.ok = ok == 1;
+    m.port_down = down == 1;
+    return true;
+  });
 }
 
 }  // namespace ha_ping

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <ctime>
 
-#include "nccl_ha/net/json.hpp"
 #include "nccl_ha/version.hpp"
+#include "report_json.hpp"
 
 namespace ha_ping {
 
@@ -127,110 +127,94 @@ void print_text(const Report& r, std::FILE* out) {
   }
 }
 
-std::string to_json(const Report& r) {
-  const auto& st = r.settings;
-  JsonWriter j;
-  j.open('{');
-  j.kv("tool", "ha-ping");
-  j.kv("version", NCCL_HA_VERSION_STRING);
-  j.kv("host", r.host);
-  j.key("time");
-  j.open('{');
-  j.kv("iso", r.time_iso);
-  j.kv("unix_ms", static_cast<long long>(r.time_unix_ms));
-  j.close('}');
-  j.kv("role", r.role);
-  if (r.client) j.kv("client", static_cast<unsigned long long>(r.client));
-  j.kv("peer", r.peer);
-  j.kv("ok", exit_code(r) == 0);
-  if (!r.fatal.empty()) j.kv("error", r.fatal);
-  j.key("settings");
-  j.open('{');
-  j.key("sizes");
-  j.open('[');
-  for (auto s : st.sizes) j.num(static_cast<std::uint64_t>(s));
-  j.close(']');
+namespace {
+
+using ha_tools::object;
+using ha_tools::object_or_null;
+using ha_tools::objects;
+
+void settings_members(JsonWriter& j, const Settings& st) {
+  j.kv_list("sizes", st.sizes);
   j.kv("iters", st.iters);
   j.kv("bw_iters", st.bw_iters);
   j.kv("duration_s", st.duration_s);
   j.kv("tx_depth", st.tx_depth);
   j.kv("timeout_s", st.timeout_s);
-  j.key("min_bw");
-  if (st.min_bw > 0) {
-    j.open('{');
+  object_or_null(j, "min_bw", st.min_bw > 0, [&] {
     j.kv("value", st.min_bw);
     j.kv("unit", st.min_bw_percent ? "percent_of_link_speed" : "MiB/s");
-    j.close('}');
-  } else {
-    j.null();
-  }
+  });
   j.kv("tclass", st.tclass);
   j.kv("tclass_source", st.tclass_source);
   j.kv("sl", st.sl);
   j.kv("sl_source", st.sl_source);
-  j.key("gid_index");
-  if (st.gid_index) j.num(*st.gid_index);
-  else j.null();
+  j.kv("gid_index", st.gid_index);
   j.kv("ib_dev", st.ib_dev);
   j.kv("ib_port", st.ib_port);
   j.kv("bw_unit", bw_unit(st.report_gbits));
-  j.close('}');
-  j.key("rails");
-  j.open('[');
-  for (const auto& rail : r.rails) {
-    j.open('{');
-    j.kv("index", static_cast<unsigned long long>(rail.index));
-    j.kv("local", rail.local);
-    j.kv("netdev", rail.local_netdev);
-    j.kv("peer", rail.peer);
-    j.kv("status", to_string(rail.health));
-    j.kv("reason", rail.reason);
-    j.kv("speed_mbps", rail.speed_mbps);
-    j.kv("min_bw_mib_s", rail.min_bw_mib_s);
-    j.key("qos");
-    if (rail.has_qos) {
-      j.open('{');
-      j.kv("tclass", rail.qos_tclass);
-      j.kv("sl", rail.qos_sl);
-      j.kv("gid_index", rail.qos_gid_index);
-      j.kv("requested_tclass", rail.qos_requested_tclass);
-      j.kv("requested_sl", rail.qos_requested_sl);
-      j.close('}');
-    } else {
-      j.null();
-    }
-    if (!rail.qos_error.empty()) j.kv("qos_error", rail.qos_error);
-    j.key("post_send_us");
-    j.open('{');
+}
+
+// The members of one size's result: latency and bandwidth when measured (the server measures neither).
+void size_members(JsonWriter& j, const SizeResult& s, bool gbits) {
+  j.kv("size", static_cast<unsigned long long>(s.size));
+  if (s.has_latency)
+    object(j, "latency_us", [&] {
+      j.kv("min", s.latency.min_us);
+      j.kv("median", s.latency.median_us);
+      j.kv("p99", s.latency.p99_us);
+      j.kv("samples", s.latency.samples);
+    });
+  if (s.has_bandwidth) {
+    j.kv("bw_mib_s", s.bw_mib_s);
+    j.kv("bw", bw_in_unit(s.bw_mib_s, gbits));
+    j.kv("bw_unit", bw_unit(gbits));
+  }
+}
+
+void rail_members(JsonWriter& j, const RailReport& rail, bool gbits) {
+  j.kv("index", static_cast<unsigned long long>(rail.index));
+  j.kv("local", rail.local);
+  j.kv("netdev", rail.local_netdev);
+  j.kv("peer", rail.peer);
+  j.kv("status", to_string(rail.health));
+  j.kv("reason", rail.reason);
+  j.kv("speed_mbps", rail.speed_mbps);
+  j.kv("min_bw_mib_s", rail.min_bw_mib_s);
+  object_or_null(j, "qos", rail.has_qos, [&] {
+    j.kv("tclass", rail.qos_tclass);
+    j.kv("sl", rail.qos_sl);
+    j.kv("gid_index", rail.qos_gid_index);
+    j.kv("requested_tclass", rail.qos_requested_tclass);
+    j.kv("requested_sl", rail.qos_requested_sl);
+  });
+  if (!rail.qos_error.empty()) j.kv("qos_error", rail.qos_error);
+  object(j, "post_send_us", [&] {
     j.kv("calls", static_cast<unsigned long long>(rail.post_send_calls));
     j.kv("median", rail.post_send_median_us);
     j.kv("max", rail.post_send_max_us);
-    j.close('}');
-    j.key("results");
-    j.open('[');
-    for (const auto& s : rail.sizes) {
-      j.open('{');
-      j.kv("size", static_cast<unsigned long long>(s.size));
-      if (s.has_latency) {
-        j.key("latency_us");
-        j.open('{');
-        j.kv("min", s.latency.min_us);
-        j.kv("median", s.latency.median_us);
-        j.kv("p99", s.latency.p99_us);
-        j.kv("samples", s.latency.samples);
-        j.close('}');
-      }
-      if (s.has_bandwidth) {
-        j.kv("bw_mib_s", s.bw_mib_s);
-        j.kv("bw", bw_in_unit(s.bw_mib_s, st.report_gbits));
-        j.kv("bw_unit", bw_unit(st.report_gbits));
-      }
-      j.close('}');
-    }
-    j.close(']');
-    j.close('}');
-  }
-  j.close(']');
+  });
+  objects(j, "results", rail.sizes, [&](const SizeResult& s) { size_members(j, s, gbits); });
+}
+
+}  // namespace
+
+std::string to_json(const Report& r) {
+  JsonWriter j;
+  j.open('{');
+  j.kv("tool", "ha-ping");
+  j.kv("version", NCCL_HA_VERSION_STRING);
+  j.kv("host", r.host);
+  object(j, "time", [&] {
+    j.kv("iso", r.time_iso);
+    j.kv("unix_ms", static_cast<long long>(r.time_unix_ms));
+  });
+  j.kv("role", r.role);
+  if (r.client) j.kv("client", static_cast<unsigned long long>(r.client));
+  j.kv("peer", r.peer);
+  j.kv("ok", exit_code(r) == 0);
+  if (!r.fatal.empty()) j.kv("error", r.fatal);
+  object(j, "settings", [&] { settings_members(j, r.settings); });
+  objects(j, "rails", r.rails, [&](const RailReport& rail) { rail_members(j, rail, r.settings.report_gbits); });
   j.close('}');
   return j.take();
 }

@@ -312,67 +312,48 @@ asio::awaitable<Session::Outcome> Session::bandwidth_phase(Rail& rail, const Rai
 
 // ---------------------------------------------------------------- rails
 
-asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& peer_name, RailReport& out) {
-  out.index = index;
-  out.peer = peer_name.empty() ? "(none)" : peer_name;
+RailSetup Session::open_rail(std::size_t index, std::uint64_t max_size, RailReport& out, std::unique_ptr<Rail>& rail) {
   RailSetup mine;
-  std::unique_ptr<Rail> rail;
-  const std::uint64_t max_size = *std::max_element(params_.sizes.begin(), params_.sizes.end());
   if (index >= rails_.size()) {
     out.local = "(none)";
     mine.status = RailStatus::missing;
     mine.reason = "no rail " + std::to_string(index) + " on the " + std::string(is_client() ? "client" : "server");
+    return mine;
+  }
+  const auto& port = rails_[index];
+  out.local = port.id();
+  out.local_netdev = port.netdev;
+  out.speed_mbps = port.speed_mbps;
+  if (!port.active()) {
+    mine.status = RailStatus::port_down;
+    mine.reason = "port " + port.id() + " is not ACTIVE (" + net::port_state_name(port.state) + ")";
+  } else if (auto r = Rail::open(reactor_, port, max_size, [this] { wake_.notify(); }, options_.gid_index); !r) {
+    mine.status = RailStatus::setup_failed;
+    mine.reason = r.error().message;
   } else {
-    const auto& port = rails_[index];
-    out.local = port.id();
-    out.local_netdev = port.netdev;
-    out.speed_mbps = port.speed_mbps;
-    if (!port.active()) {
-      mine.status = RailStatus::port_down;
-      mine.reason = "port " + port.id() + " is not ACTIVE (" + net::port_state_name(port.state) + ")";
-    } else if (auto r = Rail::open(reactor_, port, max_size, [this] { wake_.notify(); }, options_.gid_index); !r) {
-      mine.status = RailStatus::setup_failed;
-      mine.reason = r.error().message;
-    } else {
-      rail = std::move(r).value();
-      mine.endpoint = rail->endpoint();
-      mine.addr = rail->recv_addr();
-      mine.rkey = rail->rkey();
-      mine.length = rail->half();
-    }
+    rail = std::move(r).value();
+    mine.endpoint = rail->endpoint();
+    mine.addr = rail->recv_addr();
+    mine.rkey = rail->rkey();
+    mine.length = rail->half();
   }
-  const auto setup_payload = encode(mine);
-  if (auto s = co_await send(Msg::rail_setup, setup_payload); !s) {
-    out.health = Health::error;
-    out.reason = s.error().message;
-    co_return;
-  }
-  auto f = co_await next_frame(phase_deadline());
-  Expected<RailSetup> theirs = !f ? Expected<RailSetup>(std::move(f).error())
-                               : f->type != static_cast<std::uint16_t>(Msg::rail_setup)
-                                   ? Expected<RailSetup>(make_error(Errc::bad_type, "expected the peer's rail setup"))
-                                   : decode_rail_setup(f->payload);
-  if (!theirs) {
-    out.health = Health::error;
-    out.reason = theirs.error().message;
-    co_return;
-  }
-  if (mine.status != RailStatus::ok || theirs->status != RailStatus::ok) {
-    const bool down = mine.status == RailStatus::port_down || theirs->status == RailStatus::port_down;
-    out.health = down ? Health::down : Health::error;
-    out.reason = mine.status != RailStatus::ok ? "local " + mine.reason : "peer " + theirs->reason;
-    co_return;
-  }
-  if (theirs->length < max_size) {
-    out.health = Health::error;
-    out.reason = "peer buffer too small";
-    co_return;
-  }
+  return mine;
+}
 
-  Outcome o;
-  if (auto s = rail->connect(theirs->endpoint, params_.tclass, params_.sl); !s) {
-    o = Outcome{false, false, s.error().message};
-  } else if (auto q = rail->query_qos(); !q) {
+asio::awaitable<Expected<RailSetup>> Session::exchange_setup(const RailSetup& mine) {
+  const auto setup_payload = encode(mine);
+  if (auto s = co_await send(Msg::rail_setup, setup_payload); !s) co_return std::move(s).error();
+  auto f = co_await next_frame(phase_deadline());
+  if (!f) co_return std::move(f).error();
+  if (f->type != static_cast<std::uint16_t>(Msg::rail_setup))
+    co_return make_error(Errc::bad_type, "expected the peer's rail setup");
+  co_return decode_rail_setup(f->payload);
+}
+
+Session::Outcome Session::connect_rail(Rail& rail, const RailSetup& theirs, RailReport& out) {
+  auto s = rail.connect(theirs.endpoint, params_.tclass, params_.sl);
+  if (!s) return Outcome{false, false, s.error().message};
+  if (auto q = rail.query_qos(); !q) {
     out.qos_error = q.error().message;
   } else {
     out.has_qos = true;
@@ -382,15 +363,11 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
     out.qos_tclass = q->tclass;
     out.qos_gid_index = q->sgid_index;
   }
-  o = co_await finish_phase(o, nullptr);
-  for (std::size_t i = 0; i < params_.sizes.size() && o.ok; ++i) {
-    SizeResult r;
-    r.size = params_.sizes[i];
-    o = co_await latency_phase(*rail, r.size, r);
-    if (o.ok) o = co_await bandwidth_phase(*rail, *theirs, r.size, r);
-    out.sizes.push_back(r);
-  }
-  if (auto samples = rail->post_send_us(); !samples.empty()) {
+  return Outcome{};
+}
+
+void Session::judge_rail(const Outcome& o, const Rail& rail, RailReport& out) const {
+  if (auto samples = rail.post_send_us(); !samples.empty()) {
     std::sort(samples.begin(), samples.end());
     out.post_send_calls = samples.size();
     out.post_send_median_us = samples[samples.size() / 2];
@@ -422,6 +399,42 @@ asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& pe
       out.reason = buf;
     }
   }
+}
+
+asio::awaitable<void> Session::run_rail(std::size_t index, const std::string& peer_name, RailReport& out) {
+  out.index = index;
+  out.peer = peer_name.empty() ? "(none)" : peer_name;
+  std::unique_ptr<Rail> rail;
+  const std::uint64_t max_size = *std::max_element(params_.sizes.begin(), params_.sizes.end());
+  const RailSetup mine = open_rail(index, max_size, out, rail);
+  Expected<RailSetup> theirs = co_await exchange_setup(mine);
+  if (!theirs) {
+    out.health = Health::error;
+    out.reason = theirs.error().message;
+    co_return;
+  }
+  if (mine.status != RailStatus::ok || theirs->status != RailStatus::ok) {
+    const bool down = mine.status == RailStatus::port_down || theirs->status == RailStatus::port_down;
+    out.health = down ? Health::down : Health::error;
+    out.reason = mine.status != RailStatus::ok ? "local " + mine.reason : "peer " + theirs->reason;
+    co_return;
+  }
+  if (theirs->length < max_size) {
+    out.health = Health::error;
+    out.reason = "peer buffer too small";
+    co_return;
+  }
+
+  Outcome o = connect_rail(*rail, *theirs, out);
+  o = co_await finish_phase(o, nullptr);
+  for (std::size_t i = 0; i < params_.sizes.size() && o.ok; ++i) {
+    SizeResult r;
+    r.size = params_.sizes[i];
+    o = co_await latency_phase(*rail, r.size, r);
+    if (o.ok) o = co_await bandwidth_phase(*rail, *theirs, r.size, r);
+    out.sizes.push_back(r);
+  }
+  judge_rail(o, *rail, out);
 }
 
 // ---------------------------------------------------------------- sides

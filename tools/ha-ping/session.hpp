@@ -60,6 +60,13 @@ class Session {
 
   asio::awaitable<void> run_client(Report& report);
   asio::awaitable<void> run_rail(std::size_t index, const std::string& peer_name, RailReport& out);
+  // run_rail's phases: this side's rail (opened into `rail` when its port is usable) and what the
+  // peer is told about it; the setups exchanged; the QP connected and its QoS read back; the
+  // rail's verdict from the phases' outcome (post_send times, --min-bw).
+  RailSetup open_rail(std::size_t index, std::uint64_t max_size, RailReport& out, std::unique_ptr<Rail>& rail);
+  asio::awaitable<nccl_ha::Expected<RailSetup>> exchange_setup(const RailSetup& mine);
+  Outcome connect_rail(Rail& rail, const RailSetup& theirs, RailReport& out);
+  void judge_rail(const Outcome& o, const Rail& rail, RailReport& out) const;
 
   asio::awaitable<Outcome> latency_phase(Rail& rail, std::uint64_t size, SizeResult& out);
   asio::awaitable<Outcome> bandwidth_phase(Rail& rail, const RailSetup& peer, std::uint64_t size, SizeResult& out);

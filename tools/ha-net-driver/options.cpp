@@ -140,83 +140,122 @@ void parse_idle(const std::string& list, std::vector<IdleWindow>& out) {
   }
 }
 
-Options parse_options(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) fail(Fail::usage, a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") o.help = true;
-    else if (a == "--version") o.version = true;
-    else if (a == "--plugin") o.plugin = val();
-    else if (a == "--api") o.api = static_cast<int>(parse_num(a, val(), 6, 12));
-    else if (a == "--rank") o.rank = static_cast<int>(parse_num(a, val(), 0, 1));
-    else if (a == "--listen-port") o.listen_port = static_cast<std::uint16_t>(parse_num(a, val(), 0, 65535));
-    else if (a == "--bind") o.bind = val();
-    else if (a == "--port-file") o.port_file = val();
-    else if (a == "--peer") {
-      std::string v = val();
-      auto colon = v.rfind(':');
-      if (colon == std::string::npos || colon == 0) fail(Fail::usage, "--peer: expected HOST:PORT, got '" + v + "'");
-      o.peer_host = v.substr(0, colon);
-      if (o.peer_host.size() > 2 && o.peer_host.front() == '[' && o.peer_host.back() == ']')
-        o.peer_host = o.peer_host.substr(1, o.peer_host.size() - 2);
-      o.peer_port = static_cast<std::uint16_t>(parse_num("--peer port", v.substr(colon + 1), 1, 65535));
-    } else if (a == "--dev") o.dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
-    else if (a == "--sizes") o.sizes = parse_sizes(val());
-    else if (a == "--messages") o.messages = static_cast<std::uint64_t>(parse_num(a, val(), 0, std::int64_t{1} << 40));
-    else if (a == "--inflight") o.inflight = static_cast<int>(parse_num(a, val(), 1, 4096));
-    else if (a == "--group") o.group = static_cast<int>(parse_num(a, val(), 1, 64));
-    else if (a == "--optional-recv") o.optional_recv = true;
-    else if (a == "--test-order") {
-      std::string v = val();
-      if (v == "all") o.test_all = true;
-      else if (v == "oldest") o.test_all = false;
-      else fail(Fail::usage, "--test-order: expected oldest or all, got '" + v + "'");
-    } else if (a == "--pingpong") o.pingpong = true;
-    else if (a == "--flush-each") o.flush_each = true;
-    else if (a == "--iters") o.iters = static_cast<int>(parse_num(a, val(), 1, 100000000));
-    else if (a == "--lat-ahead") o.lat_ahead = static_cast<int>(parse_num(a, val(), 1, 16));
-    else if (a == "--bw") o.bw = true;
-    else if (a == "--bw-messages") o.bw_messages = static_cast<std::uint64_t>(parse_num(a, val(), 1, std::int64_t{1} << 40));
-    else if (a == "--bw-bytes") {
-      std::vector<std::size_t> v = parse_sizes(val());
-      if (v.size() != 1 || v[0] == 0) fail(Fail::usage, "--bw-bytes: expected one size > 0, e.g. 64M");
-      o.bw_bytes = v[0];
+namespace {
+
+// The options without a value: the field each sets, and to what.
+struct Flag {
+  const char* name;
+  bool Options::*field;
+  bool value;
+};
+constexpr Flag kFlags[] = {
+    {"-h", &Options::help, true},
+    {"--help", &Options::help, true},
+    {"--version", &Options::version, true},
+    {"--optional-recv", &Options::optional_recv, true},
+    {"--pingpong", &Options::pingpong, true},
+    {"--flush-each", &Options::flush_each, true},
+    {"--bw", &Options::bw, true},
+    {"--churn-retry", &Options::churn_retry, true},
+    {"--check-resources", &Options::check_resources, true},
+    {"--no-dlclose", &Options::dlclose, false},
+    {"--one-way", &Options::one_way, true},
+};
+
+bool parse_flag(const std::string& a, Options& o) {
+  for (const Flag& f : kFlags)
+    if (a == f.name) {
+      o.*f.field = f.value;
+      return true;
     }
-    else if (a == "--comms") o.comms = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
-    else if (a == "--comms-hold") o.comms_hold_s = parse_seconds(a, val(), true);
-    else if (a == "--churn") o.churn = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
-    else if (a == "--churn-dev") o.churn_dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
-    else if (a == "--churn-retry") o.churn_retry = true;
-    else if (a == "--check-resources") o.check_resources = true;
-    else if (a == "--traffic-class") o.traffic_class = static_cast<int>(parse_num(a, val(), -1, 255));
-    else if (a == "--timeout") o.timeout_s = parse_seconds(a, val(), false);
-    else if (a == "--json") o.json = val();
-    else if (a == "--no-dlclose") o.dlclose = false;
-    else if (a == "--one-way") o.one_way = true;
-    else if (a == "--verify") {
-      std::string v = val();
-      if (v == "full") o.sampled_verify = false;
-      else if (v == "sampled") o.sampled_verify = true;
-      else fail(Fail::usage, "--verify: expected full or sampled, got '" + v + "'");
-    }
-    else if (a == "--min-seconds") o.min_seconds = parse_seconds(a, val(), true);
-    else if (a == "--phase-file") o.phase_file = val();
-    else if (a == "--wait-file") o.wait_file = val();
-    else if (a == "--linger") o.linger_s = parse_seconds(a, val(), true);
-    else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
-    else if (a == "--idle") parse_idle(val(), o.idle);
-    else if (a == "--fault") {
-      o.fault = val();
-      if (!is_fault_name(o.fault))
-        fail(Fail::usage, "--fault: expected one of " + std::string(fault_names()) + ", got '" + o.fault + "'");
-    }
-    else fail(Fail::usage, "unknown option '" + a + "' (see --help)");
+  return false;
+}
+
+// One of two words: `on` -> true, `off` -> false.
+bool parse_choice(const std::string& opt, const std::string& v, const char* off, const char* on) {
+  if (v == on) return true;
+  if (v != off) fail(Fail::usage, opt + ": expected " + off + " or " + on + ", got '" + v + "'");
+  return false;
+}
+
+void parse_peer(const std::string& v, Options& o) {
+  auto colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0) fail(Fail::usage, "--peer: expected HOST:PORT, got '" + v + "'");
+  o.peer_host = v.substr(0, colon);
+  if (o.peer_host.size() > 2 && o.peer_host.front() == '[' && o.peer_host.back() == ']')
+    o.peer_host = o.peer_host.substr(1, o.peer_host.size() - 2);
+  o.peer_port = static_cast<std::uint16_t>(parse_num("--peer port", v.substr(colon + 1), 1, 65535));
+}
+
+// An option with a value (val() takes it, or fails: none left); false: no such option.
+template <class Value>
+bool parse_valued(const std::string& a, Value&& val, Options& o) {
+  constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
+  if (a == "--plugin") o.plugin = val();
+  else if (a == "--api") o.api = static_cast<int>(parse_num(a, val(), 6, 12));
+  else if (a == "--rank") o.rank = static_cast<int>(parse_num(a, val(), 0, 1));
+  else if (a == "--listen-port") o.listen_port = static_cast<std::uint16_t>(parse_num(a, val(), 0, 65535));
+  else if (a == "--bind") o.bind = val();
+  else if (a == "--port-file") o.port_file = val();
+  else if (a == "--peer") parse_peer(val(), o);
+  else if (a == "--dev") o.dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+  else if (a == "--sizes") o.sizes = parse_sizes(val());
+  else if (a == "--messages") o.messages = static_cast<std::uint64_t>(parse_num(a, val(), 0, kMaxCount));
+  else if (a == "--inflight") o.inflight = static_cast<int>(parse_num(a, val(), 1, 4096));
+  else if (a == "--group") o.group = static_cast<int>(parse_num(a, val(), 1, 64));
+  else if (a == "--test-order") o.test_all = parse_choice(a, val(), "oldest", "all");
+  else if (a == "--iters") o.iters = static_cast<int>(parse_num(a, val(), 1, 100000000));
+  else if (a == "--lat-ahead") o.lat_ahead = static_cast<int>(parse_num(a, val(), 1, 16));
+  else if (a == "--bw-messages") o.bw_messages = static_cast<std::uint64_t>(parse_num(a, val(), 1, kMaxCount));
+  else if (a == "--bw-bytes") {
+    std::vector<std::size_t> v = parse_sizes(val());
+    if (v.size() != 1 || v[0] == 0) fail(Fail::usage, "--bw-bytes: expected one size > 0, e.g. 64M");
+    o.bw_bytes = v[0];
   }
-  if (o.help || o.version) return o;
+  else if (a == "--comms") o.comms = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+  else if (a == "--comms-hold") o.comms_hold_s = parse_seconds(a, val(), true);
+  else if (a == "--churn") o.churn = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+  else if (a == "--churn-dev") o.churn_dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+  else if (a == "--traffic-class") o.traffic_class = static_cast<int>(parse_num(a, val(), -1, 255));
+  else if (a == "--timeout") o.timeout_s = parse_seconds(a, val(), false);
+  else if (a == "--json") o.json = val();
+  else if (a == "--verify") o.sampled_verify = parse_choice(a, val(), "full", "sampled");
+  else if (a == "--min-seconds") o.min_seconds = parse_seconds(a, val(), true);
+  else if (a == "--phase-file") o.phase_file = val();
+  else if (a == "--wait-file") o.wait_file = val();
+  else if (a == "--linger") o.linger_s = parse_seconds(a, val(), true);
+  else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
+  else if (a == "--idle") parse_idle(val(), o.idle);
+  else if (a == "--fault") {
+    o.fault = val();
+    if (!is_fault_name(o.fault))
+      fail(Fail::usage, "--fault: expected one of " + std::string(fault_names()) + ", got '" + o.fault + "'");
+  }
+  else return false;
+  return true;
+}
+
+// --idle windows: sorted, not overlapping, each ending within --timeout.
+void check_idle(Options& o) {
+  if (o.messages == 0 || !o.fault.empty())
+    fail(Fail::usage, "--idle is for the integrity phase (--messages >= 1, no --fault)");
+  std::sort(o.idle.begin(), o.idle.end(), [](const IdleWindow& x, const IdleWindow& y) { return x.at_ms < y.at_ms; });
+  for (std::size_t i = 0; i < o.idle.size(); ++i) {
+    const IdleWindow& w = o.idle[i];
+    if (i > 0 && w.at_ms < o.idle[i - 1].at_ms + o.idle[i - 1].duration_ms) {
+      const IdleWindow& p = o.idle[i - 1];
+      fail(Fail::usage, strf("--idle: windows %lld:%lld and %lld:%lld overlap", static_cast<long long>(p.at_ms),
+                             static_cast<long long>(p.duration_ms), static_cast<long long>(w.at_ms),
+                             static_cast<long long>(w.duration_ms)));
+    }
+    if (static_cast<double>(w.at_ms + w.duration_ms) >= o.timeout_s * 1000)
+      fail(Fail::usage, strf("--idle %lld:%lld ends after --timeout %g s (the bound of the whole phase)",
+                             static_cast<long long>(w.at_ms), static_cast<long long>(w.duration_ms), o.timeout_s));
+  }
+}
+
+// The options together: what is required, and what goes (or does not go) with what.
+void check_options(Options& o) {
   if (o.plugin.empty()) fail(Fail::usage, "--plugin PATH is required");
   if (o.rank < 0) fail(Fail::usage, "--rank 0|1 is required");
   if (o.rank == 1 && o.peer_host.empty()) fail(Fail::usage, "rank 1 needs --peer HOST:PORT");
@@ -239,24 +278,26 @@ Options parse_options(int argc, char** argv) {
   if ((o.churn_dev >= 0 || o.churn_retry) && o.churn == 0) fail(Fail::usage, "--churn-dev and --churn-retry need --churn N");
   if (o.check_resources && (o.messages == 0 || !o.fault.empty()))
     fail(Fail::usage, "--check-resources is for the integrity phase (--messages >= 1, no --fault)");
-  if (!o.idle.empty()) {
-    if (o.messages == 0 || !o.fault.empty())
-      fail(Fail::usage, "--idle is for the integrity phase (--messages >= 1, no --fault)");
-    std::sort(o.idle.begin(), o.idle.end(), [](const IdleWindow& x, const IdleWindow& y) { return x.at_ms < y.at_ms; });
-    for (std::size_t i = 0; i < o.idle.size(); ++i) {
-      const IdleWindow& w = o.idle[i];
-      if (i > 0 && w.at_ms < o.idle[i - 1].at_ms + o.idle[i - 1].duration_ms)
-        fail(Fail::usage, strf("--idle: windows %lld:%lld and %lld:%lld overlap",
-                               static_cast<long long>(o.idle[i - 1].at_ms), static_cast<long long>(o.idle[i - 1].duration_ms),
-                               static_cast<long long>(w.at_ms), static_cast<long long>(w.duration_ms)));
-      if (static_cast<double>(w.at_ms + w.duration_ms) >= o.timeout_s * 1000)
-        fail(Fail::usage, strf("--idle %lld:%lld ends after --timeout %g s (the bound of the whole phase)",
-                               static_cast<long long>(w.at_ms), static_cast<long long>(w.duration_ms), o.timeout_s));
-    }
-  }
+  if (!o.idle.empty()) check_idle(o);
   if (o.group > o.inflight)
     fail(Fail::usage, strf("--group %d exceeds --inflight %d (a grouped receive completes only when all %d "
                            "sends of the group were posted)", o.group, o.inflight, o.group));
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) fail(Fail::usage, a + " needs a value");
+      return argv[++i];
+    };
+    if (!parse_flag(a, o) && !parse_valued(a, val, o)) fail(Fail::usage, "unknown option '" + a + "' (see --help)");
+  }
+  if (o.help || o.version) return o;
+  check_options(o);
   return o;
 }
 

@@ -61,4 +61,13 @@ void objects(JsonWriter& j, std::string_view key, const Range& items, Members&& 
   });
 }
 
+// "k1":v1,"k2":v2,...: a flat run of members given as key, value, key, value... (a struct's plain
+// fields, in the order the report lists them).
+inline void members(JsonWriter&) {}
+template <class V, class... Rest>
+void members(JsonWriter& j, std::string_view key, const V& value, const Rest&... rest) {
+  j.kv(key, value);
+  members(j, rest...);
+}
+
 }  // namespace ha_tools

@@ -81,6 +81,7 @@ void Report::check(const std::string& name, bool ok, const std::string& detail) 
 namespace {
 
 using Json = nccl_ha::net::JsonWriter;
+using ha_tools::members;
 using ha_tools::object;
 using ha_tools::object_or_null;
 using ha_tools::objects;
@@ -91,23 +92,12 @@ using ha_tools::objects;
 
 void to_json(Json& j, const Integrity& s) {
   j.open('{');
-  j.kv("ran", s.ran);
-  j.kv("messages_sent", s.messages_sent);
-  j.kv("bytes_sent", s.bytes_sent);
-  j.kv("messages_received", s.messages_received);
-  j.kv("bytes_received", s.bytes_received);
-  j.kv("mismatches", s.mismatches);
-  j.kv("mismatched_bytes", s.mismatched_bytes);
-  j.kv("size_errors", s.size_errors);
-  j.kv("overruns", s.overruns);
-  j.kv("send_size_mismatches", s.send_size_mismatches);
-  j.kv("optional_size_mismatches", s.optional_size_mismatches);
-  j.kv("isend_retries", s.isend_retries);
-  j.kv("irecv_retries", s.irecv_retries);
-  j.kv("flush", s.flush);
-  j.kv("flushes", s.flushes);
-  j.kv("seconds", s.seconds);
-  j.kv("ok", !s.failed());
+  members(j, "ran", s.ran, "messages_sent", s.messages_sent, "bytes_sent", s.bytes_sent,
+          "messages_received", s.messages_received, "bytes_received", s.bytes_received, "mismatches", s.mismatches,
+          "mismatched_bytes", s.mismatched_bytes, "size_errors", s.size_errors, "overruns", s.overruns,
+          "send_size_mismatches", s.send_size_mismatches, "optional_size_mismatches", s.optional_size_mismatches,
+          "isend_retries", s.isend_retries, "irecv_retries", s.irecv_retries, "flush", s.flush, "flushes", s.flushes,
+          "seconds", s.seconds, "ok", !s.failed());
   j.close('}');
 }
 
@@ -147,40 +137,24 @@ void to_json(Json& j, const Timeline& t) {
 // "k":{fds, rss_kib, threads, mrs, qps} or "k":null when not taken.
 void snapshot(Json& j, const char* k, const std::optional<Snapshot>& s) {
   object_or_null(j, k, s.has_value(), [&] {
-    j.kv("fds", s->fds);
-    j.kv("rss_kib", s->rss_kib);
-    j.kv("threads", s->threads);
-    j.kv("mrs", s->mrs);
-    j.kv("qps", s->qps);
+    members(j, "fds", s->fds, "rss_kib", s->rss_kib, "threads", s->threads, "mrs", s->mrs, "qps", s->qps);
   });
 }
 
 void to_json(Json& j, const Properties& p) {
   j.open('{');
-  j.kv("name", p.name);
-  j.kv("pciPath", p.pci_path);
-  j.kv("guid", strf("0x%016llx", static_cast<unsigned long long>(p.guid)));
-  j.kv("ptrSupport", p.ptr_support);
-  j.kv("regIsGlobal", p.reg_is_global);
-  j.kv("forceFlush", p.force_flush);
-  j.kv("speed", p.speed);
-  j.kv("port", p.port);
-  j.kv("latency", p.latency);
-  j.kv("maxComms", p.max_comms);
-  j.kv("maxRecvs", p.max_recvs);
-  j.kv("netDeviceType", p.net_device_type);
-  j.kv("netDeviceVersion", p.net_device_version);
+  members(j, "name", p.name, "pciPath", p.pci_path, "guid", strf("0x%016llx", static_cast<unsigned long long>(p.guid)),
+          "ptrSupport", p.ptr_support, "regIsGlobal", p.reg_is_global, "forceFlush", p.force_flush, "speed", p.speed,
+          "port", p.port, "latency", p.latency, "maxComms", p.max_comms, "maxRecvs", p.max_recvs,
+          "netDeviceType", p.net_device_type, "netDeviceVersion", p.net_device_version);
   object_or_null(j, "vProps", p.vdevs.has_value(), [&] {
     j.kv("ndevs", p.vndevs);
     j.kv_list("devs", *p.vdevs);
   });
   // size_t: as the unsigned 64-bit number JsonWriter writes
   auto bytes = [](const std::optional<std::size_t>& v) { return v ? std::optional<std::uint64_t>(*v) : std::nullopt; };
-  j.kv("maxP2pBytes", bytes(p.max_p2p_bytes));
-  j.kv("maxCollBytes", bytes(p.max_coll_bytes));
-  j.kv("maxMultiRequestSize", p.max_multi_request_size);
-  j.kv("railId", p.rail_id);
-  j.kv("planeId", p.plane_id);
+  members(j, "maxP2pBytes", bytes(p.max_p2p_bytes), "maxCollBytes", bytes(p.max_coll_bytes),
+          "maxMultiRequestSize", p.max_multi_request_size, "railId", p.rail_id, "planeId", p.plane_id);
   j.close('}');
 }
 
@@ -222,11 +196,8 @@ void to_json(Json& j, const LatResult& l) {
 
 void to_json(Json& j, const BwResult& b) {
   size_result(j, b.size, b.counters, [&] {
-    j.kv("messages", b.messages);
-    j.kv("bytes", b.bytes);
-    j.kv("seconds", b.seconds);
-    j.kv("mib_s", b.mib_s);
-    j.kv("msgs_per_s", b.msgs_per_s);
+    members(j, "messages", b.messages, "bytes", b.bytes, "seconds", b.seconds, "mib_s", b.mib_s,
+            "msgs_per_s", b.msgs_per_s);
   });
 }
 
@@ -247,40 +218,22 @@ void to_json(Json& j, const CommsResult& c) {
 
 void to_json(Json& j, const ChurnStats& c) {
   ha_tools::object_value(j, c.ran, [&] {
-    j.kv("n", c.target);
-    j.kv("dev", c.dev);
-    j.kv("spacing_ms", c.spacing_ms);
-    j.kv("opened", c.opened);
-    j.kv("closed", c.closed);
-    j.kv("messages_ok", c.messages_ok);
-    j.kv("bad_messages", c.bad_messages);
-    j.kv("connect_calls", c.connect_calls);
-    j.kv("accept_calls", c.accept_calls);
-    j.kv("isend_retries", c.isend_retries);
-    j.kv("irecv_retries", c.irecv_retries);
-    j.kv("connect_ms_max", c.connect_ms_max);
-    j.kv("connect_ms_avg", c.opened ? c.connect_ms_total / static_cast<double>(c.opened) : 0.0);
-    j.kv("pair_ms_max", c.pair_ms_max);
-    j.kv("late_ms_max", c.late_ms_max);
-    j.kv("connect_failures", c.connect_failures);
-    j.kv("drained_connects", c.drained_connects);
+    members(j, "n", c.target, "dev", c.dev, "spacing_ms", c.spacing_ms, "opened", c.opened, "closed", c.closed,
+            "messages_ok", c.messages_ok, "bad_messages", c.bad_messages, "connect_calls", c.connect_calls,
+            "accept_calls", c.accept_calls, "isend_retries", c.isend_retries, "irecv_retries", c.irecv_retries,
+            "connect_ms_max", c.connect_ms_max,
+            "connect_ms_avg", c.opened ? c.connect_ms_total / static_cast<double>(c.opened) : 0.0,
+            "pair_ms_max", c.pair_ms_max, "late_ms_max", c.late_ms_max, "connect_failures", c.connect_failures,
+            "drained_connects", c.drained_connects);
     j.kv_list("failure_lines", c.failure_lines);
   });
 }
 
 void to_json(Json& j, const FaultStep& st) {
   j.open('{');
-  j.kv("name", st.name);
-  j.kv("call", st.call);
-  j.kv("expect", st.expect);
-  j.kv("code", st.code);
-  j.kv("result", st.result);
-  j.kv("ms", st.ms);
-  j.kv("calls", st.calls);
-  j.kv("comm_null", st.comm_null);
-  j.kv("since_peer_gone_ms", st.since_peer_gone_ms);
-  j.kv("ok", st.ok);
-  j.kv("detail", st.detail);
+  members(j, "name", st.name, "call", st.call, "expect", st.expect, "code", st.code, "result", st.result, "ms", st.ms,
+          "calls", st.calls, "comm_null", st.comm_null, "since_peer_gone_ms", st.since_peer_gone_ms, "ok", st.ok,
+          "detail", st.detail);
   j.close('}');
 }
 
@@ -302,17 +255,9 @@ void array_of(Json& j, const char* key, const std::vector<T>& items) {
 
 // The run: who, which plugin, the parameters, the device's properties and the checks.
 void run_members(Json& j, const Report& r) {
-  j.kv("tool", "ha-net-driver");
-  j.kv("schema", 1);
-  j.kv("rank", r.rank);
-  j.kv("peer", r.peer);
-  j.kv("ok", r.result == Fail::ok);
-  j.kv("exit_code", static_cast<int>(r.result));
-  j.kv("result", fail_name(r.result));
-  j.kv("phase", r.phase);
-  j.kv("plugin", r.plugin_path);
-  j.kv("api_version", r.api);
-  j.kv("net_name", r.table_name);
+  members(j, "tool", "ha-net-driver", "schema", 1, "rank", r.rank, "peer", r.peer, "ok", r.result == Fail::ok,
+          "exit_code", static_cast<int>(r.result), "result", fail_name(r.result), "phase", r.phase,
+          "plugin", r.plugin_path, "api_version", r.api, "net_name", r.table_name);
   j.kv_list("exported_symbols", r.exported);
   j.kv("params", r.params);
   j.kv("ndev", r.ndev);
@@ -342,11 +287,8 @@ void integrity_members(Json& j, const Report& r) {
   j.key("timeline");
   to_json(j, r.timeline);
   objects(j, "idle_windows", r.idle_windows, [&](const IdleTaken& w) {
-    j.kv("at_ms", w.at_ms);
-    j.kv("duration_ms", w.duration_ms);
-    j.kv("start_ms", w.start_ms);
-    j.kv("start_unix_ms", w.start_unix_ms);
-    j.kv("end_unix_ms", w.end_unix_ms);
+    members(j, "at_ms", w.at_ms, "duration_ms", w.duration_ms, "start_ms", w.start_ms,
+            "start_unix_ms", w.start_unix_ms, "end_unix_ms", w.end_unix_ms);
   });
   object_or_null(j, "clock", r.clock.has_value(), [&] {
     j.kv("peer_offset_ms", r.clock->offset_ms);
@@ -355,11 +297,8 @@ void integrity_members(Json& j, const Report& r) {
   const std::optional<PluginCallError>& e = r.plugin_error;
   j.kv("error_unix_ms", e ? std::optional<std::int64_t>(e->unix_ms) : std::nullopt);
   object_or_null(j, "plugin_error", e.has_value(), [&] {
-    j.kv("call", e->call);
-    j.kv("code", e->code);
-    j.kv("result", result_name(static_cast<ncclResult_t>(e->code)));
-    j.kv("unix_ms", e->unix_ms);
-    j.kv("phase", e->phase);
+    members(j, "call", e->call, "code", e->code, "result", result_name(static_cast<ncclResult_t>(e->code)),
+            "unix_ms", e->unix_ms, "phase", e->phase);
   });
   object_or_null(j, "peer_abort", r.peer_abort.ns != 0, [&] {
     j.kv("unix_ms", r.peer_abort.unix_ms);

@@ -10,19 +10,13 @@
 namespace hnd {
 
 void Integrity::add(const Integrity& o) {
+  static constexpr std::uint64_t Integrity::*kSummed[] = {
+      &Integrity::messages_sent,        &Integrity::bytes_sent,     &Integrity::messages_received,
+      &Integrity::bytes_received,       &Integrity::mismatches,     &Integrity::mismatched_bytes,
+      &Integrity::size_errors,          &Integrity::overruns,       &Integrity::send_size_mismatches,
+      &Integrity::optional_size_mismatches, &Integrity::isend_retries, &Integrity::irecv_retries};
   ran = ran || o.ran;
-  messages_sent += o.messages_sent;
-  bytes_sent += o.bytes_sent;
-  messages_received += o.messages_received;
-  bytes_received += o.bytes_received;
-  mismatches += o.mismatches;
-  mismatched_bytes += o.mismatched_bytes;
-  size_errors += o.size_errors;
-  overruns += o.overruns;
-  send_size_mismatches += o.send_size_mismatches;
-  optional_size_mismatches += o.optional_size_mismatches;
-  isend_retries += o.isend_retries;
-  irecv_retries += o.irecv_retries;
+  for (const auto field : kSummed) this->*field += o.*field;
   seconds += o.seconds;
 }
 

@@ -129,29 +129,21 @@ void print_text(const Report& r, std::FILE* out) {
 
 namespace {
 
+using ha_tools::members;
 using ha_tools::object;
 using ha_tools::object_or_null;
 using ha_tools::objects;
 
 void settings_members(JsonWriter& j, const Settings& st) {
   j.kv_list("sizes", st.sizes);
-  j.kv("iters", st.iters);
-  j.kv("bw_iters", st.bw_iters);
-  j.kv("duration_s", st.duration_s);
-  j.kv("tx_depth", st.tx_depth);
-  j.kv("timeout_s", st.timeout_s);
+  members(j, "iters", st.iters, "bw_iters", st.bw_iters, "duration_s", st.duration_s, "tx_depth", st.tx_depth,
+          "timeout_s", st.timeout_s);
   object_or_null(j, "min_bw", st.min_bw > 0, [&] {
     j.kv("value", st.min_bw);
     j.kv("unit", st.min_bw_percent ? "percent_of_link_speed" : "MiB/s");
   });
-  j.kv("tclass", st.tclass);
-  j.kv("tclass_source", st.tclass_source);
-  j.kv("sl", st.sl);
-  j.kv("sl_source", st.sl_source);
-  j.kv("gid_index", st.gid_index);
-  j.kv("ib_dev", st.ib_dev);
-  j.kv("ib_port", st.ib_port);
-  j.kv("bw_unit", bw_unit(st.report_gbits));
+  members(j, "tclass", st.tclass, "tclass_source", st.tclass_source, "sl", st.sl, "sl_source", st.sl_source,
+          "gid_index", st.gid_index, "ib_dev", st.ib_dev, "ib_port", st.ib_port, "bw_unit", bw_unit(st.report_gbits));
 }
 
 // The members of one size's result: latency and bandwidth when measured (the server measures neither).

@@ -526,13 +526,14 @@ void Stream::complete_recv(const RecvOp& op, const int* sizes) {
   std::uint64_t group_bytes = 0;
   for (int i = 0; i < op.n; ++i) {
     std::uint64_t k = op.k0 + static_cast<std::uint64_t>(i);
-    check_received(c_, st_, c_.buf.recv_slot(op.slot[i]), size_of(k), sizes[i], pattern::seed(peer_, s_.epoch, key_of(k)),
-                   s_.full_verify, op.optional, k, d_);
+    check_received(c_, st_, c_.buf.recv_slot(op.slot[i]), size_of(k), sizes[i],
+                   pattern::seed(peer_, s_.epoch, key_of(k)), s_.full_verify, op.optional, k, d_);
     group_bytes += size_of(k);
     any_bytes = any_bytes || sizes[i] > 0;
     free_recv_.push_back(op.slot[i]);
   }
-  if (Timeline* tl = s_.timeline) tl->add(tl->recv, out_.recv_last_done_ns, static_cast<std::uint64_t>(op.n), group_bytes);
+  if (Timeline* tl = s_.timeline)
+    tl->add(tl->recv, out_.recv_last_done_ns, static_cast<std::uint64_t>(op.n), group_bytes);
   if (any_bytes) out_.last = group;  // the last receive that carried data, for the iflush
   // NCCL 2.30 tells the plugin the buffers were consumed, after test() reported done.
   if (c_.net.has_irecvConsumed()) check(c_.net.irecvConsumed(c_.recv_comm, op.n, op.req), "irecvConsumed");

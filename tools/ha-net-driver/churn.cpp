@@ -75,8 +75,8 @@ void Churn::abandon(std::int64_t now, const std::string& why, bool tell_peer) {
   log::warn("churn pair %llu attempt %u failed (%s); opening it again in 1 s", static_cast<unsigned long long>(next_),
             attempt_, why.c_str());
   if (tell_peer) mgmt_.send(MsgType::churn, strf("x %llu %u\n", static_cast<unsigned long long>(next_), attempt_) + why);
-  if (smh_) check(net_.deregMr(send_, smh_), "deregMr (churn send comm)");
-  if (rmh_) check(net_.deregMr(recv_, rmh_), "deregMr (churn recv comm)");
+  if (io_.smh) check(net_.deregMr(send_, io_.smh), "deregMr (churn send comm)");
+  if (io_.rmh) check(net_.deregMr(recv_, io_.rmh), "deregMr (churn recv comm)");
   if (send_) check(net_.closeSend(send_), "closeSend (churn, failed attempt)");
   if (!send_ && connecting_) {
     draining_.push_back(std::move(peer_handle_));
@@ -85,7 +85,8 @@ void Churn::abandon(std::int64_t now, const std::string& why, bool tell_peer) {
   connecting_ = false;
   if (recv_) check(net_.closeRecv(recv_), "closeRecv (churn, failed attempt)");
   if (listen_) check(net_.closeListen(listen_), "closeListen (churn, failed attempt)");
-  send_ = recv_ = listen_ = smh_ = rmh_ = sreq_ = rreq_ = nullptr;
+  send_ = recv_ = listen_ = nullptr;
+  io_ = PairMessage{};
   inbox_.erase(Key{next_, attempt_});
   ++attempt_;
   retry_at_ = now + 1000000000LL;
@@ -142,48 +143,46 @@ bool Churn::poll_connect(std::int64_t now) {
   st_.connect_ms_total += ms;
   std::uint8_t* sbuf = mem_;
   std::uint8_t* rbuf = mem_ + kPage;
-  check(net_.regMr(send_, sbuf, kPage, NCCL_PTR_HOST, &smh_), "regMr (churn send comm)");
-  check(net_.regMr(recv_, rbuf, kPage, NCCL_PTR_HOST, &rmh_), "regMr (churn recv comm)");
+  io_ = PairMessage{};
+  check(net_.regMr(send_, sbuf, kPage, NCCL_PTR_HOST, &io_.smh), "regMr (churn send comm)");
+  check(net_.regMr(recv_, rbuf, kPage, NCCL_PTR_HOST, &io_.rmh), "regMr (churn recv comm)");
   pattern::fill(sbuf, 0, kMsg, pattern::seed(rank_, kEpochChurn, next_));
   pattern::fill(rbuf, 0, kMsg, pattern::seed(1 - rank_, kEpochChurn, next_), 0xff);  // stale data must not pass
   std::memset(rbuf + kMsg, kGuardByte, kGuard);
-  sreq_ = rreq_ = nullptr;
-  sdone_ = rdone_ = false;
-  rsize_ = -1;
   state_ = State::traffic;
   return true;
 }
 
 bool Churn::poll_traffic(std::int64_t now) {
   bool progress = false;
-  if (!rreq_) {
+  if (!io_.rreq) {
     void* data = mem_ + kPage;
     std::size_t cap = kPage - kGuard;
     int tag = 0;
-    void* mh = rmh_;
-    check(net_.irecv(recv_, 1, &data, &cap, &tag, &mh, &rreq_), "irecv (churn)");
-    if (rreq_) progress = true;
+    void* mh = io_.rmh;
+    check(net_.irecv(recv_, 1, &data, &cap, &tag, &mh, &io_.rreq), "irecv (churn)");
+    if (io_.rreq) progress = true;
     else ++st_.irecv_retries;
   }
-  if (!sreq_) {
-    check(net_.isend(send_, mem_, kMsg, 0, smh_, &sreq_), "isend (churn)");
-    if (sreq_) progress = true;
+  if (!io_.sreq) {
+    check(net_.isend(send_, mem_, kMsg, 0, io_.smh, &io_.sreq), "isend (churn)");
+    if (io_.sreq) progress = true;
     else ++st_.isend_retries;
   }
-  if (rreq_ && !rdone_) {
+  if (io_.rreq && !io_.rdone) {
     int done = 0;
-    check(net_.test(rreq_, &done, &rsize_), "test (churn irecv)");
+    check(net_.test(io_.rreq, &done, &io_.rsize), "test (churn irecv)");
     if (done) {
-      rdone_ = progress = true;
-      if (net_.has_irecvConsumed()) check(net_.irecvConsumed(recv_, 1, rreq_), "irecvConsumed (churn)");
+      io_.rdone = progress = true;
+      if (net_.has_irecvConsumed()) check(net_.irecvConsumed(recv_, 1, io_.rreq), "irecvConsumed (churn)");
     }
   }
-  if (sreq_ && !sdone_) {
+  if (io_.sreq && !io_.sdone) {
     int done = 0;
-    check(net_.test(sreq_, &done, nullptr), "test (churn isend)");
-    if (done) sdone_ = progress = true;
+    check(net_.test(io_.sreq, &done, nullptr), "test (churn isend)");
+    if (done) io_.sdone = progress = true;
   }
-  if (sdone_ && rdone_) finish_pair(now);
+  if (io_.sdone && io_.rdone) finish_pair(now);
   return progress;
 }
 
@@ -192,19 +191,20 @@ void Churn::finish_pair(std::int64_t now) {
   pattern::Mismatch m;
   pattern::verify(rbuf, 0, kMsg, pattern::seed(1 - rank_, kEpochChurn, next_), &m);
   bool guard_ok = std::all_of(rbuf + kMsg, rbuf + kMsg + kGuard, [](std::uint8_t b) { return b == kGuardByte; });
-  if (m.bytes == 0 && rsize_ == static_cast<int>(kMsg) && guard_ok) {
+  if (m.bytes == 0 && io_.rsize == static_cast<int>(kMsg) && guard_ok) {
     ++st_.messages_ok;
   } else {
     if (st_.bad_messages++ < 5)
       log::warn("churn pair %llu: %d bytes reported (%zu sent), %llu wrong bytes%s",
-                static_cast<unsigned long long>(next_), rsize_, kMsg, static_cast<unsigned long long>(m.bytes),
+                static_cast<unsigned long long>(next_), io_.rsize, kMsg, static_cast<unsigned long long>(m.bytes),
                 guard_ok ? "" : ", written past the message");
   }
-  check(net_.deregMr(send_, smh_), "deregMr (churn send comm)");
-  check(net_.deregMr(recv_, rmh_), "deregMr (churn recv comm)");
+  check(net_.deregMr(send_, io_.smh), "deregMr (churn send comm)");
+  check(net_.deregMr(recv_, io_.rmh), "deregMr (churn recv comm)");
   check(net_.closeSend(send_), "closeSend (churn)");
   check(net_.closeRecv(recv_), "closeRecv (churn)");
-  send_ = recv_ = smh_ = rmh_ = sreq_ = rreq_ = nullptr;
+  send_ = recv_ = nullptr;
+  io_ = PairMessage{};
   ++st_.closed;
   st_.pair_ms_max = std::max(st_.pair_ms_max, ms_between(pair_t0_, now));
   for (auto* box : {&aborts_, &inbox_})  // leftovers of this pair's failed attempts

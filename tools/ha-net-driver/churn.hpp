@@ -35,6 +35,7 @@
 #include "options.hpp"
 #include "plugin.hpp"
 #include "report.hpp"
+#include "session.hpp"
 
 namespace hnd {
 
@@ -86,12 +87,7 @@ class Churn {
   void* listen_ = nullptr;
   void* send_ = nullptr;
   void* recv_ = nullptr;
-  void* smh_ = nullptr;
-  void* rmh_ = nullptr;
-  void* sreq_ = nullptr;
-  void* rreq_ = nullptr;
-  bool sdone_ = false, rdone_ = false;
-  int rsize_ = -1;
+  PairMessage io_;  // the pair's one verified message each way
   std::int64_t pair_t0_ = 0;
 };
 

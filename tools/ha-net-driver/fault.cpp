@@ -19,11 +19,18 @@
 #include "traffic.hpp"
 
 namespace hnd {
+
+struct FaultCtx {
+  const Options& o;
+  Plugin& net;
+  Mgmt& mgmt;
+  Report& rep;
+};
+
 namespace {
 
-constexpr const char* kFaults[] = {"bad-handle",      "bad-token", "close-listen", "close-listen-ack", "flood",
-                                   "abandon-connect", "oversize",  "peer-death",   "bad-dev",          "late-writes",
-                                   "dead-rail",       "finalize-open"};
+using Ctx = FaultCtx;
+
 constexpr std::size_t kH = NCCL_NET_HANDLE_MAXSIZE;
 constexpr std::uint32_t kEpochFault = 400;
 constexpr std::uint32_t kEpochLate = 401;
@@ -33,13 +40,6 @@ constexpr std::uint32_t kEpochOpen = 403;
 // nccl-ha's handle layout (src/plugin/handle.hpp): u32 magic, u16 version, u16 length at 0, 4, 6;
 // u64 token at 32. The bad-handle and bad-token scenarios corrupt these fields.
 constexpr std::size_t kMagicOff = 0, kVersionOff = 4, kLengthOff = 6, kTokenOff = 32;
-
-struct Ctx {
-  const Options& o;
-  Plugin& net;
-  Mgmt& mgmt;
-  Report& rep;
-};
 
 // Between polls of a plugin call that is expected to take a while (handshakes): short, but leaves
 // the CPU to the plugin's threads (the test VMs have one vCPU).
@@ -74,6 +74,17 @@ void record(Ctx& f, FaultStep s, const std::string& extra = "") {
   log::info("fault %s: %s: %s", f.o.fault.c_str(), s.name.c_str(), s.detail.c_str());
   f.rep.check("fault " + f.o.fault + ": " + s.name, s.ok, s.detail);
   f.rep.fault.steps.push_back(std::move(s));
+}
+
+// A listen or connect that must fail: its step, with whether the comm stayed NULL; a comm it
+// returned anyway is closed (closeListen, closeSend).
+void record_rejected(Ctx& f, const std::string& name, Entry call, ncclResult_t rc, void* comm, std::int64_t t0,
+                     std::uint64_t calls) {
+  FaultStep s = make_step(name, call, true, rc, t0, calls);
+  s.comm_null = comm == nullptr;
+  record(f, s);
+  if (comm && call == Entry::listen) check(f.net.closeListen(comm), "closeListen");
+  else if (comm) check(f.net.closeSend(comm), "closeSend");
 }
 
 // Rank 0: listen on --dev and ship the handle to rank 1.
@@ -260,10 +271,7 @@ void bad_handle(Ctx& f) {
     std::int64_t t0 = now_ns();
     void* comm = nullptr;
     ncclResult_t rc = f.net.connect(f.o.dev, bad.data(), &comm);
-    FaultStep s = make_step(c.name, Entry::connect, true, rc, t0, 1);
-    s.comm_null = comm == nullptr;
-    record(f, s);
-    if (comm) check(f.net.closeSend(comm), "closeSend");
+    record_rejected(f, c.name, Entry::connect, rc, comm, t0, 1);
   }
   f.mgmt.barrier("bad handles done", f.o.timeout_s);
   connect_side(f, h);
@@ -284,10 +292,7 @@ void bad_token(Ctx& f) {
   token = ~token;
   std::memcpy(&bad[kTokenOff], &token, 8);
   Outcome c = connect_until(f, bad, "connecting with a flipped token");
-  FaultStep s = make_step("connect with a flipped token", Entry::connect, true, c.rc, c.t0, c.calls);
-  s.comm_null = c.comm == nullptr;
-  record(f, s);
-  if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+  record_rejected(f, "connect with a flipped token", Entry::connect, c.rc, c.comm, c.t0, c.calls);
   f.mgmt.barrier("bad token done", f.o.timeout_s);
   connect_side(f, h);
 }
@@ -328,10 +333,7 @@ void close_listen(Ctx& f) {
   {
     std::string h = recv_handle(f);
     Outcome c = connect_until(f, h, "connecting to a closed listener");
-    FaultStep s = make_step("connect to a listener closed before the connect", Entry::connect, true, c.rc, c.t0, c.calls);
-    s.comm_null = c.comm == nullptr;
-    record(f, s);
-    if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+    record_rejected(f, "connect to a listener closed before the connect", Entry::connect, c.rc, c.comm, c.t0, c.calls);
     f.mgmt.barrier("close-listen early done", f.o.timeout_s);
   }
   {
@@ -354,10 +356,8 @@ void close_listen(Ctx& f) {
       c.t0 = t0;
       c.calls = 1;
     }
-    FaultStep s = make_step("connect while the listener is closed mid-handshake", Entry::connect, true, c.rc, c.t0, c.calls);
-    s.comm_null = c.comm == nullptr;
-    record(f, s);
-    if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+    record_rejected(f, "connect while the listener is closed mid-handshake", Entry::connect, c.rc, c.comm, c.t0,
+                    c.calls);
     f.mgmt.barrier("close-listen in-flight done", f.o.timeout_s);
   }
   connect_side(f, recv_handle(f));
@@ -394,11 +394,8 @@ void close_listen_ack(Ctx& f) {
   }
   std::string h = recv_handle(f);
   Outcome c = connect_until(f, h, "connecting while the listener holds the acknowledgement");
-  FaultStep s = make_step("connect while the listener is closed before acknowledging", Entry::connect, true, c.rc, c.t0,
-                          c.calls);
-  s.comm_null = c.comm == nullptr;
-  record(f, s);
-  if (c.comm) check(f.net.closeSend(c.comm), "closeSend");
+  record_rejected(f, "connect while the listener is closed before acknowledging", Entry::connect, c.rc, c.comm, c.t0,
+                  c.calls);
   f.mgmt.barrier("close-listen-ack done", f.o.timeout_s);
   connect_side(f, recv_handle(f));
 }
@@ -412,40 +409,43 @@ void close_listen_ack(Ctx& f) {
 //     no fd is left behind. Rank 1 measures how long each holder was held.
 constexpr int kFloodRounds = 8, kFloodHolders = 6;
 
-void flood(Ctx& f) {
-  if (f.o.rank == 0) {
-    void* lc = listen_and_ship(f);
-    const int fds_listening = count_fds();
-    const std::uint64_t w0 = log::plugin_warnings();
-    int intact = 0;
-    for (int k = 0; k < kFloodRounds; ++k) {
-      void* rc = accept_until(f, lc, nullptr, nullptr);
-      intact += one_message(f, rc, false, false) ? 1 : 0;
-      f.mgmt.barrier(strf("flood good %d", k), f.o.timeout_s);
-      check(f.net.closeRecv(rc), "closeRecv");
-    }
-    f.rep.check("fault flood: every good connection carried a verified message", intact == kFloodRounds,
-                strf("%d of %d", intact, kFloodRounds));
-    const std::string bad_text = f.mgmt.recv(MsgType::data, Deadline(f.o.timeout_s), "the number of bad connectors");
-    const std::uint64_t bad = std::stoull(bad_text);
-    std::int64_t t0 = now_ns();
-    Deadline d(f.o.timeout_s);
-    while (log::plugin_warnings() - w0 < bad && !d.expired()) pause();
-    std::this_thread::sleep_for(std::chrono::seconds(1));  // one more would show now
-    const std::uint64_t warned = log::plugin_warnings() - w0;
-    FaultStep s = make_step("one WARN per bad connector", Entry::accept, false, ncclSuccess, t0, 0);
-    s.ok = warned == bad;
-    record(f, s, strf("%llu bad connectors, %llu WARN lines", static_cast<unsigned long long>(bad),
-                      static_cast<unsigned long long>(warned)));
-    t0 = now_ns();
-    const int fds = wait_fds_at_most(fds_listening, 3000);
-    FaultStep fs = make_step("no fd left by the connectors (listener open)", Entry::accept, false, ncclSuccess, t0, 0);
-    fs.ok = fds <= fds_listening;
-    record(f, fs, strf("fds %d while listening before the flood, %d after", fds_listening, fds));
-    check(f.net.closeListen(lc), "closeListen");
-    f.mgmt.barrier("flood done", f.o.timeout_s);
-    return;
+// Rank 0 of flood: accepts and verifies the good connections, then waits for the WARN lines and
+// the fds of the bad ones.
+void flood_listener(Ctx& f) {
+  void* lc = listen_and_ship(f);
+  const int fds_listening = count_fds();
+  const std::uint64_t w0 = log::plugin_warnings();
+  int intact = 0;
+  for (int k = 0; k < kFloodRounds; ++k) {
+    void* rc = accept_until(f, lc, nullptr, nullptr);
+    intact += one_message(f, rc, false, false) ? 1 : 0;
+    f.mgmt.barrier(strf("flood good %d", k), f.o.timeout_s);
+    check(f.net.closeRecv(rc), "closeRecv");
   }
+  f.rep.check("fault flood: every good connection carried a verified message", intact == kFloodRounds,
+              strf("%d of %d", intact, kFloodRounds));
+  const std::string bad_text = f.mgmt.recv(MsgType::data, Deadline(f.o.timeout_s), "the number of bad connectors");
+  const std::uint64_t bad = std::stoull(bad_text);
+  std::int64_t t0 = now_ns();
+  Deadline d(f.o.timeout_s);
+  while (log::plugin_warnings() - w0 < bad && !d.expired()) pause();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // one more would show now
+  const std::uint64_t warned = log::plugin_warnings() - w0;
+  FaultStep s = make_step("one WARN per bad connector", Entry::accept, false, ncclSuccess, t0, 0);
+  s.ok = warned == bad;
+  record(f, s, strf("%llu bad connectors, %llu WARN lines", static_cast<unsigned long long>(bad),
+                    static_cast<unsigned long long>(warned)));
+  t0 = now_ns();
+  const int fds = wait_fds_at_most(fds_listening, 3000);
+  FaultStep fs = make_step("no fd left by the connectors (listener open)", Entry::accept, false, ncclSuccess, t0, 0);
+  fs.ok = fds <= fds_listening;
+  record(f, fs, strf("fds %d while listening before the flood, %d after", fds_listening, fds));
+  check(f.net.closeListen(lc), "closeListen");
+  f.mgmt.barrier("flood done", f.o.timeout_s);
+}
+
+// Rank 1 of flood: the holders, then the rounds of bad connectors and one good connect each.
+void flood_connector(Ctx& f) {
   const std::string h = recv_handle(f);
   const HandshakeTarget target = handshake_target(h);
   std::vector<int> holders;
@@ -495,6 +495,11 @@ void flood(Ctx& f) {
   record(f, s, strf("held for [%s] ms", list.c_str()));
   f.mgmt.send(MsgType::data, std::to_string(bad));
   f.mgmt.barrier("flood done", f.o.timeout_s);
+}
+
+void flood(Ctx& f) {
+  if (f.o.rank == 0) flood_listener(f);
+  else flood_connector(f);
 }
 
 // 3d. Rank 1 calls connect() once, which starts the handshake, and never again: the connection
@@ -677,20 +682,14 @@ void bad_dev(Ctx& f) {
     void* lc = nullptr;
     std::int64_t t0 = now_ns();
     ncclResult_t rc = f.net.listen(f.o.dev, h.data(), &lc);
-    FaultStep s = make_step(strf("listen(%d)", f.o.dev), Entry::listen, true, rc, t0, 1);
-    s.comm_null = lc == nullptr;
-    record(f, s);
-    if (lc) check(f.net.closeListen(lc), "closeListen");
+    record_rejected(f, strf("listen(%d)", f.o.dev), Entry::listen, rc, lc, t0, 1);
   }
   {
     std::string h(kH, '\0');  // the device index is checked before the handle
     void* comm = nullptr;
     std::int64_t t0 = now_ns();
     ncclResult_t rc = f.net.connect(f.o.dev, h.data(), &comm);
-    FaultStep s = make_step(strf("connect(%d)", f.o.dev), Entry::connect, true, rc, t0, 1);
-    s.comm_null = comm == nullptr;
-    record(f, s);
-    if (comm) check(f.net.closeSend(comm), "closeSend");
+    record_rejected(f, strf("connect(%d)", f.o.dev), Entry::connect, rc, comm, t0, 1);
   }
   f.mgmt.barrier("bad-dev done", f.o.timeout_s);
 }
@@ -731,99 +730,111 @@ void* post_until(Ctx& f, bool send, void* comm, void* data, std::size_t size, vo
 //    and are poisoned right after closeRecv. Rank 1 then isends into the six entries it holds:
 //    nothing may land (the plugin moves the closed comm's QPs to ERROR at once, whenever the
 //    reaper destroys them), and rank 1's sends must fail or never complete.
+constexpr int kLateSlots = 8, kLateEarly = 2;
+constexpr double kLateWindowS = 20;  // rank 1 tries this long
+
+// Rank 0 of late-writes: posts every receive, takes the first messages, closes its recv comm with
+// the rest posted and checks that its buffers stay poisoned while rank 1 sends.
+void late_writes_receiver(Ctx& f, Link& link, Buffers& buf, std::size_t n) {
+  void* rmh = nullptr;
+  void* keep = nullptr;
+  check(f.net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
+  check(f.net.regMr(link.send, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &keep),
+        "regMr(send comm, the receive buffers again)");
+  std::vector<void*> reqs;
+  for (int i = 0; i < kLateSlots; ++i)
+    reqs.push_back(post_until(f, false, link.recv, buf.recv_slot(i), n, rmh, "irecv"));
+  Deadline d(f.o.timeout_s);
+  for (int i = 0; i < kLateEarly; ++i) {
+    int size = -1;
+    if (!wait_done(f, reqs[static_cast<std::size_t>(i)], "test(irecv)", d, &size))
+      fail(Fail::timeout, "late-writes: the first messages did not arrive");
+    pattern::Mismatch m;
+    pattern::verify(buf.recv_slot(i), 0, n, pattern::seed(1, kEpochLate, static_cast<std::uint64_t>(i)), &m);
+    f.rep.check(strf("fault late-writes: message %d verified before the close", i),
+                m.bytes == 0 && size == static_cast<int>(n),
+                strf("%d bytes, %llu wrong", size, static_cast<unsigned long long>(m.bytes)));
+  }
+  f.mgmt.barrier("late-writes ready", f.o.timeout_s);
+  check(f.net.deregMr(link.recv, rmh), "deregMr(recv comm)");
+  std::int64_t t0 = now_ns();
+  record(f, make_step(strf("closeRecv with %d receives posted", kLateSlots - kLateEarly), Entry::closeRecv, false,
+                      f.net.closeRecv(link.recv), t0, 1));
+  link.recv = nullptr;
+  for (int i = kLateEarly; i < kLateSlots; ++i) std::memset(buf.recv_slot(i), 0x5a, buf.stride());
+  f.mgmt.barrier("late-writes closed", f.o.timeout_s);
+  f.mgmt.barrier("late-writes sent", f.o.timeout_s + kLateWindowS);
+  std::size_t landed = 0;
+  for (int i = kLateEarly; i < kLateSlots; ++i)
+    landed += static_cast<std::size_t>(std::count_if(buf.recv_slot(i), buf.recv_slot(i) + buf.stride(),
+                                                     [](std::uint8_t b) { return b != 0x5a; }));
+  FaultStep s = make_step("the closed comm's buffers stay poisoned while the peer sends", Entry::closeRecv, false,
+                          ncclSuccess, t0, 1);
+  s.ok = landed == 0;
+  record(f, s, strf("%zu byte(s) written after closeRecv", landed));
+  check(f.net.deregMr(link.send, keep), "deregMr(send comm)");
+}
+
+// Rank 1 of late-writes: sends the first messages, then, once rank 0 closed, into the clear-to-send
+// entries it still holds for kLateWindowS.
+void late_writes_sender(Ctx& f, Link& link, Buffers& buf, std::size_t n) {
+  void* smh = nullptr;
+  check(f.net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
+  for (int i = 0; i < kLateSlots; ++i)
+    pattern::fill(buf.send_slot(i), 0, n, pattern::seed(1, kEpochLate, static_cast<std::uint64_t>(i)));
+  Deadline d(f.o.timeout_s);
+  for (int i = 0; i < kLateEarly; ++i)
+    if (!wait_done(f, post_until(f, true, link.send, buf.send_slot(i), n, smh, "isend"), "test(isend)", d))
+      fail(Fail::timeout, "late-writes: the first messages were not delivered");
+  // Their clear-to-send entries were written after the first ones, over the same RC QP.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  f.mgmt.barrier("late-writes ready", f.o.timeout_s);
+  f.mgmt.barrier("late-writes closed", f.o.timeout_s);
+  const std::int64_t t0 = now_ns();
+  std::vector<void*> reqs;
+  ncclResult_t rc = ncclSuccess;
+  int completed = 0, posted = 0;
+  Deadline window(kLateWindowS);
+  for (int i = kLateEarly; i < kLateSlots && rc == ncclSuccess; ++i) {
+    void* req = nullptr;
+    while (rc == ncclSuccess && !req && !window.expired()) {
+      rc = f.net.isend(link.send, buf.send_slot(i), n, 0, smh, &req);
+      if (!req) ::sched_yield();
+    }
+    if (req) {
+      reqs.push_back(req);
+      ++posted;
+    }
+  }
+  std::vector<bool> done(reqs.size(), false);
+  while (rc == ncclSuccess && !window.expired()) {
+    for (std::size_t i = 0; i < reqs.size() && rc == ncclSuccess; ++i) {
+      if (done[i]) continue;
+      int d1 = 0;
+      rc = f.net.test(reqs[i], &d1, nullptr);
+      if (d1) {
+        done[i] = true;
+        ++completed;
+      }
+    }
+    ::sched_yield();
+  }
+  FaultStep s = make_step("sends into the closed receiver's clear-to-send entries fail or never complete",
+                          Entry::test, true, rc, t0, static_cast<std::uint64_t>(posted));
+  s.ok = completed == 0;  // an error, or nothing completed within the window
+  record(f, s, strf("%d posted, %d completed, %s after %.1f ms", posted, completed,
+                    rc == ncclSuccess ? "no error" : result_name(rc), ms_since(t0)));
+  f.mgmt.barrier("late-writes sent", f.o.timeout_s);
+  check(f.net.deregMr(link.send, smh), "deregMr(send comm)");
+}
+
 void late_writes(Ctx& f) {
-  constexpr int kSlots = 8, kEarly = 2;
-  constexpr double kWindowS = 20;  // rank 1 tries this long
   const std::size_t n = *std::max_element(f.o.sizes.begin(), f.o.sizes.end());
   std::vector<Link> ring = open_links(f.net, f.mgmt, f.o.dev, 1, f.o.timeout_s, &f.rep.connect);
   Link& link = ring[0];
-  Buffers buf(n, kSlots);
-  if (f.o.rank == 0) {
-    void* rmh = nullptr;
-    void* keep = nullptr;
-    check(f.net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
-    check(f.net.regMr(link.send, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &keep),
-          "regMr(send comm, the receive buffers again)");
-    std::vector<void*> reqs;
-    for (int i = 0; i < kSlots; ++i) reqs.push_back(post_until(f, false, link.recv, buf.recv_slot(i), n, rmh, "irecv"));
-    Deadline d(f.o.timeout_s);
-    for (int i = 0; i < kEarly; ++i) {
-      int size = -1;
-      if (!wait_done(f, reqs[static_cast<std::size_t>(i)], "test(irecv)", d, &size))
-        fail(Fail::timeout, "late-writes: the first messages did not arrive");
-      pattern::Mismatch m;
-      pattern::verify(buf.recv_slot(i), 0, n, pattern::seed(1, kEpochLate, static_cast<std::uint64_t>(i)), &m);
-      f.rep.check(strf("fault late-writes: message %d verified before the close", i), m.bytes == 0 && size == static_cast<int>(n),
-                  strf("%d bytes, %llu wrong", size, static_cast<unsigned long long>(m.bytes)));
-    }
-    f.mgmt.barrier("late-writes ready", f.o.timeout_s);
-    check(f.net.deregMr(link.recv, rmh), "deregMr(recv comm)");
-    std::int64_t t0 = now_ns();
-    record(f, make_step(strf("closeRecv with %d receives posted", kSlots - kEarly), Entry::closeRecv, false,
-                        f.net.closeRecv(link.recv), t0, 1));
-    link.recv = nullptr;
-    for (int i = kEarly; i < kSlots; ++i) std::memset(buf.recv_slot(i), 0x5a, buf.stride());
-    f.mgmt.barrier("late-writes closed", f.o.timeout_s);
-    f.mgmt.barrier("late-writes sent", f.o.timeout_s + kWindowS);
-    std::size_t landed = 0;
-    for (int i = kEarly; i < kSlots; ++i)
-      landed += static_cast<std::size_t>(std::count_if(buf.recv_slot(i), buf.recv_slot(i) + buf.stride(),
-                                                       [](std::uint8_t b) { return b != 0x5a; }));
-    FaultStep s = make_step("the closed comm's buffers stay poisoned while the peer sends", Entry::closeRecv, false,
-                            ncclSuccess, t0, 1);
-    s.ok = landed == 0;
-    record(f, s, strf("%zu byte(s) written after closeRecv", landed));
-    check(f.net.deregMr(link.send, keep), "deregMr(send comm)");
-  } else {
-    void* smh = nullptr;
-    check(f.net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
-    for (int i = 0; i < kSlots; ++i)
-      pattern::fill(buf.send_slot(i), 0, n, pattern::seed(1, kEpochLate, static_cast<std::uint64_t>(i)));
-    Deadline d(f.o.timeout_s);
-    for (int i = 0; i < kEarly; ++i)
-      if (!wait_done(f, post_until(f, true, link.send, buf.send_slot(i), n, smh, "isend"), "test(isend)", d))
-        fail(Fail::timeout, "late-writes: the first messages were not delivered");
-    // Their clear-to-send entries were written after the first ones, over the same RC QP.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    f.mgmt.barrier("late-writes ready", f.o.timeout_s);
-    f.mgmt.barrier("late-writes closed", f.o.timeout_s);
-    const std::int64_t t0 = now_ns();
-    std::vector<void*> reqs;
-    ncclResult_t rc = ncclSuccess;
-    int completed = 0, posted = 0;
-    Deadline window(kWindowS);
-    for (int i = kEarly; i < kSlots && rc == ncclSuccess; ++i) {
-      void* req = nullptr;
-      while (rc == ncclSuccess && !req && !window.expired()) {
-        rc = f.net.isend(link.send, buf.send_slot(i), n, 0, smh, &req);
-        if (!req) ::sched_yield();
-      }
-      if (req) {
-        reqs.push_back(req);
-        ++posted;
-      }
-    }
-    std::vector<bool> done(reqs.size(), false);
-    while (rc == ncclSuccess && !window.expired()) {
-      for (std::size_t i = 0; i < reqs.size() && rc == ncclSuccess; ++i) {
-        if (done[i]) continue;
-        int d1 = 0;
-        rc = f.net.test(reqs[i], &d1, nullptr);
-        if (d1) {
-          done[i] = true;
-          ++completed;
-        }
-      }
-      ::sched_yield();
-    }
-    FaultStep s = make_step("sends into the closed receiver's clear-to-send entries fail or never complete",
-                            Entry::test, true, rc, t0, static_cast<std::uint64_t>(posted));
-    s.ok = completed == 0;  // an error, or nothing completed within the window
-    record(f, s, strf("%d posted, %d completed, %s after %.1f ms", posted, completed,
-                      rc == ncclSuccess ? "no error" : result_name(rc), ms_since(t0)));
-    f.mgmt.barrier("late-writes sent", f.o.timeout_s);
-    check(f.net.deregMr(link.send, smh), "deregMr(send comm)");
-  }
+  Buffers buf(n, kLateSlots);
+  if (f.o.rank == 0) late_writes_receiver(f, link, buf, n);
+  else late_writes_sender(f, link, buf, n);
   close_link(f.net, link);
   // With the plugin's HA_NCCL_TEST_REAPER_DELAY_MS, the QPs just closed are destroyed that much
   // later: wait for it, so that finalize finds nothing left to destroy.
@@ -997,32 +1008,98 @@ void finalize_open(Ctx& f) {
 
 }  // namespace
 
-bool is_fault_name(const std::string& name) {
-  return std::any_of(std::begin(kFaults), std::end(kFaults), [&](const char* n) { return name == n; });
+std::span<const FaultScenario> fault_scenarios() {
+  static constexpr FaultScenario kScenarios[] = {
+      {.name = "bad-handle",
+       .help = "connect() fails at once with a corrupted magic, version or length",
+       .run = bad_handle},
+      {.name = "bad-token",
+       .help = "connect() with the handle's token flipped fails",
+       .run = bad_token},
+      {.name = "close-listen",
+       .help = "listener closed before / during the handshake: connect() fails",
+       .run = close_listen},
+      {.name = "close-listen-ack",
+       .help = "listener closed while holding an ack (HA_NCCL_TEST_ACK_DELAY_MS)",
+       .run = close_listen_ack},
+      {.name = "flood",
+       .help = "bad raw connectors among good ones: one WARN each, no fd left",
+       .run = flood},
+      {.name = "abandon-connect",
+       .help = "rank 1 calls connect() once, never again, and finalizes",
+       .run = abandon_connect},
+      {.name = "oversize",
+       .help = "isend of 1 byte more than the posted receive fails",
+       .run = oversize},
+      {.name = "peer-death",
+       .help = "rank 1 SIGKILLs itself mid-stream: rank 0's plugin reports it",
+       .run = peer_death,
+       .min_messages = 2, .messages_why = "rank 1 dies after half of them"},
+      {.name = "bad-dev",
+       .help = "out-of-range --dev: getProperties, listen and connect fail",
+       .run = bad_dev,
+       .bad_dev = true},
+      {.name = "late-writes",
+       .help = "recv comm closed with receives posted: no late send lands",
+       .run = late_writes},
+      {.name = "dead-rail",
+       .help = "--comms N pairs stream until --wait-file exists, then close",
+       .run = dead_rail,
+       .needs_comms = true, .wait_file = true, .background = true},
+      {.name = "finalize-open",
+       .help = "--comms N pairs, requests outstanding: finalize without closing",
+       .run = finalize_open,
+       .needs_comms = true, .background = true},
+  };
+  return kScenarios;
 }
 
+const FaultScenario* find_fault(const std::string& name) {
+  for (const FaultScenario& f : fault_scenarios())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+bool is_fault_name(const std::string& name) { return find_fault(name) != nullptr; }
+
 const char* fault_names() {
-  return "bad-handle, bad-token, close-listen, close-listen-ack, flood, abandon-connect, oversize, peer-death, bad-dev, "
-         "late-writes, dead-rail, finalize-open";
+  static const std::string names = [] {
+    std::string s;
+    for (const FaultScenario& f : fault_scenarios()) s += (s.empty() ? "" : ", ") + std::string(f.name);
+    return s;
+  }();
+  return names.c_str();
+}
+
+std::string fault_usage() {
+  std::string s = "  --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks; "
+                  "see README):\n";
+  for (const FaultScenario& f : fault_scenarios()) s += strf("                       %-17s %s\n", f.name, f.help);
+  return s;
+}
+
+void check_fault_options(const Options& o) {
+  const FaultScenario* f = find_fault(o.fault);
+  if (f && f->needs_comms && o.comms < 1)
+    fail(Fail::usage, "--fault " + o.fault + " needs --comms N >= 1 (the comm pairs it opens)");
+  if (!o.wait_file.empty() && !(f && f->wait_file)) {
+    std::string with;
+    for (const FaultScenario& w : fault_scenarios())
+      if (w.wait_file) with += (with.empty() ? "--fault " : " or ") + std::string(w.name);
+    fail(Fail::usage, "--wait-file is for " + with);
+  }
+  if (f && o.messages < f->min_messages)
+    fail(Fail::usage, strf("--fault %s needs --messages >= %llu (%s)", f->name,
+                           static_cast<unsigned long long>(f->min_messages), f->messages_why));
 }
 
 void run_fault(const Options& o, Plugin& net, Mgmt& mgmt, Report& rep) {
   Ctx f{o, net, mgmt, rep};
   rep.fault.name = o.fault;
   mgmt.barrier("fault " + o.fault, o.timeout_s);
-  if (o.fault == "bad-handle") bad_handle(f);
-  else if (o.fault == "bad-token") bad_token(f);
-  else if (o.fault == "close-listen") close_listen(f);
-  else if (o.fault == "close-listen-ack") close_listen_ack(f);
-  else if (o.fault == "flood") flood(f);
-  else if (o.fault == "abandon-connect") abandon_connect(f);
-  else if (o.fault == "oversize") oversize(f);
-  else if (o.fault == "peer-death") peer_death(f);
-  else if (o.fault == "bad-dev") bad_dev(f);
-  else if (o.fault == "late-writes") late_writes(f);
-  else if (o.fault == "dead-rail") dead_rail(f);
-  else if (o.fault == "finalize-open") finalize_open(f);
-  else fail(Fail::usage, "unknown --fault " + o.fault);
+  const FaultScenario* scenario = find_fault(o.fault);
+  if (!scenario) fail(Fail::usage, "unknown --fault " + o.fault);
+  scenario->run(f);
 }
 
 }  // namespace hnd

@@ -114,7 +114,10 @@ std::vector<Check> property_checks(const Properties& p, int version) {
 }
 
 // --fault dead-rail / finalize-open leave QPs that may still be destroyed long after finalize.
-bool background_fault(const Options& o) { return o.fault == "dead-rail" || o.fault == "finalize-open"; }
+bool background_fault(const Options& o) {
+  const FaultScenario* f = find_fault(o.fault);
+  return f && f->background;
+}
 constexpr int kBackgroundBoundS = 60;  // a QP on a dead Soft-RoCE port: up to ~30 s seen (rxe, link down)
 
 // Like NCCL at the end: finalize (v11+), then check that the plugin released what it held, then
@@ -151,8 +154,8 @@ void finish(const Options& o, Report& rep, Plugin& net) {
   note_phase(o, rep, "done");
 }
 
-void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_ptr<Plugin>& net) {
-  // 1. Management connection, then the plugin (so a load failure reaches the peer as an abort).
+// 1. Management connection, then the plugin (so a load failure reaches the peer as an abort).
+void connect_and_load(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_ptr<Plugin>& net) {
   rep.phase = "management connect";
   if (o.rank == 0) {
     log::info("waiting for rank 1 on port %u", static_cast<unsigned>(o.listen_port));
@@ -169,15 +172,16 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   rep.table_name = net->table_name();
   rep.exported = net->exported_versions();
   log::info("loaded %s: using ncclNetPlugin_v%d (net \"%s\")", rep.plugin_path.c_str(), rep.api, rep.table_name.c_str());
+}
 
-  // 2. Hello: both ranks must run the same test; rank 0 chooses the commId (v11+ init).
+// 2. Hello: both ranks must run the same test; rank 0 chooses the commId (v11+ init), returned.
+std::uint64_t hello(const Options& o, Report& rep, Mgmt& mgmt) {
   rep.phase = "hello";
   std::uint64_t comm_id = std::random_device{}();
   comm_id = (comm_id << 32) ^ std::random_device{}();
-  mgmt->send(MsgType::hello, strf("rank=%d\napi=%d\nname=%s\ncommid=%llu\nparams=%s\n", o.rank, rep.api,
-                                  rep.table_name.c_str(), static_cast<unsigned long long>(comm_id),
-                                  rep.params.c_str()));
-  std::string hello = mgmt->recv(MsgType::hello, Deadline(o.timeout_s), "hello");
+  mgmt.send(MsgType::hello, strf("rank=%d\napi=%d\nname=%s\ncommid=%llu\nparams=%s\n", o.rank, rep.api,
+                                 rep.table_name.c_str(), static_cast<unsigned long long>(comm_id), rep.params.c_str()));
+  std::string hello = mgmt.recv(MsgType::hello, Deadline(o.timeout_s), "hello");
   if (field(hello, "rank") != std::to_string(1 - o.rank))
     fail(Fail::usage, "both processes use --rank " + std::to_string(o.rank));
   if (field(hello, "params") != rep.params)
@@ -186,34 +190,36 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
     log::warn("peer uses api v%s net \"%s\", we use v%d \"%s\"", field(hello, "api").c_str(), field(hello, "name").c_str(),
               rep.api, rep.table_name.c_str());
   if (o.rank == 1) comm_id = std::strtoull(field(hello, "commid").c_str(), nullptr, 10);
-  rep.clock = sync_clocks(*mgmt, o.rank, o.timeout_s);
+  rep.clock = sync_clocks(mgmt, o.rank, o.timeout_s);
+  return comm_id;
+}
 
-  // 3. init, devices, getProperties.
+// 3. init and devices; the number of devices.
+int init_devices(const Options& o, Report& rep, Plugin& net, std::uint64_t comm_id) {
   Plugin::start_watchdog(o.timeout_s, &watchdog_fired);
   const bool verbs = true;
   rep.before_init = snapshot(verbs);
   rep.phase = "init";
   InitArgs ia{log::logger(), log::profiler(), comm_id, o.traffic_class};
-  check(net->init(ia), "init");
+  check(net.init(ia), "init");
   rep.phase = "devices";
   int ndev = 0;
-  check(net->devices(&ndev), "devices");
+  check(net.devices(&ndev), "devices");
   rep.ndev = ndev;
   if (ndev <= 0) {
-    if (net->has_finalize()) check(net->finalize(), "finalize");  // NCCL finalizes a rejected plugin
+    if (net.has_finalize()) check(net.finalize(), "finalize");  // NCCL finalizes a rejected plugin
     fail(Fail::plugin, strf("devices() reported %d devices (NCCL disables such a plugin)", ndev));
   }
-  rep.phase = "getProperties";
-  const bool bad_dev = o.fault == "bad-dev";
-  if (bad_dev && o.dev < ndev)
-    fail(Fail::usage, strf("--fault bad-dev needs an out-of-range --dev (the plugin has %d device(s))", ndev));
-  if (o.dev >= ndev && !bad_dev) fail(Fail::usage, strf("--dev %d but the plugin has %d device(s)", o.dev, ndev));
-  if (o.churn_dev >= ndev) fail(Fail::usage, strf("--churn-dev %d but the plugin has %d device(s)", o.churn_dev, ndev));
-  // Like NCCL's topology detection, read every device; the --dev one is checked item by item.
+  return ndev;
+}
+
+// Like NCCL's topology detection, read every device; the --dev one is checked item by item and
+// returned.
+Properties read_properties(const Options& o, Report& rep, Plugin& net, int ndev) {
   Properties props;
   for (int d = 0; d < ndev; ++d) {
     Properties p;
-    check(net->getProperties(d, &p), strf("getProperties(%d)", d).c_str());
+    check(net.getProperties(d, &p), strf("getProperties(%d)", d).c_str());
     rep.all_props.push_back(p);
     std::vector<Check> checks = property_checks(p, rep.api);
     if (d == o.dev) {
@@ -226,16 +232,11 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
       rep.check(strf("device %d properties sane", d), bad.empty(), bad);
     }
   }
-  if (!bad_dev) rep.props = props;
-  if (net->has_setNetAttr()) check(net->setNetAttr(), "setNetAttr");
-  if (bad_dev) {
-    rep.phase = "fault " + o.fault;
-    run_fault(o, *net, *mgmt, rep);
-    finish(o, rep, *net);
-    return;
-  }
+  return props;
+}
 
-  // Limits the traffic must respect.
+// Limits the traffic must respect; the largest message.
+std::size_t check_limits(const Options& o, const Report& rep, const Properties& props) {
   std::size_t max_size = 0;
   for (auto s : o.sizes) max_size = std::max(max_size, s);
   std::size_t limit = props.max_p2p_bytes ? *props.max_p2p_bytes : static_cast<std::size_t>(NCCL_HA_NET_LEGACY_MAX_P2P_BYTES);
@@ -246,65 +247,33 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
     log::info("--optional-recv ignored: v%d predates NCCL_NET_OPTIONAL_RECV_COMPLETION (NCCL's shim clears it)", rep.api);
   if (o.inflight > NCCL_NET_MAX_REQUESTS * std::max(1, o.group))
     log::warn("--inflight %d exceeds what NCCL keeps in flight per comm (%d)", o.inflight, NCCL_NET_MAX_REQUESTS * o.group);
+  return max_size;
+}
 
-  if (!o.fault.empty()) {
-    rep.phase = "fault " + o.fault;
-    run_fault(o, *net, *mgmt, rep);
-    finish(o, rep, *net);
-    return;
-  }
+// --check-resources, the end of the comparison: the stream is over, the ring still open. Verbs
+// objects of closed churn comms may be destroyed asynchronously: re-sampled until the counts are
+// back, at most 60 s (and a third of --timeout, which bounds the peer's wait at the next barrier).
+void resources_after_stream(const Options& o, Report& rep) {
+  rep.phase = "resources after the stream";
+  rep.stream_end_first = snapshot(true);
+  rep.stream_end = rep.stream_end_first;
+  if (!same_counts(*rep.stream_end, *rep.after_connect))
+    rep.stream_end = snapshot_until_same(*rep.after_connect, static_cast<int>(std::min(60.0, o.timeout_s / 3) * 1000),
+                                         &rep.stream_settle_ms);
+}
 
-  // 4. The ring: one send comm to the peer, one recv comm from it.
-  note_phase(o, rep, "connect");
-  mgmt->barrier("connect", o.timeout_s);
-  std::vector<Link> ring = open_links(*net, *mgmt, o.dev, 1, o.timeout_s, &rep.connect);
-  Link& link = ring[0];
-
-  // 5. Buffers: --inflight slots of the largest size, registered on their comm.
-  rep.phase = "regMr";
-  Buffers buf(max_size, std::max(o.inflight, o.lat_ahead + 1));
-  if (rep.api <= 7 && buf.region_bytes() > static_cast<std::size_t>(INT32_MAX))
-    fail(Fail::usage, strf("v%d regMr takes an int size; %zu bytes of buffers do not fit (lower --inflight or --sizes)",
-                           rep.api, buf.region_bytes()));
-  void* smh = nullptr;
-  void* rmh = nullptr;
-  check(net->regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
-  check(net->regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
-
-  rep.ring_send_comm = strf("%p", link.send);
-  rep.ring_recv_comm = strf("%p", link.recv);
-  log::info("ring: send comm %s, recv comm %s on device %d", rep.ring_send_comm.c_str(), rep.ring_recv_comm.c_str(), o.dev);
-  std::unique_ptr<Churn> churn;
-  if (o.churn > 0) churn = std::make_unique<Churn>(*net, *mgmt, o, o.rank, rep.churn);
-  if (o.check_resources) {
-    // The start of the comparison: the ring connected and registered, its background setup done
-    // (counts unchanged for 1 s), everything the phase will hold allocated (timeline bins, churn pages).
-    rep.phase = "resources after connect";
-    rep.timeline.reserve(o.timeout_s);
-    rep.after_connect = settled_snapshot(1000, 15000);
-  }
-
-  DataCtx dc{*net, *mgmt, link.send, link.recv, buf, smh, rmh, o.rank, o, true, nullptr, {}, &rep.timeline,
-             &rep.peer_abort, &rep.idle_windows, churn.get()};
+// 5. The data phases on the ring: integrity (with the churn and the resource snapshots around it),
+// ping-pong, bandwidth.
+void data_phases(const Options& o, Report& rep, Mgmt& mgmt, DataCtx& dc) {
   if (o.messages > 0) {
     rep.phase = "integrity";
-    mgmt->barrier("integrity", o.timeout_s);
+    mgmt.barrier("integrity", o.timeout_s);
     rep.timeline.start(o.timeout_s);
     rep.phase_start_unix_ms = rep.timeline.start_unix_ms;
     note_phase(o, rep, "integrity", *rep.phase_start_unix_ms);
     run_integrity(dc, rep.integrity);
   }
-  if (rep.after_connect) {
-    // The end: the stream is over, the ring still open. Verbs objects of closed churn comms may be
-    // destroyed asynchronously: re-sampled until the counts are back, at most 60 s (and a third of
-    // --timeout, which bounds the peer's wait at the next barrier).
-    rep.phase = "resources after the stream";
-    rep.stream_end_first = snapshot(true);
-    rep.stream_end = rep.stream_end_first;
-    if (!same_counts(*rep.stream_end, *rep.after_connect))
-      rep.stream_end = snapshot_until_same(*rep.after_connect, static_cast<int>(std::min(60.0, o.timeout_s / 3) * 1000),
-                                           &rep.stream_settle_ms);
-  }
+  if (rep.after_connect) resources_after_stream(o, rep);
   if (o.pingpong) {
     note_phase(o, rep, "pingpong");
     rep.latency = run_pingpong(dc);
@@ -313,19 +282,82 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
     note_phase(o, rep, "bandwidth");
     rep.bandwidth = run_bw(dc);
   }
+}
+
+// 4.-6. The ring (one send comm to the peer, one recv comm from it), its buffers (--inflight
+// slots of the largest size, registered on their comm), the data phases, and the clean close.
+void run_ring(const Options& o, Report& rep, Mgmt& mgmt, Plugin& net, std::size_t max_size) {
+  note_phase(o, rep, "connect");
+  mgmt.barrier("connect", o.timeout_s);
+  std::vector<Link> ring = open_links(net, mgmt, o.dev, 1, o.timeout_s, &rep.connect);
+  Link& link = ring[0];
+
+  rep.phase = "regMr";
+  Buffers buf(max_size, std::max(o.inflight, o.lat_ahead + 1));
+  if (rep.api <= 7 && buf.region_bytes() > static_cast<std::size_t>(INT32_MAX))
+    fail(Fail::usage, strf("v%d regMr takes an int size; %zu bytes of buffers do not fit (lower --inflight or --sizes)",
+                           rep.api, buf.region_bytes()));
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  check(net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
+  check(net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
+
+  rep.ring_send_comm = strf("%p", link.send);
+  rep.ring_recv_comm = strf("%p", link.recv);
+  log::info("ring: send comm %s, recv comm %s on device %d", rep.ring_send_comm.c_str(), rep.ring_recv_comm.c_str(), o.dev);
+  std::unique_ptr<Churn> churn;
+  if (o.churn > 0) churn = std::make_unique<Churn>(net, mgmt, o, o.rank, rep.churn);
+  if (o.check_resources) {
+    // The start of the comparison: the ring connected and registered, its background setup done
+    // (counts unchanged for 1 s), everything the phase will hold allocated (timeline bins, churn pages).
+    rep.phase = "resources after connect";
+    rep.timeline.reserve(o.timeout_s);
+    rep.after_connect = settled_snapshot(1000, 15000);
+  }
+
+  DataCtx dc{net, mgmt, link.send, link.recv, buf, smh, rmh, o.rank, o, true, nullptr, {}, &rep.timeline,
+             &rep.peer_abort, &rep.idle_windows, churn.get()};
+  data_phases(o, rep, mgmt, dc);
 
   // 6. Clean close, like NCCL's free path: deregMr, then closeSend/closeRecv.
   note_phase(o, rep, "close");
-  mgmt->barrier("close", o.timeout_s);
-  check(net->deregMr(link.send, smh), "deregMr(send comm)");
-  check(net->deregMr(link.recv, rmh), "deregMr(recv comm)");
-  close_link(*net, link);
+  mgmt.barrier("close", o.timeout_s);
+  check(net.deregMr(link.send, smh), "deregMr(send comm)");
+  check(net.deregMr(link.recv, rmh), "deregMr(recv comm)");
+  close_link(net, link);
+}
 
+// A --fault scenario instead of the ring and the data phases, then the usual end.
+void fault_phase(const Options& o, Report& rep, Mgmt& mgmt, Plugin& net) {
+  rep.phase = "fault " + o.fault;
+  run_fault(o, net, mgmt, rep);
+  finish(o, rep, net);
+}
+
+void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_ptr<Plugin>& net) {
+  connect_and_load(o, rep, mgmt, net);
+  const std::uint64_t comm_id = hello(o, rep, *mgmt);
+  const int ndev = init_devices(o, rep, *net, comm_id);
+
+  rep.phase = "getProperties";
+  const FaultScenario* fault = find_fault(o.fault);
+  const bool bad_dev = fault && fault->bad_dev;
+  if (bad_dev && o.dev < ndev)
+    fail(Fail::usage, strf("--fault %s needs an out-of-range --dev (the plugin has %d device(s))", fault->name, ndev));
+  if (o.dev >= ndev && !bad_dev) fail(Fail::usage, strf("--dev %d but the plugin has %d device(s)", o.dev, ndev));
+  if (o.churn_dev >= ndev) fail(Fail::usage, strf("--churn-dev %d but the plugin has %d device(s)", o.churn_dev, ndev));
+  Properties props = read_properties(o, rep, *net, ndev);
+  if (!bad_dev) rep.props = props;
+  if (net->has_setNetAttr()) check(net->setNetAttr(), "setNetAttr");
+  if (bad_dev) return fault_phase(o, rep, *mgmt, *net);  // no limits from a --dev that does not exist
+  const std::size_t max_size = check_limits(o, rep, props);
+  if (!o.fault.empty()) return fault_phase(o, rep, *mgmt, *net);
+
+  run_ring(o, rep, *mgmt, *net, max_size);
   if (o.comms > 0) {
     note_phase(o, rep, "comms test");
     rep.comms = run_comms_test(*net, *mgmt, o, o.rank, [&] { note_phase(o, rep, "comms hold"); });
   }
-
   finish(o, rep, *net);
 }
 

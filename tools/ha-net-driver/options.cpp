@@ -33,7 +33,7 @@ double parse_seconds(const std::string& opt, const std::string& v, bool zero_ok)
 }  // namespace
 
 const char* usage() {
-  return R"(usage: ha-net-driver --plugin PATH --rank 0 --listen-port P [options]
+  static const std::string text = R"(usage: ha-net-driver --plugin PATH --rank 0 --listen-port P [options]
        ha-net-driver --plugin PATH --rank 1 --peer HOST:PORT [options]
 
 Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
@@ -91,14 +91,12 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
   --linger S           after dlclose, wait up to S s until the thread count is back to its value before
                        init (a plugin's background threads), before the last snapshot and the exit
-  --fault NAME         run an error-path scenario instead of the ring and data phases (both ranks):
-                       bad-handle, bad-token, close-listen, close-listen-ack, flood, abandon-connect,
-                       oversize, peer-death, bad-dev, late-writes, dead-rail, finalize-open (see README)
-  -h, --help           this text
+)" + fault_usage() + R"(  -h, --help           this text
   --version            print "ha-net-driver <version>" and exit
 Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1.
 Exit status: 0 all verified, 1 verification failed, 2 usage, 3 plugin error, 4 timeout, 5 peer error.
 )";
+  return text.c_str();
 }
 
 std::vector<std::size_t> parse_sizes(const std::string& list) {
@@ -261,11 +259,7 @@ void check_options(Options& o) {
   if (o.rank == 1 && o.peer_host.empty()) fail(Fail::usage, "rank 1 needs --peer HOST:PORT");
   if (o.rank == 0 && !o.peer_host.empty()) fail(Fail::usage, "--peer is for rank 1; rank 0 uses --listen-port");
   if (o.sizes.empty()) fail(Fail::usage, "--sizes: empty list");
-  if ((o.fault == "dead-rail" || o.fault == "finalize-open") && o.comms < 1)
-    fail(Fail::usage, "--fault " + o.fault + " needs --comms N >= 1 (the comm pairs it opens)");
-  if (!o.wait_file.empty() && o.fault != "dead-rail") fail(Fail::usage, "--wait-file is for --fault dead-rail");
-  if (o.fault == "peer-death" && o.messages < 2)
-    fail(Fail::usage, "--fault peer-death needs --messages >= 2 (rank 1 dies after half of them)");
+  check_fault_options(o);
   if (o.min_seconds > 0 && o.messages == 0) fail(Fail::usage, "--min-seconds needs an integrity phase (--messages >= 1)");
   if (o.comms_hold_s > 0 && (o.comms == 0 || !o.fault.empty())) fail(Fail::usage, "--comms-hold needs --comms N (and no --fault)");
   if (o.min_seconds >= o.timeout_s)

@@ -81,102 +81,88 @@ void close_link(Plugin& net, Link& l) {
   l = Link{};
 }
 
-CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
-                           const std::function<void()>& hold_started) {
-  CommsResult r;
-  r.ran = true;
-  r.n = o.comms;
-  mgmt.barrier("comms open", o.timeout_s);
-  r.before = snapshot(false);
-  ConnectStats cs;
-  std::vector<Link> links = open_links(net, mgmt, o.dev, o.comms, o.timeout_s, &cs);
-  r.connect_ms = cs.ms;
+namespace {
 
-  // One 64-byte message per link and direction; each comm registers its own page.
-  constexpr std::size_t kMsg = 64, kPage = 4096;
-  std::size_t bytes = static_cast<std::size_t>(o.comms) * 2 * kPage;
-  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) fail(Fail::usage, "cannot allocate comms-test buffers");
-  auto* base = static_cast<std::uint8_t*>(mem);
-  struct Pending {
-    void* smh = nullptr;
-    void* rmh = nullptr;
-    void* sreq = nullptr;
-    void* rreq = nullptr;
-    bool sdone = false, rdone = false;
-    int rsize = -1;
-  };
-  std::vector<Pending> p(links.size());
-  auto sbuf = [&](std::size_t i) { return base + i * 2 * kPage; };
-  auto rbuf = [&](std::size_t i) { return base + i * 2 * kPage + kPage; };
-  const std::uint32_t epoch = 300;
+// The comms test: one 64-byte message per link and direction; each comm registers its own page.
+constexpr std::size_t kCommsMsg = 64, kCommsPage = 4096;
+constexpr std::uint32_t kEpochComms = 300;
+
+std::uint8_t* comms_sbuf(std::uint8_t* base, std::size_t i) { return base + i * 2 * kCommsPage; }
+std::uint8_t* comms_rbuf(std::uint8_t* base, std::size_t i) { return base + i * 2 * kCommsPage + kCommsPage; }
+
+// One turn on link i: posts what is not posted, tests what is outstanding, verifies a completed
+// receive. Returns how many of its two requests completed in this turn.
+std::size_t comms_turn(Plugin& net, int rank, Link& link, std::uint8_t* base, std::size_t i, PairMessage& q,
+                       CommsResult& r) {
+  std::size_t completed = 0;
+  if (!q.rreq) {
+    void* data = comms_rbuf(base, i);
+    std::size_t cap = kCommsPage;
+    int tag = 0;
+    void* mh = q.rmh;
+    check(net.irecv(link.recv, 1, &data, &cap, &tag, &mh, &q.rreq), "irecv");
+  }
+  if (!q.sreq) check(net.isend(link.send, comms_sbuf(base, i), kCommsMsg, 0, q.smh, &q.sreq), "isend");
+  if (q.rreq && !q.rdone) {
+    int done = 0;
+    check(net.test(q.rreq, &done, &q.rsize), "test(irecv)");
+    if (done) {
+      q.rdone = true;
+      ++completed;
+      pattern::Mismatch m;
+      pattern::verify(comms_rbuf(base, i), 0, kCommsMsg, pattern::seed(1 - rank, kEpochComms, i), &m);
+      if (m.bytes == 0 && q.rsize == static_cast<int>(kCommsMsg)) ++r.messages_ok;
+      else log::warn("comms test: link %zu: %d bytes reported, %llu wrong bytes", i, q.rsize,
+                     static_cast<unsigned long long>(m.bytes));
+      if (net.has_irecvConsumed()) check(net.irecvConsumed(link.recv, 1, q.rreq), "irecvConsumed");
+    }
+  }
+  if (q.sreq && !q.sdone) {
+    int done = 0;
+    check(net.test(q.sreq, &done, nullptr), "test(isend)");
+    if (done) {
+      q.sdone = true;
+      ++completed;
+    }
+  }
+  return completed;
+}
+
+// Registers each link's pages, then moves the messages until every request completed.
+void comms_messages(Plugin& net, Mgmt& mgmt, const Options& o, int rank, std::vector<Link>& links, std::uint8_t* base,
+                    std::vector<PairMessage>& p, CommsResult& r) {
   for (std::size_t i = 0; i < links.size(); ++i) {
-    check(net.regMr(links[i].send, sbuf(i), kPage, NCCL_PTR_HOST, &p[i].smh), "regMr(send comm)");
-    check(net.regMr(links[i].recv, rbuf(i), kPage, NCCL_PTR_HOST, &p[i].rmh), "regMr(recv comm)");
-    pattern::fill(sbuf(i), 0, kMsg, pattern::seed(rank, epoch, i));
+    check(net.regMr(links[i].send, comms_sbuf(base, i), kCommsPage, NCCL_PTR_HOST, &p[i].smh), "regMr(send comm)");
+    check(net.regMr(links[i].recv, comms_rbuf(base, i), kCommsPage, NCCL_PTR_HOST, &p[i].rmh), "regMr(recv comm)");
+    pattern::fill(comms_sbuf(base, i), 0, kCommsMsg, pattern::seed(rank, kEpochComms, i));
   }
   Deadline d(o.timeout_s);
   std::size_t left = 2 * links.size();
   unsigned turn = 0;
   while (left > 0) {
-    for (std::size_t i = 0; i < links.size(); ++i) {
-      Pending& q = p[i];
-      if (!q.rreq) {
-        void* data = rbuf(i);
-        std::size_t cap = kPage;
-        int tag = 0;
-        void* mh = q.rmh;
-        check(net.irecv(links[i].recv, 1, &data, &cap, &tag, &mh, &q.rreq), "irecv");
-      }
-      if (!q.sreq) check(net.isend(links[i].send, sbuf(i), kMsg, 0, q.smh, &q.sreq), "isend");
-      if (q.rreq && !q.rdone) {
-        int done = 0;
-        check(net.test(q.rreq, &done, &q.rsize), "test(irecv)");
-        if (done) {
-          q.rdone = true;
-          --left;
-          pattern::Mismatch m;
-          pattern::verify(rbuf(i), 0, kMsg, pattern::seed(1 - rank, epoch, i), &m);
-          if (m.bytes == 0 && q.rsize == static_cast<int>(kMsg)) ++r.messages_ok;
-          else log::warn("comms test: link %zu: %d bytes reported, %llu wrong bytes", i, q.rsize,
-                         static_cast<unsigned long long>(m.bytes));
-          if (net.has_irecvConsumed()) check(net.irecvConsumed(links[i].recv, 1, q.rreq), "irecvConsumed");
-        }
-      }
-      if (q.sreq && !q.sdone) {
-        int done = 0;
-        check(net.test(q.sreq, &done, nullptr), "test(isend)");
-        if (done) {
-          q.sdone = true;
-          --left;
-        }
-      }
-    }
+    for (std::size_t i = 0; i < links.size(); ++i) left -= comms_turn(net, rank, links[i], base, i, p[i], r);
     if ((++turn & 63) == 0) mgmt.check_abort();
     d.check(o.timeout_s, "moving one message over each comm of the comms test");
   }
-  r.after_open = snapshot(false);
-  if (o.comms_hold_s > 0) {  // the pairs stay open, untouched: the plugin's control plane alone tends them
-    mgmt.barrier("comms hold", o.timeout_s);
-    if (hold_started) hold_started();
-    const std::int64_t until = now_ns() + static_cast<std::int64_t>(o.comms_hold_s * 1e9);
-    while (now_ns() < until) {
-      mgmt.check_abort();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    r.held_s = o.comms_hold_s;
+}
+
+// --comms-hold: the pairs stay open, untouched: the plugin's control plane alone tends them.
+void comms_hold(Mgmt& mgmt, const Options& o, const std::function<void()>& hold_started, CommsResult& r) {
+  mgmt.barrier("comms hold", o.timeout_s);
+  if (hold_started) hold_started();
+  const std::int64_t until = now_ns() + static_cast<std::int64_t>(o.comms_hold_s * 1e9);
+  while (now_ns() < until) {
+    mgmt.check_abort();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  mgmt.barrier("comms close", o.timeout_s);
-  for (std::size_t i = 0; i < links.size(); ++i) {
-    check(net.deregMr(links[i].send, p[i].smh), "deregMr(send comm)");
-    check(net.deregMr(links[i].recv, p[i].rmh), "deregMr(recv comm)");
-    close_link(net, links[i]);
-  }
-  ::munmap(mem, bytes);
-  // Closing hands a comm's QPs, CQs and completion channels to the plugin's reaper: their fds
-  // close in the background, seconds later for many comms on a slow (emulated) host. The plugin
-  // also opens fds for a moment (the stats writer appends the close records), so the count that
-  // counts is the snapshot's, retaken until it is back or the bound passes.
+  r.held_s = o.comms_hold_s;
+}
+
+// Closing hands a comm's QPs, CQs and completion channels to the plugin's reaper: their fds
+// close in the background, seconds later for many comms on a slow (emulated) host. The plugin
+// also opens fds for a moment (the stats writer appends the close records), so the count that
+// counts is the snapshot's, retaken until it is back or the bound passes.
+void comms_fds_after_close(CommsResult& r) {
   constexpr std::int64_t kFdBoundNs = 10'000'000'000;
   const std::int64_t closed_ns = now_ns();
   for (;;) {
@@ -189,6 +175,36 @@ CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
   // Fewer than before is no leak: an fd of the earlier phases can close meanwhile (the plugin
   // closes a listener asynchronously, on its progress thread).
   r.fds_returned = r.after_close.fds <= r.before.fds;
+}
+
+}  // namespace
+
+CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
+                           const std::function<void()>& hold_started) {
+  CommsResult r;
+  r.ran = true;
+  r.n = o.comms;
+  mgmt.barrier("comms open", o.timeout_s);
+  r.before = snapshot(false);
+  ConnectStats cs;
+  std::vector<Link> links = open_links(net, mgmt, o.dev, o.comms, o.timeout_s, &cs);
+  r.connect_ms = cs.ms;
+
+  std::size_t bytes = static_cast<std::size_t>(o.comms) * 2 * kCommsPage;
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) fail(Fail::usage, "cannot allocate comms-test buffers");
+  std::vector<PairMessage> p(links.size());
+  comms_messages(net, mgmt, o, rank, links, static_cast<std::uint8_t*>(mem), p, r);
+  r.after_open = snapshot(false);
+  if (o.comms_hold_s > 0) comms_hold(mgmt, o, hold_started, r);
+  mgmt.barrier("comms close", o.timeout_s);
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    check(net.deregMr(links[i].send, p[i].smh), "deregMr(send comm)");
+    check(net.deregMr(links[i].recv, p[i].rmh), "deregMr(recv comm)");
+    close_link(net, links[i]);
+  }
+  ::munmap(mem, bytes);
+  comms_fds_after_close(r);
   if (r.n > 0) r.rss_per_comm_kib = static_cast<double>(r.after_open.rss_kib - r.before.rss_kib) / r.n;
   return r;
 }

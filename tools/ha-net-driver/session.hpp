@@ -20,6 +20,17 @@ struct Link {
   void* listen = nullptr;  // closed as soon as accept() returned the recv comm, like NCCL
 };
 
+// One message each way over a send/recv comm pair, polled without blocking (the comms test, the
+// churn): the pair's registrations, its requests and their completion.
+struct PairMessage {
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  void* sreq = nullptr;
+  void* rreq = nullptr;
+  bool sdone = false, rdone = false;
+  int rsize = -1;  // what test() reported for the receive
+};
+
 // Opens n links at once: n listen() calls, the 128-byte handles go to the peer in one message,
 // then connect()/accept() are called round-robin (both are non-blocking and return NULL comms
 // until ready) until every link has both comms or the timeout expires. The same handle buffer

@@ -178,13 +178,36 @@ void flush_group(DataCtx& c, LastGroup& g, Integrity& st, const Deadline& d) {
   ++st.flushes;
 }
 
+// isend of one message: its request, or NULL ("try again", counted) when the plugin cannot take
+// it now (e.g. no clear-to-send from the receiver yet).
+void* post_isend(DataCtx& c, void* data, std::size_t size, int tag, Integrity& st) {
+  void* req = nullptr;
+  check(c.net.isend(c.send_comm, data, size, tag, c.send_mh, &req), "isend");
+  if (!req) ++st.isend_retries;
+  return req;
+}
+
+// irecv of n buffers, with NCCL's NCCL_NET_OPTIONAL_RECV_COMPLETION hint preset in *request when
+// `optional`: the request, or NULL ("try again", counted). A plugin must overwrite the hint.
+void* post_irecv(DataCtx& c, int n, void** data, std::size_t* sizes, int* tags, void** mhs, bool optional,
+                 Integrity& st) {
+  void* req = optional ? kOptionalHint : nullptr;
+  check(c.net.irecv(c.recv_comm, n, data, sizes, tags, mhs, &req), "irecv");
+  if (req == kOptionalHint)
+    fail(Fail::plugin, "irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request (it must store a real request or NULL)");
+  if (!req) ++st.irecv_retries;
+  return req;
+}
+
 struct StreamOut {
   std::int64_t recv_first_post_ns = 0, recv_last_done_ns = 0;
   LastGroup last;
 };
 
 // One stream per direction: this rank sends s.send_messages and receives s.recv_messages, W in
-// flight each way. Counters go to st as they happen (so they survive an error).
+// flight each way. Counters go to st as they happen (so they survive an error). One polling turn
+// (turn()) posts what the window allows, tests what is outstanding and verifies what arrived,
+// like one pass of NCCL's proxy progress loop.
 //
 // With s.min_seconds > 0 the length is open-ended, and each sender decides it for its direction:
 // its count starts at the given number ("limit"); whenever it has posted all but half an
@@ -193,24 +216,18 @@ struct StreamOut {
 // connection (MsgType::extend, "N" or "N final") before the sender may use it, and the receiver
 // never posts a receive at or beyond the limit it knows, so no receive is ever left posted without
 // its message (and no send without its receive). The receiver's lead is E/2 messages (>= 2 W).
-StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
-  StreamOut out;
-  st.ran = true;
-  const int W = s.window, G = s.group, RW = std::max(1, W / G);
-  const int peer = 1 - c.rank;
-  const bool optional_ok = c.opt.optional_recv && c.net.version() >= 9;
-  const std::size_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
-  const Prep prep = !s.full_verify ? Prep::poison_windows : s.per_message_pattern ? Prep::guard_only : Prep::poison_all;
-  auto size_of = [&](std::uint64_t k) { return s.sizes[k % s.sizes.size()]; };
-  auto tag_of = [&](std::uint64_t k) { return static_cast<int>(k % static_cast<std::uint64_t>(G)); };
-  auto key_of = [&](std::uint64_t k) { return s.per_message_pattern ? k : 0; };
-  auto round_up = [&](std::uint64_t v) { return (v + static_cast<std::uint64_t>(G) - 1) / static_cast<std::uint64_t>(G) * static_cast<std::uint64_t>(G); };
+class Stream {
+ public:
+  Stream(DataCtx& c, const StreamSpec& s, Integrity& st);
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
 
-  const bool open_ended = s.min_seconds > 0;
-  const std::uint64_t extension = round_up(std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(W), 32));
-  std::uint64_t send_limit = s.send_messages, recv_limit = s.recv_messages;
-  bool send_final = !open_ended || send_limit == 0, recv_final = !open_ended || recv_limit == 0;
+  // False once both directions reached their final limit and the churn (if any) is done.
+  bool active() const;
+  void turn();
+  StreamOut finish();
 
+ private:
   struct SendOp {
     void* req;
     std::uint64_t k;
@@ -224,231 +241,320 @@ StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
     int slot[kMaxGroup];
     bool optional;
   };
-  std::deque<SendOp> sends;
-  std::deque<RecvOp> recvs;
-  std::vector<int> free_send, free_recv;
-  for (int i = W - 1; i >= 0; --i) {
-    free_send.push_back(i);
-    free_recv.push_back(i);
+
+  std::size_t size_of(std::uint64_t k) const { return s_.sizes[k % s_.sizes.size()]; }
+  int tag_of(std::uint64_t k) const { return static_cast<int>(k % static_cast<std::uint64_t>(G_)); }
+  std::uint64_t key_of(std::uint64_t k) const { return s_.per_message_pattern ? k : 0; }
+  std::uint64_t round_up(std::uint64_t v) const {
+    const auto g = static_cast<std::uint64_t>(G_);
+    return (v + g - 1) / g * g;
   }
-  if (!s.per_message_pattern)
-    for (int i = 0; i < W; ++i) fill_message(c.buf.send_slot(i), max_size, pattern::seed(c.rank, s.epoch, 0));
+  void extend_send_limit();
+  void announce(std::uint64_t limit, bool final);
+  void read_limits();
+  void take_idle(const IdleWindow& w);
+  void post_sends();
+  void post_recvs();
+  void test_sends();
+  void test_recvs();
+  void complete_recv(const RecvOp& op, const int* sizes);
+  void step_churn();
 
-  std::optional<SendOp> pend_send;
-  std::optional<RecvOp> pend_recv;
-  std::uint64_t next_send = 0, next_recv = 0, sends_done = 0, recvs_done = 0;
-  Deadline d(c.opt.timeout_s);
-  std::string what = std::string("in the ") + s.phase + " phase";
-  Pacer pace{c, d, what.c_str()};
-  std::int64_t t0 = now_ns();
-  Timeline* tl = s.timeline;
+  DataCtx& c_;
+  const StreamSpec& s_;
+  Integrity& st_;
+  const int W_, G_, RW_;
+  const int peer_;
+  const bool optional_ok_;
+  const Prep prep_;
+  const bool open_ended_;
+  const std::uint64_t extension_;
+  std::uint64_t send_limit_, recv_limit_;
+  bool send_final_, recv_final_;
+  std::deque<SendOp> sends_;
+  std::deque<RecvOp> recvs_;
+  std::vector<int> free_send_, free_recv_;
+  std::optional<SendOp> pend_send_;  // taken a slot, but isend said "try again"
+  std::optional<RecvOp> pend_recv_;
+  std::uint64_t next_send_ = 0, next_recv_ = 0, sends_done_ = 0, recvs_done_ = 0;
+  Deadline d_;
+  std::string what_;
+  Pacer pace_;
+  std::int64_t t0_ = 0, phase_t0_ = 0;
+  std::size_t next_idle_ = 0;
+  std::vector<IdleTaken> idle_local_;
+  bool progress_ = true;
+  unsigned turn_ = 0;
+  StreamOut out_;
+};
 
-  // The sender's side of the open-ended length.
-  auto announce = [&](std::uint64_t limit, bool final) {
-    if (outliving(c)) return;
+Stream::Stream(DataCtx& c, const StreamSpec& s, Integrity& st)
+    : c_(c),
+      s_(s),
+      st_(st),
+      W_(s.window),
+      G_(s.group),
+      RW_(std::max(1, s.window / s.group)),
+      peer_(1 - c.rank),
+      optional_ok_(c.opt.optional_recv && c.net.version() >= 9),
+      prep_(!s.full_verify ? Prep::poison_windows : s.per_message_pattern ? Prep::guard_only : Prep::poison_all),
+      open_ended_(s.min_seconds > 0),
+      extension_(round_up(std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(s.window), 32))),
+      send_limit_(s.send_messages),
+      recv_limit_(s.recv_messages),
+      send_final_(!open_ended_ || send_limit_ == 0),
+      recv_final_(!open_ended_ || recv_limit_ == 0),
+      d_(c.opt.timeout_s),
+      what_(std::string("in the ") + s.phase + " phase"),
+      pace_{c, d_, what_.c_str()} {
+  st_.ran = true;
+  for (int i = W_ - 1; i >= 0; --i) {
+    free_send_.push_back(i);
+    free_recv_.push_back(i);
+  }
+  if (!s_.per_message_pattern) {
+    const std::size_t max_size = *std::max_element(s_.sizes.begin(), s_.sizes.end());
+    for (int i = 0; i < W_; ++i) fill_message(c_.buf.send_slot(i), max_size, pattern::seed(c_.rank, s_.epoch, 0));
+  }
+  d_ = Deadline(c_.opt.timeout_s);  // the phase's bound starts after the send slots were filled
+  t0_ = now_ns();
+  // --idle windows count from the phase start (the timeline's, when there is one).
+  phase_t0_ = s_.timeline ? s_.timeline->start_ns : t0_;
+  if (s_.churn) s_.churn->start(phase_t0_);
+}
+
+bool Stream::active() const {
+  return sends_done_ < send_limit_ || !send_final_ || recvs_done_ < recv_limit_ || !recv_final_ ||
+         (s_.churn && !s_.churn->done() && !outliving(c_));
+}
+
+void Stream::turn() {
+  pace_.tick(progress_);
+  progress_ = false;
+  ++turn_;
+  if (s_.idle && next_idle_ < s_.idle->size() && now_ns() - phase_t0_ >= (*s_.idle)[next_idle_].at_ms * 1000000) {
+    take_idle((*s_.idle)[next_idle_++]);
+    progress_ = true;  // no sched_yield right after the pause
+  }
+  if (!send_final_ && next_send_ + extension_ / 2 >= send_limit_) extend_send_limit();
+  if (!recv_final_ && (next_recv_ >= recv_limit_ || (turn_ & 15) == 0)) read_limits();
+  post_sends();
+  post_recvs();
+  test_sends();
+  test_recvs();
+  step_churn();
+}
+
+StreamOut Stream::finish() {
+  st_.seconds = static_cast<double>(now_ns() - t0_) / 1e9;
+  return out_;
+}
+
+// The sender's side of the open-ended length: a new limit E further, or the current one final.
+void Stream::extend_send_limit() {
+  if (static_cast<double>(now_ns() - t0_) / 1e9 >= s_.min_seconds) {
+    send_final_ = true;
+  } else {
+    send_limit_ = round_up(send_limit_ + extension_);
+  }
+  announce(send_limit_, send_final_);
+}
+
+void Stream::announce(std::uint64_t limit, bool final) {
+  if (outliving(c_)) return;
+  try {
+    c_.mgmt.send(MsgType::extend, strf("%llu%s", static_cast<unsigned long long>(limit), final ? " final" : ""));
+  } catch (const DriverError& e) {
+    peer_lost(c_, e);
+  }
+}
+
+// The receiver's side: read the limits the peer announced (they precede anything else it sends).
+void Stream::read_limits() {
+  while (!recv_final_ && !outliving(c_)) {
+    std::optional<std::string> m;
     try {
-      c.mgmt.send(MsgType::extend, strf("%llu%s", static_cast<unsigned long long>(limit), final ? " final" : ""));
+      m = c_.mgmt.try_recv(MsgType::extend);
     } catch (const DriverError& e) {
-      peer_lost(c, e);
+      peer_lost(c_, e);
     }
-  };
-  // The receiver's side: read the limits the peer announced (they precede anything else it sends).
-  auto read_limits = [&] {
-    while (!recv_final && !outliving(c)) {
-      std::optional<std::string> m;
-      try {
-        m = c.mgmt.try_recv(MsgType::extend);
-      } catch (const DriverError& e) {
-        peer_lost(c, e);
-      }
-      if (!m) return;
-      char* end = nullptr;
-      unsigned long long v = std::strtoull(m->c_str(), &end, 10);
-      if (end == m->c_str() || v < recv_limit)
-        fail(Fail::peer, "management protocol: bad stream limit '" + *m + "' from the peer");
-      recv_limit = v;
-      recv_final = std::string(end) == " final";
-    }
-  };
-
-  // --idle: at the start of a turn past a window's AT, this rank makes no plugin call for its
-  // duration (an NCCL proxy busy elsewhere). The management connection (the peer's stream limits
-  // and abort) and the phase deadline are still checked every 20 ms; the watchdog is not involved
-  // (no plugin call is running). A window whose AT comes after the stream ended is not taken.
-  const std::int64_t phase_t0 = tl ? tl->start_ns : t0;
-  std::size_t next_idle = 0;
-  std::vector<IdleTaken> idle_local;
-  auto take_idle = [&](const IdleWindow& w) {
-    std::vector<IdleTaken>& taken = c.idle_taken ? *c.idle_taken : idle_local;
-    IdleTaken& t = taken.emplace_back();
-    const std::int64_t start = now_ns(), end = start + w.duration_ms * 1000000;
-    t.at_ms = w.at_ms;
-    t.duration_ms = w.duration_ms;
-    t.start_ms = (start - phase_t0) / 1000000;
-    t.start_unix_ms = t.end_unix_ms = wall_ms();
-    log::info("idle: no plugin call for %lld ms from %lld ms into the %s phase", static_cast<long long>(w.duration_ms),
-              static_cast<long long>(t.start_ms), s.phase);
-    for (std::int64_t left = end - start; left > 0; left = end - now_ns()) {
-      ::usleep(static_cast<useconds_t>(std::min<std::int64_t>(left / 1000, 20000)));
-      t.end_unix_ms = wall_ms();
-      read_limits();  // the peer's stream limits, so that an abort queued behind them is seen
-      pace.check_now();
-    }
-    t.end_unix_ms = wall_ms();
-    log::info("idle: resuming after %lld ms", static_cast<long long>(t.end_unix_ms - t.start_unix_ms));
-  };
-
-  bool progress = true;
-  unsigned turn = 0;
-  Churn* const churn = s.churn;
-  if (churn) churn->start(phase_t0);
-  while (sends_done < send_limit || !send_final || recvs_done < recv_limit || !recv_final ||
-         (churn && !churn->done() && !outliving(c))) {
-    pace.tick(progress);
-    progress = false;
-    ++turn;
-    if (s.idle && next_idle < s.idle->size() && now_ns() - phase_t0 >= (*s.idle)[next_idle].at_ms * 1000000) {
-      take_idle((*s.idle)[next_idle++]);
-      progress = true;  // no sched_yield right after the pause
-    }
-    if (!send_final && next_send + extension / 2 >= send_limit) {
-      if (static_cast<double>(now_ns() - t0) / 1e9 >= s.min_seconds) {
-        send_final = true;
-      } else {
-        send_limit = round_up(send_limit + extension);
-      }
-      announce(send_limit, send_final);
-    }
-    if (!recv_final && (next_recv >= recv_limit || (turn & 15) == 0)) read_limits();
-    // Post sends, in message order; a NULL request means "try again next turn".
-    while (next_send < send_limit && sends.size() < static_cast<std::size_t>(W)) {
-      if (!pend_send) {
-        SendOp op{nullptr, next_send, free_send.back(), size_of(next_send)};
-        free_send.pop_back();
-        if (s.per_message_pattern) {
-          std::uint8_t* p = c.buf.send_slot(op.slot);
-          const std::uint64_t seed = pattern::seed(c.rank, s.epoch, key_of(op.k));
-          if (s.full_verify) fill_message(p, op.size, seed);
-          else pattern::for_each_window(op.size, [&](std::size_t a, std::size_t b) { pattern::fill(p, a, b, seed); });
-        }
-        pend_send = op;
-      }
-      void* req = nullptr;
-      check(c.net.isend(c.send_comm, c.buf.send_slot(pend_send->slot), pend_send->size, tag_of(pend_send->k),
-                        c.send_mh, &req), "isend");
-      if (!req) {
-        ++st.isend_retries;
-        break;
-      }
-      pend_send->req = req;
-      progress = true;
-      sends.push_back(*pend_send);
-      pend_send.reset();
-      ++next_send;
-    }
-    // Post grouped receives of recv_size buffers (larger than most messages, as in NCCL).
-    while (next_recv < recv_limit && recvs.size() < static_cast<std::size_t>(RW)) {
-      if (!pend_recv) {
-        RecvOp op{};
-        op.k0 = next_recv;
-        op.n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(G), recv_limit - next_recv));
-        op.optional = optional_ok && op.n == 1;
-        for (int i = 0; i < op.n; ++i) {
-          op.slot[i] = free_recv.back();
-          free_recv.pop_back();
-          std::uint64_t k = op.k0 + static_cast<std::uint64_t>(i);
-          prepare_recv(c, c.buf.recv_slot(op.slot[i]), size_of(k), pattern::seed(peer, s.epoch, key_of(k)), prep);
-        }
-        pend_recv = op;
-      }
-      RecvOp& op = *pend_recv;
-      void* data[kMaxGroup];
-      std::size_t sizes[kMaxGroup];
-      int tags[kMaxGroup];
-      void* mhs[kMaxGroup];
-      for (int i = 0; i < op.n; ++i) {
-        data[i] = c.buf.recv_slot(op.slot[i]);
-        sizes[i] = s.recv_size;
-        tags[i] = tag_of(op.k0 + static_cast<std::uint64_t>(i));
-        mhs[i] = c.recv_mh;
-      }
-      void* req = op.optional ? kOptionalHint : nullptr;
-      if (out.recv_first_post_ns == 0) out.recv_first_post_ns = now_ns();
-      check(c.net.irecv(c.recv_comm, op.n, data, sizes, tags, mhs, &req), "irecv");
-      if (req == kOptionalHint)
-        fail(Fail::plugin, "irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request (it must store a real request or NULL)");
-      if (!req) {
-        ++st.irecv_retries;
-        break;
-      }
-      op.req = req;
-      progress = true;
-      next_recv += static_cast<std::uint64_t>(op.n);
-      recvs.push_back(op);
-      pend_recv.reset();
-    }
-    // Test sends (oldest only, like NCCL, unless --test-order all).
-    for (auto it = sends.begin(); it != sends.end();) {
-      int done = 0, size = -1;
-      check(c.net.test(it->req, &done, &size), "test(isend)");
-      if (!done) {
-        if (!c.opt.test_all) break;
-        ++it;
-        continue;
-      }
-      if (tl) tl->add(tl->send, now_ns(), 1, it->size);
-      progress = true;
-      if (size != -1 && static_cast<std::size_t>(size) != it->size) ++st.send_size_mismatches;
-      ++st.messages_sent;
-      st.bytes_sent += it->size;
-      ++sends_done;
-      free_send.push_back(it->slot);
-      it = sends.erase(it);
-    }
-    for (auto it = recvs.begin(); it != recvs.end();) {
-      int done = 0;
-      int sizes[kMaxGroup];
-      std::fill(sizes, sizes + it->n, -1);
-      check(c.net.test(it->req, &done, sizes), "test(irecv)");
-      if (!done) {
-        if (!c.opt.test_all) break;
-        ++it;
-        continue;
-      }
-      out.recv_last_done_ns = now_ns();
-      progress = true;
-      LastGroup group = group_of(c, it->n, it->slot, sizes);
-      if (c.opt.flush_each) flush_group(c, group, st, d);
-      bool any_bytes = false;
-      std::uint64_t group_bytes = 0;
-      for (int i = 0; i < it->n; ++i) {
-        std::uint64_t k = it->k0 + static_cast<std::uint64_t>(i);
-        check_received(c, st, c.buf.recv_slot(it->slot[i]), size_of(k), sizes[i],
-                       pattern::seed(peer, s.epoch, key_of(k)), s.full_verify, it->optional, k, d);
-        group_bytes += size_of(k);
-        any_bytes = any_bytes || sizes[i] > 0;
-        free_recv.push_back(it->slot[i]);
-      }
-      if (tl) tl->add(tl->recv, out.recv_last_done_ns, static_cast<std::uint64_t>(it->n), group_bytes);
-      if (any_bytes) out.last = group;  // the last receive that carried data, for the iflush
-      // NCCL 2.30 tells the plugin the buffers were consumed, after test() reported done.
-      if (c.net.has_irecvConsumed()) check(c.net.irecvConsumed(c.recv_comm, it->n, it->req), "irecvConsumed");
-      recvs_done += static_cast<std::uint64_t>(it->n);
-      it = recvs.erase(it);
-      if (c.after_recv) c.after_recv(recvs_done);
-    }
-    // --churn: one step of the current extra pair (non-blocking calls only).
-    if (churn && !churn->done() && !outliving(c)) {
-      try {
-        progress = churn->step() || progress;
-      } catch (const DriverError& e) {
-        if (e.kind != Fail::peer) throw;
-        peer_lost(c, e);
-      }
-    }
+    if (!m) return;
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(m->c_str(), &end, 10);
+    if (end == m->c_str() || v < recv_limit_)
+      fail(Fail::peer, "management protocol: bad stream limit '" + *m + "' from the peer");
+    recv_limit_ = v;
+    recv_final_ = std::string(end) == " final";
   }
-  st.seconds = static_cast<double>(now_ns() - t0) / 1e9;
-  return out;
+}
+
+// --idle: at the start of a turn past a window's AT, this rank makes no plugin call for its
+// duration (an NCCL proxy busy elsewhere). The management connection (the peer's stream limits
+// and abort) and the phase deadline are still checked every 20 ms; the watchdog is not involved
+// (no plugin call is running). A window whose AT comes after the stream ended is not taken.
+void Stream::take_idle(const IdleWindow& w) {
+  std::vector<IdleTaken>& taken = c_.idle_taken ? *c_.idle_taken : idle_local_;
+  IdleTaken& t = taken.emplace_back();
+  const std::int64_t start = now_ns(), end = start + w.duration_ms * 1000000;
+  t.at_ms = w.at_ms;
+  t.duration_ms = w.duration_ms;
+  t.start_ms = (start - phase_t0_) / 1000000;
+  t.start_unix_ms = t.end_unix_ms = wall_ms();
+  log::info("idle: no plugin call for %lld ms from %lld ms into the %s phase", static_cast<long long>(w.duration_ms),
+            static_cast<long long>(t.start_ms), s_.phase);
+  for (std::int64_t left = end - start; left > 0; left = end - now_ns()) {
+    ::usleep(static_cast<useconds_t>(std::min<std::int64_t>(left / 1000, 20000)));
+    t.end_unix_ms = wall_ms();
+    read_limits();  // the peer's stream limits, so that an abort queued behind them is seen
+    pace_.check_now();
+  }
+  t.end_unix_ms = wall_ms();
+  log::info("idle: resuming after %lld ms", static_cast<long long>(t.end_unix_ms - t.start_unix_ms));
+}
+
+// Post sends, in message order; a NULL request means "try again next turn".
+void Stream::post_sends() {
+  while (next_send_ < send_limit_ && sends_.size() < static_cast<std::size_t>(W_)) {
+    if (!pend_send_) {
+      SendOp op{nullptr, next_send_, free_send_.back(), size_of(next_send_)};
+      free_send_.pop_back();
+      if (s_.per_message_pattern) {
+        std::uint8_t* p = c_.buf.send_slot(op.slot);
+        const std::uint64_t seed = pattern::seed(c_.rank, s_.epoch, key_of(op.k));
+        if (s_.full_verify) fill_message(p, op.size, seed);
+        else pattern::for_each_window(op.size, [&](std::size_t a, std::size_t b) { pattern::fill(p, a, b, seed); });
+      }
+      pend_send_ = op;
+    }
+    void* req = post_isend(c_, c_.buf.send_slot(pend_send_->slot), pend_send_->size, tag_of(pend_send_->k), st_);
+    if (!req) break;
+    pend_send_->req = req;
+    progress_ = true;
+    sends_.push_back(*pend_send_);
+    pend_send_.reset();
+    ++next_send_;
+  }
+}
+
+// Post grouped receives of recv_size buffers (larger than most messages, as in NCCL).
+void Stream::post_recvs() {
+  while (next_recv_ < recv_limit_ && recvs_.size() < static_cast<std::size_t>(RW_)) {
+    if (!pend_recv_) {
+      RecvOp op{};
+      op.k0 = next_recv_;
+      op.n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(G_), recv_limit_ - next_recv_));
+      op.optional = optional_ok_ && op.n == 1;
+      for (int i = 0; i < op.n; ++i) {
+        op.slot[i] = free_recv_.back();
+        free_recv_.pop_back();
+        std::uint64_t k = op.k0 + static_cast<std::uint64_t>(i);
+        prepare_recv(c_, c_.buf.recv_slot(op.slot[i]), size_of(k), pattern::seed(peer_, s_.epoch, key_of(k)), prep_);
+      }
+      pend_recv_ = op;
+    }
+    RecvOp& op = *pend_recv_;
+    void* data[kMaxGroup];
+    std::size_t sizes[kMaxGroup];
+    int tags[kMaxGroup];
+    void* mhs[kMaxGroup];
+    for (int i = 0; i < op.n; ++i) {
+      data[i] = c_.buf.recv_slot(op.slot[i]);
+      sizes[i] = s_.recv_size;
+      tags[i] = tag_of(op.k0 + static_cast<std::uint64_t>(i));
+      mhs[i] = c_.recv_mh;
+    }
+    if (out_.recv_first_post_ns == 0) out_.recv_first_post_ns = now_ns();
+    void* req = post_irecv(c_, op.n, data, sizes, tags, mhs, op.optional, st_);
+    if (!req) break;
+    op.req = req;
+    progress_ = true;
+    next_recv_ += static_cast<std::uint64_t>(op.n);
+    recvs_.push_back(op);
+    pend_recv_.reset();
+  }
+}
+
+// Test sends (oldest only, like NCCL, unless --test-order all).
+void Stream::test_sends() {
+  Timeline* tl = s_.timeline;
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    int done = 0, size = -1;
+    check(c_.net.test(it->req, &done, &size), "test(isend)");
+    if (!done) {
+      if (!c_.opt.test_all) break;
+      ++it;
+      continue;
+    }
+    if (tl) tl->add(tl->send, now_ns(), 1, it->size);
+    progress_ = true;
+    if (size != -1 && static_cast<std::size_t>(size) != it->size) ++st_.send_size_mismatches;
+    ++st_.messages_sent;
+    st_.bytes_sent += it->size;
+    ++sends_done_;
+    free_send_.push_back(it->slot);
+    it = sends_.erase(it);
+  }
+}
+
+// Test receives, in the same order; each completed group is verified and its slots freed.
+void Stream::test_recvs() {
+  for (auto it = recvs_.begin(); it != recvs_.end();) {
+    int done = 0;
+    int sizes[kMaxGroup];
+    std::fill(sizes, sizes + it->n, -1);
+    check(c_.net.test(it->req, &done, sizes), "test(irecv)");
+    if (!done) {
+      if (!c_.opt.test_all) break;
+      ++it;
+      continue;
+    }
+    complete_recv(*it, sizes);
+    recvs_done_ += static_cast<std::uint64_t>(it->n);
+    it = recvs_.erase(it);
+    if (c_.after_recv) c_.after_recv(recvs_done_);
+  }
+}
+
+// A receive group test() reported done, with the sizes it returned: (--flush-each: flush it,)
+// check every message of it, free its slots, tell the plugin the buffers were consumed.
+void Stream::complete_recv(const RecvOp& op, const int* sizes) {
+  out_.recv_last_done_ns = now_ns();
+  progress_ = true;
+  LastGroup group = group_of(c_, op.n, op.slot, sizes);
+  if (c_.opt.flush_each) flush_group(c_, group, st_, d_);
+  bool any_bytes = false;
+  std::uint64_t group_bytes = 0;
+  for (int i = 0; i < op.n; ++i) {
+    std::uint64_t k = op.k0 + static_cast<std::uint64_t>(i);
+    check_received(c_, st_, c_.buf.recv_slot(op.slot[i]), size_of(k), sizes[i],
+                   pattern::seed(peer_, s_.epoch, key_of(k)), s_.full_verify, op.optional, k, d_);
+    group_bytes += size_of(k);
+    any_bytes = any_bytes || sizes[i] > 0;
+    free_recv_.push_back(op.slot[i]);
+  }
+  if (Timeline* tl = s_.timeline)
+    tl->add(tl->recv, out_.recv_last_done_ns, static_cast<std::uint64_t>(op.n), group_bytes);
+  if (any_bytes) out_.last = group;  // the last receive that carried data, for the iflush
+  // NCCL 2.30 tells the plugin the buffers were consumed, after test() reported done.
+  if (c_.net.has_irecvConsumed()) check(c_.net.irecvConsumed(c_.recv_comm, op.n, op.req), "irecvConsumed");
+}
+
+// --churn: one step of the current extra pair (non-blocking calls only).
+void Stream::step_churn() {
+  Churn* churn = s_.churn;
+  if (!churn || churn->done() || outliving(c_)) return;
+  try {
+    progress_ = churn->step() || progress_;
+  } catch (const DriverError& e) {
+    if (e.kind != Fail::peer) throw;
+    peer_lost(c_, e);
+  }
+}
+
+StreamOut run_stream(DataCtx& c, const StreamSpec& s, Integrity& st) {
+  Stream stream(c, s, st);
+  while (stream.active()) stream.turn();
+  return stream.finish();
 }
 
 std::size_t largest(const std::vector<std::size_t>& v) { return *std::max_element(v.begin(), v.end()); }
@@ -469,14 +575,8 @@ struct Op {
 
 void try_isend(DataCtx& c, Op& op, std::size_t size, Integrity& st) {
   if (op.posted) return;
-  void* req = nullptr;
-  check(c.net.isend(c.send_comm, c.buf.send_slot(0), size, 0, c.send_mh, &req), "isend");
-  if (!req) {
-    ++st.isend_retries;
-    return;
-  }
-  op.req = req;
-  op.posted = true;
+  op.req = post_isend(c, c.buf.send_slot(0), size, 0, st);
+  op.posted = op.req != nullptr;
 }
 
 void try_irecv(DataCtx& c, Op& op, int slot, std::size_t cap, Integrity& st, bool optional) {
@@ -484,16 +584,8 @@ void try_irecv(DataCtx& c, Op& op, int slot, std::size_t cap, Integrity& st, boo
   void* data = c.buf.recv_slot(slot);
   int tag = 0;
   void* mh = c.recv_mh;
-  void* req = optional ? kOptionalHint : nullptr;
-  check(c.net.irecv(c.recv_comm, 1, &data, &cap, &tag, &mh, &req), "irecv");
-  if (req == kOptionalHint)
-    fail(Fail::plugin, "irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request (it must store a real request or NULL)");
-  if (!req) {
-    ++st.irecv_retries;
-    return;
-  }
-  op.req = req;
-  op.posted = true;
+  op.req = post_irecv(c, 1, &data, &cap, &tag, &mh, optional, st);
+  op.posted = op.req != nullptr;
 }
 
 void poll(DataCtx& c, Op& op, const char* what) {
@@ -501,6 +593,161 @@ void poll(DataCtx& c, Op& op, const char* what) {
   int done = 0;
   check(c.net.test(op.req, &done, &op.size), what);
   op.done = done != 0;
+}
+
+// RTT/2 minimum, median and 99th percentile (nearest rank) of the timed round trips.
+void set_latency(LatResult& res, std::vector<double>& rtt_us) {
+  if (rtt_us.empty()) return;
+  std::sort(rtt_us.begin(), rtt_us.end());
+  auto at = [&](double q) {
+    auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(rtt_us.size())));
+    return rtt_us[std::min(rtt_us.size() - 1, i == 0 ? 0 : i - 1)] / 2;
+  };
+  res.min_us = rtt_us.front() / 2;
+  res.median_us = at(0.5);
+  res.p99_us = at(0.99);
+}
+
+// The ping-pong of one message size: rank 0 sends and waits for the reply, rank 1 waits and
+// replies; warm-up round trips first, then --iters timed ones (capped at 256 MiB per size).
+//
+// Receives: with --lat-ahead N >= 2 each rank keeps N posted and posts the next one right after
+// its own send, as NCCL's proxy keeps its receive steps posted ahead; every clear-to-send then
+// leaves a round early. With 1, each is posted just in time: rank 0 right before its ping,
+// rank 1 right before its reply, so its clear-to-send goes out in front of that message.
+// Round k receives into slot k % (N + 1).
+class PingPong {
+ public:
+  PingPong(DataCtx& c, std::size_t size, std::uint32_t epoch);
+  PingPong(const PingPong&) = delete;
+  PingPong& operator=(const PingPong&) = delete;
+  LatResult run();
+
+ private:
+  static constexpr int kWarmup = 2;
+  // Warm-up round trips check every byte; timed ones check the sampled windows only.
+  Prep prep_for(int i) const { return i < kWarmup ? Prep::poison_all : Prep::poison_windows; }
+  void post_until(int rounds);
+  void wait_for(Op* s, Op* r);
+  Op send(int i);
+  void finish_recv(Op& r, int slot, int i);
+  void round_rank0(int i, Op& r);
+  void round_rank1(int i, Op& r);
+
+  DataCtx& c_;
+  const std::size_t size_;
+  const bool optional_;
+  LatResult res_;
+  Integrity& st_;
+  int total_ = 0;
+  std::uint64_t peer_seed_ = 0;
+  const std::size_t cap_;
+  std::vector<double> rtt_us_;
+  Deadline d_;
+  std::string what_;
+  Pacer pace_;
+  const int ahead_, nslots_;
+  const bool just_in_time_;
+  std::deque<Op> recvs_;  // the posted receives, oldest (the current round's) first
+  int posted_ = 0;        // rounds whose receive is posted
+  std::int64_t last_done_ = 0;
+};
+
+PingPong::PingPong(DataCtx& c, std::size_t size, std::uint32_t epoch)
+    : c_(c),
+      size_(size),
+      optional_(c.opt.optional_recv && c.net.version() >= 9),
+      st_(res_.counters),
+      cap_(largest(c.opt.sizes)),
+      d_(c.opt.timeout_s),
+      what_(strf("in ping-pong of %zu bytes", size)),
+      pace_{c, d_, what_.c_str()},
+      ahead_(c.opt.lat_ahead),
+      nslots_(c.opt.lat_ahead + 1),
+      just_in_time_(c.opt.lat_ahead == 1) {
+  res_.size = size;
+  st_.ran = true;
+  const std::uint64_t cap_iters = std::max<std::uint64_t>(5, (256 * kMiB) / std::max<std::size_t>(size, 1));
+  res_.iters = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(c.opt.iters), cap_iters));
+  total_ = kWarmup + res_.iters;
+  peer_seed_ = pattern::seed(1 - c.rank, epoch, 0);
+  fill_message(c.buf.send_slot(0), size, pattern::seed(c.rank, epoch, 0));
+  d_ = Deadline(c.opt.timeout_s);  // the bound starts after the message was filled
+}
+
+LatResult PingPong::run() {
+  if (!just_in_time_ || c_.rank == 1) post_until(ahead_);
+  for (int i = 0; i < total_; ++i) {
+    // Rank 0 posts just in time before taking the round's receive (the deque is empty before).
+    if (c_.rank == 0 && just_in_time_) post_until(i + 1);
+    Op& r = recvs_.front();
+    if (c_.rank == 0) round_rank0(i, r);
+    else round_rank1(i, r);
+    finish_recv(r, i % nslots_, i);
+    recvs_.pop_front();
+  }
+  set_latency(res_, rtt_us_);
+  return res_;
+}
+
+// Rank 0's round trip: from its send to the reply's completion.
+void PingPong::round_rank0(int i, Op& r) {
+  std::int64_t t0 = now_ns();
+  Op s = send(i);
+  wait_for(&s, &r);
+  if (i >= kWarmup) rtt_us_.push_back(static_cast<double>(now_ns() - t0) / 1e3);
+}
+
+// Rank 1's round trip: from one receive completion to the next.
+void PingPong::round_rank1(int i, Op& r) {
+  wait_for(nullptr, &r);
+  std::int64_t t = now_ns();
+  if (i > kWarmup) rtt_us_.push_back(static_cast<double>(t - last_done_) / 1e3);
+  last_done_ = t;
+  if (just_in_time_) post_until(i + 2);
+  Op s = send(i);
+  wait_for(&s, nullptr);
+}
+
+// Posts the receives of rounds [posted_, rounds).
+void PingPong::post_until(int rounds) {
+  for (; posted_ < std::min(rounds, total_); ++posted_) {
+    prepare_recv(c_, c_.buf.recv_slot(posted_ % nslots_), size_, peer_seed_, prep_for(posted_));
+    Op& r = recvs_.emplace_back();
+    while (!r.posted) {
+      try_irecv(c_, r, posted_ % nslots_, cap_, st_, optional_);
+      if (!r.posted) pace_.tick();
+    }
+  }
+}
+
+// Polls until both are done; either may be null.
+void PingPong::wait_for(Op* s, Op* r) {
+  for (;;) {
+    if (s) poll(c_, *s, "test(isend)");
+    if (r) poll(c_, *r, "test(irecv)");
+    if ((!s || s->done) && (!r || r->done)) return;
+    pace_.tick();
+  }
+}
+
+// Posts this rank's message of round i.
+Op PingPong::send(int i) {
+  Op s;
+  while (!s.posted) {
+    try_isend(c_, s, size_, st_);
+    if (!s.posted) pace_.tick();
+  }
+  if (!just_in_time_) post_until(i + 1 + ahead_);
+  ++st_.messages_sent;
+  st_.bytes_sent += size_;
+  return s;
+}
+
+void PingPong::finish_recv(Op& r, int slot, int i) {
+  check_received(c_, st_, c_.buf.recv_slot(slot), size_, r.size, peer_seed_, i < kWarmup, optional_,
+                 static_cast<std::uint64_t>(i), d_);
+  if (c_.net.has_irecvConsumed()) check(c_.net.irecvConsumed(c_.recv_comm, 1, r.req), "irecvConsumed");
 }
 
 }  // namespace
@@ -561,103 +808,9 @@ void run_integrity(DataCtx& c, Integrity& st) {
 
 std::vector<LatResult> run_pingpong(DataCtx& c) {
   std::vector<LatResult> results;
-  const bool optional = c.opt.optional_recv && c.net.version() >= 9;
   for (std::size_t size : unique_sizes(c.opt.sizes)) {
     c.mgmt.barrier(strf("pingpong %zu", size), c.opt.timeout_s);
-    LatResult res;
-    res.size = size;
-    Integrity& st = res.counters;
-    st.ran = true;
-    const std::uint64_t cap_iters = std::max<std::uint64_t>(5, (256 * kMiB) / std::max<std::size_t>(size, 1));
-    res.iters = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(c.opt.iters), cap_iters));
-    const int warmup = 2, total = warmup + res.iters;
-    const std::uint32_t epoch = kEpochPingpong + static_cast<std::uint32_t>(results.size());
-    const std::uint64_t my_seed = pattern::seed(c.rank, epoch, 0), peer_seed = pattern::seed(1 - c.rank, epoch, 0);
-    const std::size_t cap = largest(c.opt.sizes);
-    fill_message(c.buf.send_slot(0), size, my_seed);
-    std::vector<double> rtt_us;
-    Deadline d(c.opt.timeout_s);
-    std::string what = strf("in ping-pong of %zu bytes", size);
-    Pacer pace{c, d, what.c_str()};
-    // Warm-up round trips check every byte; timed ones check the sampled windows only.
-    auto prep_for = [&](int i) { return i < warmup ? Prep::poison_all : Prep::poison_windows; };
-    auto finish_recv = [&](Op& r, int slot, int i) {
-      check_received(c, st, c.buf.recv_slot(slot), size, r.size, peer_seed, i < warmup, optional,
-                     static_cast<std::uint64_t>(i), d);
-      if (c.net.has_irecvConsumed()) check(c.net.irecvConsumed(c.recv_comm, 1, r.req), "irecvConsumed");
-    };
-    // Receives: with --lat-ahead N >= 2 each rank keeps N posted and posts the next one right after
-    // its own send, as NCCL's proxy keeps its receive steps posted ahead; every clear-to-send then
-    // leaves a round early. With 1, each is posted just in time: rank 0 right before its ping,
-    // rank 1 right before its reply, so its clear-to-send goes out in front of that message.
-    // Round k receives into slot k % (N + 1).
-    const int ahead = c.opt.lat_ahead, nslots = ahead + 1;
-    const bool just_in_time = ahead == 1;
-    std::deque<Op> recvs;  // the posted receives, oldest (the current round's) first
-    int posted = 0;        // rounds whose receive is posted
-    auto post_until = [&](int rounds) {  // posts the receives of rounds [posted, rounds)
-      for (; posted < std::min(rounds, total); ++posted) {
-        prepare_recv(c, c.buf.recv_slot(posted % nslots), size, peer_seed, prep_for(posted));
-        Op& r = recvs.emplace_back();
-        while (!r.posted) {
-          try_irecv(c, r, posted % nslots, cap, st, optional);
-          if (!r.posted) pace.tick();
-        }
-      }
-    };
-    auto wait_for = [&](Op* s, Op* r) {  // either may be null
-      for (;;) {
-        if (s) poll(c, *s, "test(isend)");
-        if (r) poll(c, *r, "test(irecv)");
-        if ((!s || s->done) && (!r || r->done)) return;
-        pace.tick();
-      }
-    };
-    auto send = [&](int i) {  // posts this rank's message of round i
-      Op s;
-      while (!s.posted) {
-        try_isend(c, s, size, st);
-        if (!s.posted) pace.tick();
-      }
-      if (!just_in_time) post_until(i + 1 + ahead);
-      ++st.messages_sent;
-      st.bytes_sent += size;
-      return s;
-    };
-    if (!just_in_time || c.rank == 1) post_until(ahead);
-    std::int64_t last_done = 0;
-    for (int i = 0; i < total; ++i) {
-      Op& r = recvs.front();
-      if (c.rank == 0) {
-        if (just_in_time) post_until(i + 1);
-        std::int64_t t0 = now_ns();
-        Op s = send(i);
-        wait_for(&s, &r);
-        if (i >= warmup) rtt_us.push_back(static_cast<double>(now_ns() - t0) / 1e3);
-      } else {
-        wait_for(nullptr, &r);
-        // Rank 1's round trip: from one receive completion to the next.
-        std::int64_t t = now_ns();
-        if (i > warmup) rtt_us.push_back(static_cast<double>(t - last_done) / 1e3);
-        last_done = t;
-        if (just_in_time) post_until(i + 2);
-        Op s = send(i);
-        wait_for(&s, nullptr);
-      }
-      finish_recv(r, i % nslots, i);
-      recvs.pop_front();
-    }
-    if (!rtt_us.empty()) {
-      std::sort(rtt_us.begin(), rtt_us.end());
-      auto at = [&](double q) {
-        auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(rtt_us.size())));
-        return rtt_us[std::min(rtt_us.size() - 1, i == 0 ? 0 : i - 1)] / 2;
-      };
-      res.min_us = rtt_us.front() / 2;
-      res.median_us = at(0.5);
-      res.p99_us = at(0.99);
-    }
-    results.push_back(res);
+    results.push_back(PingPong(c, size, kEpochPingpong + static_cast<std::uint32_t>(results.size())).run());
   }
   return results;
 }

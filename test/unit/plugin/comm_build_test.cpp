@@ -43,7 +43,7 @@ struct NeedsPorts {
     boost::test_tools::assertion_result res(host_ports().size() >= n);
     if (!res)
       res.message() << "needs " << n << " ACTIVE RDMA port(s), this host has " << host_ports().size()
-                    << " (no RDMA device: the VM test plugin-comm-build runs this on Soft-RoCE)";
+                    << "; the VM test plugin-comm-build runs this on Soft-RoCE (rxe0, rxe1)";
     return res;
   }
 };

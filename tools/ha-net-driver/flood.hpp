@@ -5,7 +5,8 @@
 // They assume nccl-ha's handle layout (src/plugin/handle.hpp: u16 family at 12, u16 port at 14,
 // the address at 16, u64 token at 32) and wire format (src/net/include/nccl_ha/net/wire.hpp: a
 // 24-byte header "NCHA", version 1, type, length, flags 0, token; src/plugin/conn_msg.hpp: the
-// 102-byte connection request), as the bad-handle scenario assumes the handle's.
+// connection request: its head and the candidate list), as the bad-handle scenario assumes the
+// handle's.
 #pragma once
 
 #include <sys/socket.h>

@@ -200,35 +200,34 @@ void expect_base(const CommBase& c, const CommEnv& env, const Device& primary, c
   BOOST_TEST(!c.task);  // no control task: that needs the reactor (start_control, after the handshake)
 }
 
-void expect_send_comm(SendComm& c, const CommEnv& env, Device& primary, Device* backup) {
+// What both kinds share: the base, slot 0 on the primary, slot 1 on the backup when there is one
+// (both with the kind's queue depths), and every request free and owned by this comm.
+template <class Comm>
+void expect_comm(Comm& c, const CommEnv& env, Device& primary, Device* backup, int send_depth, int recv_depth) {
   expect_base(c, env, primary, backup);
-  expect_path(c, 0, primary, kSendQueueDepth, kSendRecvQueueDepth, Path::up);
+  expect_path(c, 0, primary, send_depth, recv_depth, Path::up);
   expect_keys(c, 0, primary);
   if (backup) {
-    expect_path(c, 1, *backup, kSendQueueDepth, kSendRecvQueueDepth, Path::connecting);
+    expect_path(c, 1, *backup, send_depth, recv_depth, Path::connecting);
     expect_keys(c, 1, *backup);
   }
-  // The request pool: every request free, owned by this comm, each on the free list once.
+  BOOST_TEST(std::all_of(c.reqs.begin(), c.reqs.end(),
+                         [&c](const Request& r) { return r.comm == &c && r.type == ReqType::free; }));
+}
+
+void expect_send_comm(SendComm& c, const CommEnv& env, Device& primary, Device* backup) {
+  expect_comm(c, env, primary, backup, kSendQueueDepth, kSendRecvQueueDepth);
+  // The request pool: each request on the free list once.
   BOOST_TEST(c.nfree == static_cast<int>(c.reqs.size()));
   std::vector<int> listed(c.free_list.begin(), c.free_list.end());
   std::sort(listed.begin(), listed.end());
   std::vector<int> all(c.reqs.size());
   std::iota(all.begin(), all.end(), 0);
   BOOST_TEST(listed == all, boost::test_tools::per_element());
-  BOOST_TEST(std::all_of(c.reqs.begin(), c.reqs.end(),
-                         [&c](const Request& r) { return r.comm == &c && r.type == ReqType::free; }));
 }
 
 void expect_recv_comm(RecvComm& c, const CommEnv& env, Device& primary, Device* backup) {
-  expect_base(c, env, primary, backup);
-  expect_path(c, 0, primary, kRecvSendQueueDepth, kRecvQueueDepth, Path::up);
-  expect_keys(c, 0, primary);
-  if (backup) {
-    expect_path(c, 1, *backup, kRecvSendQueueDepth, kRecvQueueDepth, Path::connecting);
-    expect_keys(c, 1, *backup);
-  }
-  BOOST_TEST(std::all_of(c.reqs.begin(), c.reqs.end(),
-                         [&c](const Request& r) { return r.comm == &c && r.type == ReqType::free; }));
+  expect_comm(c, env, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth);
   BOOST_TEST(c.flushed.comm == &c);
   BOOST_TEST((c.flushed.type == ReqType::flush));
   BOOST_TEST(!c.flush_on);

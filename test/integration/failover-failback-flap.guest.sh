@@ -5,8 +5,10 @@
 # test setting HA_NCCL_TEST_FAILBACK_STALL_AT/_MS so that rail 0 can be taken down inside it.
 # Three --one-way streams b -> a (b sends, so b decides the failback), each: a pulls rail 0 at 4 s
 # (failover to rxe1) and restores it at 6 s; rxe0 is re-protected, and after the hold b fails
-# back to it, held 4 s at the stall point, while rail 0 goes down (the `stats-wait` waits for the
-# re-protection record in that side's stats file, then 3 s = the hold + 1 s into the stall):
+# back to it, held 4 s at the stall point, while rail 0 goes down half a second into the stall: b's
+# `log-wait` sees the plugin's stall WARN in its driver log, and a fault on a follows it through a
+# `barrier` (fixed delays from the re-protection missed the stall on a loaded host, where a
+# failback may first be abandoned for sends that drain slowly):
 #   switch-sender    at=switch, b's rail 0 down for 1.5 s: b sees its target fail before it wrote
 #                    its notice: the failback is abandoned, the stream never leaves rxe1
 #   switch-receiver  at=switch, a's rail 0 down for 4 s (past the stall): b's notice on rxe0 is
@@ -21,21 +23,21 @@ set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
 export HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=2000 HA_NCCL_TEST_FAILBACK_STALL_MS=4000
-send_reprotected='"kind":"send".*"state":"up","why":"re-protected.on.rxe0:1"'
-recv_reprotected='"kind":"recv".*"state":"up","why":"re-protected.on.rxe0:1"'
+stall_switch='STALL_AT=switch:.the.failback.waits'
+stall_finish='STALL_AT=finish:.the.failback.waits'
 first=("a 4000 rail-down 0" "a 6000 rail-up 0")
 
 PL_ENV=(HA_NCCL_TEST_FAILBACK_STALL_AT=switch)
-PL_FAULTS=("${first[@]}" "b 0 stats-wait $send_reprotected 1" "b 0 pause 3000" "b 0 rail-down 0" "b 0 pause 1500"
+PL_FAULTS=("${first[@]}" "b 0 log-wait $stall_switch 1" "b 0 pause 500" "b 0 rail-down 0" "b 0 pause 1500"
            "b 0 rail-up 0")
 pl_stream switch-sender 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 40
 
 PL_ENV=(HA_NCCL_TEST_FAILBACK_STALL_AT=switch)
-PL_FAULTS=("${first[@]}" "a 0 stats-wait $recv_reprotected 1" "a 0 pause 3000" "a 0 rail-down 0" "a 0 pause 4000"
-           "a 0 rail-up 0")
+PL_FAULTS=("${first[@]}" "b 0 log-wait $stall_switch 1" "b 0 barrier stall" "a 0 barrier stall" "a 0 pause 500"
+           "a 0 rail-down 0" "a 0 pause 4000" "a 0 rail-up 0")
 pl_stream switch-receiver 18722 "${PL_STREAM_ARGS[@]}" --min-seconds 40
 
 PL_ENV=(HA_NCCL_TEST_FAILBACK_STALL_AT=finish)
-PL_FAULTS=("${first[@]}" "a 0 stats-wait $recv_reprotected 1" "a 0 pause 3000" "a 0 rail-down 0" "a 0 pause 1500"
-           "a 0 rail-up 0")
+PL_FAULTS=("${first[@]}" "b 0 log-wait $stall_finish 1" "b 0 barrier stall" "a 0 barrier stall" "a 0 pause 500"
+           "a 0 rail-down 0" "a 0 pause 1500" "a 0 rail-up 0")
 pl_stream finish 18723 "${PL_STREAM_ARGS[@]}" --min-seconds 40

@@ -7,6 +7,11 @@
 # down: alone, the power-off cleaned up), and a failed one with anything: after every test this
 # guest's bed is reset (the test tools' processes killed, every rail cleared: link up, netem off,
 # port ACTIVE, neighbour entries flushed), then both guests meet at a barrier before the next.
+# Not after the last one: the power-off needs no bed, and bringing a link up can crash this
+# guest kernel's rxe (6.1): a QP destroyed while its NIC was down is freed although frames of it
+# still sit unreaped in the NIC's transmit ring; the link coming up frees them and their
+# destructor (rxe_skb_tx_dtor) reads the freed QP: a kernel panic after every test had passed
+# (seen once, after ha-ping-rail-down).
 # A failed test does not end the group. If the guests no longer meet (the peer is still inside a
 # failed test), the tests left are recorded as not started (exit code 125). Exits 0 unless the
 # group itself could not run.
@@ -45,6 +50,6 @@ for ((i = 0; i < ${#names[@]}; i++)); do
   echo $((($(date +%s%N) - start) / 1000000)) >"$base/$name.ms"
   echo "$rc" >"$base/$name.exit_code"
   vm_log "group: $name: exit $rc after $(($(<"$base/$name.ms") / 1000)) s"
-  reset_bed
+  ((i + 1 == ${#names[@]})) || reset_bed
 done
 exit 0

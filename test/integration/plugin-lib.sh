@@ -31,6 +31,11 @@
 #                                        COUNT lines matching the grep -E REGEX, which has no
 #                                        spaces; at most 180 s, never past the driver's end), so
 #                                        that a fault can wait for the plugin to be ready for it;
+#                                        "ROLE MS log-wait REGEX COUNT" (the same on this side's
+#                                        driver log, NAME.log: a WARN the plugin prints); "ROLE MS
+#                                        barrier TAG" (vm_barrier NAME-TAG: both sides list one, so
+#                                        that a fault on one side can follow what the other side's
+#                                        log-wait saw);
 #                                        or "ROLE MS active-down" / "ROLE MS standby-down": fault.sh
 #                                        rail-down of the rail this side's stream comm is active on /
 #                                        has its standby on now, from NAME.stats.jsonl, recorded as
@@ -113,11 +118,12 @@ pl_wait_phase() { # FILE PHASE PID [SEC]
   return 1
 }
 
-# stats-wait (pl_stream): until FILE has COUNT lines matching REGEX (180 s at most, or PL_PID ended).
-pl_stats_wait() { # FILE REGEX COUNT
+# stats-wait / log-wait (pl_stream): until FILE has COUNT lines matching REGEX (180 s at most, or
+# PL_PID ended).
+pl_lines_wait() { # FILE REGEX COUNT
   local f=$1 regex=$2 count=$3 deadline=$((SECONDS + 180))
   while ((SECONDS < deadline)); do
-    [[ -s $f ]] && (($(grep -cE -- "$regex" "$f") >= count)) && { vm_log "stats-wait: $count x $regex"; return 0; }
+    [[ -s $f ]] && (($(grep -cE -- "$regex" "$f") >= count)) && { vm_log "wait: $count x $regex in $f"; return 0; }
     kill -0 "$PL_PID" 2>/dev/null || return 1
     sleep 0.1
   done
@@ -163,9 +169,14 @@ pl_stream() { # NAME PORT ARGS...
           pause\ *)
             sleep "$(printf '%d.%03d' $((${args#pause } / 1000)) $((${args#pause } % 1000)))"
             continue ;;
-          stats-wait\ *)
+          stats-wait\ * | log-wait\ *)
+            local file=$VM_OUT/$name.stats.jsonl
+            [[ $args == log-wait* ]] && file=$VM_OUT/$name.log
             read -r _ regex count <<<"$args"
-            pl_stats_wait "$VM_OUT/$name.stats.jsonl" "$regex" "$count" || vm_log "$name: gave up waiting for $args"
+            pl_lines_wait "$file" "$regex" "$count" || vm_log "$name: gave up waiting for $args"
+            continue ;;
+          barrier\ *)
+            vm_barrier "$name-${args#barrier }" || vm_log "$name: $args: the peer did not come"
             continue ;;
           active-down | standby-down)
             local field=active r

@@ -106,7 +106,8 @@ struct HelloMsg {
 // Registered on both devices, written remotely by the peer.
 struct alignas(64) ControlBlock {
   std::uint64_t heartbeat = 0;  // the peer's heartbeat counter (the write's completion is the probe)
-  std::uint64_t pad[7] = {};
+  std::uint64_t bye = 0;        // written by the peer's goodbye (CtlKind::bye); never read
+  std::uint64_t pad[6] = {};
   HelloMsg hello;
   SyncMsg sync;
   ReprotectMsg reprotect;
@@ -137,7 +138,8 @@ constexpr std::uint32_t kCtlImm = 0x80000000u;
 enum class CtlKind : std::uint32_t {
   sync = 1,       // ControlBlock::sync: a failover notice / the receiver's report (failover.cpp)
   reprotect = 2,  // ControlBlock::reprotect: a re-protection request or answer (reprotect.cpp)
-  hello = 3       // ControlBlock::hello: the sender proves a re-protection's new path
+  hello = 3,      // ControlBlock::hello: the sender proves a re-protection's new path
+  bye = 4         // no record: the peer closed the connection in order (p2p.cpp say_goodbye)
 };
 constexpr int kCtlRecvs = 4;  // receive WRs every path keeps posted for control writes
 
@@ -154,7 +156,8 @@ enum class WrKind : std::uint8_t {
   heartbeat = 5,  // a heartbeat write (standby health, idle-path probe)
   reprotect = 6,  // a re-protection request or answer
   hello = 7,      // a re-protection hello over the new path
-  flush = 8       // an iflush RDMA READ on a loopback QP (value: flush seq and attempt)
+  flush = 8,      // an iflush RDMA READ on a loopback QP (value: flush seq and attempt)
+  bye = 9         // the goodbye write of an orderly close (p2p.cpp say_goodbye)
 };
 constexpr std::uint64_t make_wr_id(WrKind k, std::uint64_t value) {
   return (static_cast<std::uint64_t>(k) << 56) | value;
@@ -300,6 +303,9 @@ struct StandbyHealth {
   std::uint64_t next_ns = 0;         // next heartbeat due
   std::uint64_t up_since_ns = 0;     // failback hysteresis
   bool lost = false;                 // loss of protection said at WARN; its return will be too
+  // Down only because heartbeats went unanswered (its path connected, its port up: maybe just a
+  // congested link): a failover still tries it, bounded by HA_NCCL_FAILOVER_TIMEOUT_MS.
+  bool silent = false;
 };
 
 // Building a new standby after a failover (reprotect.cpp).
@@ -440,6 +446,9 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   Inbox inbox;
   SyncMsg peer_sync;                 // the peer's last whole SyncMsg
   bool rto_noted = false;            // the soft RTO expired with no standby: said once
+  // The peer closed the connection in order (its CtlKind::bye came): what follows from it (its
+  // QPs gone, heartbeats unanswered) is no fault. The control plane stops watching the comm.
+  bool peer_closed = false;
   ReprotectState rp;
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;

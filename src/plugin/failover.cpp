@@ -315,7 +315,11 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
                                 (c.standby.why.empty() ? "" : " (" + c.standby.why + ")")
                           : "no standby (single path)";
   } else if (!proved) {
-    if (c.standby.state != StandbyHealth::up)
+    // A standby down only for unanswered heartbeats is still connected: tried, and the switch's
+    // deadline (HA_NCCL_FAILOVER_TIMEOUT_MS) bounds the try.
+    const bool silent = c.standby.state == StandbyHealth::down && c.standby.silent &&
+                        sb->link.load(std::memory_order_relaxed) == Path::up;
+    if (c.standby.state != StandbyHealth::up && !silent)
       unusable = "standby " + sb->dev->port.id() + " is " + standby_name(c.standby.state) +
                  (c.standby.why.empty() ? "" : " (" + c.standby.why + ")");
     else if (!sb->dev->port_up.load(std::memory_order_relaxed) ||

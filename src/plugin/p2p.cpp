@@ -80,6 +80,11 @@ void on_control(CommBase& c, Path& p, std::uint32_t kind) {
     case CtlKind::hello:
       c.inbox.hello = true;
       break;
+    case CtlKind::bye:
+      if (!c.peer_closed)
+        HA_INFO("NET/HA: %s on %s: the peer closed the connection", c.id.c_str(), p.dev->port.id().c_str());
+      c.peer_closed = true;
+      break;
     default:
       HA_WARN("NET/HA: %s on %s: unknown control write %u", c.id.c_str(), p.dev->port.id().c_str(), kind);
       return;
@@ -96,6 +101,58 @@ void heartbeat_done(CommBase& c, Path& p) {
     set_standby(c, StandbyHealth::up, "heartbeats answered again");
 }
 
+// Quiet endings: an orderly close (the comm healthy, no failover under way, no request in flight,
+// so the peer holds no clear-to-send entry of ours and we none of its) tells the peer, so that
+// its control plane does not take the silence that follows (our QPs gone) for a fault: a
+// write with immediate data CtlKind::bye on the active path (into ControlBlock::bye). The close waits for its
+// completion (the peer's ACK: one round trip), bounded, because the ERROR transition that
+// follows would flush a write not yet sent. A peer that did not answer in time is probably gone:
+// for a while after that, closes say no goodbye and wait for nothing (a dead peer's comms,
+// hundreds of them, close without a bound each). A peer that closed first gets none.
+constexpr std::uint64_t kByeWaitNs = 50'000'000;
+constexpr std::uint64_t kByeQuietNs = 1'000'000'000;
+std::atomic<std::uint64_t> bye_unanswered_until{0};
+
+template <std::size_t N>
+bool all_free(const std::array<Request, N>& reqs) {
+  return std::all_of(reqs.begin(), reqs.end(), [](const Request& r) { return r.type == ReqType::free; });
+}
+
+bool orderly(const CommBase& c) {
+  if (c.error != ncclSuccess || c.peer_closed || c.fo.phase != FailoverState::normal || !c.fo.requested.empty())
+    return false;
+  return c.kind == CommKind::send ? all_free(static_cast<const SendComm&>(c).reqs)
+                                  : all_free(static_cast<const RecvComm&>(c).reqs);
+}
+
+void say_goodbye(CommBase& c) {
+  Path* p = c.paths[c.active].get();
+  const std::uint64_t start = now_ns();
+  if (!p || p->link.load(std::memory_order_acquire) != Path::up || !orderly(c) ||
+      start < bye_unanswered_until.load(std::memory_order_relaxed))
+    return;
+  if (post_control(c, *p, WrKind::bye, offsetof(ControlBlock, bye), sizeof(std::uint64_t), CtlKind::bye) != 0) return;
+  for (;;) {
+    ibv_wc wcs[16];
+    const int n = ibv_poll_cq(p->cq.get(), 16, wcs);
+    if (n < 0) return;
+    for (int i = 0; i < n; ++i)
+      if (wr_kind(wcs[i].wr_id) == WrKind::bye) {
+        if (wcs[i].status != IBV_WC_SUCCESS)
+          HA_INFO("NET/HA: %s: goodbye to the peer failed: %s", c.id.c_str(), describe_error(*p, wcs[i]).c_str());
+        return;
+      }
+    const std::uint64_t now = now_ns();
+    if (now - start > kByeWaitNs) {
+      bye_unanswered_until.store(now + kByeQuietNs, std::memory_order_relaxed);
+      HA_INFO("NET/HA: %s: the peer did not acknowledge the goodbye within %llu ms", c.id.c_str(),
+              static_cast<unsigned long long>(kByeWaitNs / 1000000));
+      return;
+    }
+    if (n == 0) std::this_thread::yield();
+  }
+}
+
 // The paths are retired: their QPs go to ERROR at once (nothing the peer still sends lands in a
 // buffer NCCL reuses), then to the reaper (destroying one on a dead port can block); the comm
 // itself goes when its control task has let go of it.
@@ -103,6 +160,7 @@ void close_comm(CommBase& c) {
   {
     const HoldWait held(c);
     c.closing.store(true, std::memory_order_relaxed);
+    say_goodbye(c);
     account_ports(c);
     write_stats(c, "close");
     unregister_comm(c);
@@ -211,6 +269,7 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
       if (c.fo.phase == FailoverState::syncing && &p == c.paths[c.active].get()) c.fo.proven = true;
       break;
     case WrKind::cts:
+    case WrKind::bye:  // awaited by say_goodbye itself
     case WrKind::reprotect:
     case WrKind::hello:
     case WrKind::flush:  // flush reads complete on their own loopback QPs (flush.cpp)

@@ -29,6 +29,17 @@ namespace {
 constexpr int kMissesForDown = 3;
 constexpr std::uint64_t kMinTickNs = 5'000'000;
 
+// The standby path is dead (an error completion, a failed post, a fault of its device): down
+// until re-protection replaces it (reprotect.cpp drives a path whose link failed).
+void standby_failed(CommBase& c, Path& sb, const std::string& why) {
+  c.standby.outstanding = false;
+  ++c.standby.failures;
+  sb.fault_gen = sb.dev->fault_gen.load(std::memory_order_relaxed);
+  sb.link.store(Path::failed, std::memory_order_relaxed);
+  if (auto s = net::qp_to_error(sb.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+  set_standby(c, StandbyHealth::down, why);
+}
+
 // Heartbeats and health of the standby path.
 void tend_standby(CommBase& c, std::uint64_t now) {
   StandbyHealth& h = c.standby;
@@ -48,30 +59,33 @@ void tend_standby(CommBase& c, std::uint64_t now) {
     set_standby(c, StandbyHealth::up, "connected on " + sb->dev->port.id());
   }
   if (sb->link.load(std::memory_order_relaxed) != Path::up) return;  // dead until re-protected
-  if (const auto gen = sb->dev->fault_gen.load(std::memory_order_relaxed); gen != sb->fault_gen) {
-    sb->fault_gen = gen;
-    ++h.failures;
-    if (h.state == StandbyHealth::up) set_standby(c, StandbyHealth::down, describe_fault(*sb->dev));
+  if (sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen) {
+    // A port error or device event on its device, whatever the QP says yet: the path is given up
+    // (ERROR, so the peer's heartbeats fail too) and re-protection builds another.
+    standby_failed(c, *sb, describe_fault(*sb->dev));
+    return;
   }
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
   poll_and_arm(c, *sb, 8, &err);
   if (err.status != IBV_WC_SUCCESS) {  // the QP is in ERROR now: down until re-protected
-    h.outstanding = false;
-    ++h.failures;
-    sb->link.store(Path::failed, std::memory_order_relaxed);
-    set_standby(c, StandbyHealth::down, "heartbeat failed: " + describe_error(*sb, err));
+    standby_failed(c, *sb, "heartbeat failed: " + describe_error(*sb, err));
     return;
   }
   if (now < h.next_ns) return;
   h.next_ns = now + c.heartbeat_ns;
   if (h.outstanding) {
     ++h.failures;
-    if (++h.misses >= kMissesForDown && h.state == StandbyHealth::up)
+    if (++h.misses >= kMissesForDown && h.state == StandbyHealth::up) {
       set_standby(c, StandbyHealth::down, std::to_string(h.misses) + " heartbeats unanswered");
+      h.silent = true;
+    }
     return;
   }
-  if (post_heartbeat(c, *sb) == 0) h.outstanding = true;
+  if (const int rc = post_heartbeat(c, *sb); rc != 0)  // no event, no completion: the post says it
+    standby_failed(c, *sb, "posting a heartbeat on " + sb->dev->port.id() + " failed: " + std::strerror(rc));
+  else
+    h.outstanding = true;
 }
 
 std::uint64_t soonest(std::uint64_t a, std::uint64_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
@@ -199,8 +213,24 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
 
 }  // namespace
 
+namespace {
+
+// The peer closed the connection in order (say_goodbye): nothing to watch or protect any more.
+// Only if the data path still meets an error there (NCCL used the comm after its peer closed it)
+// does the comm end, with that error and no failover.
+std::uint64_t after_peer_closed(CommBase& c) {
+  if (c.fo.requested.empty()) return 0;
+  c.error = ncclRemoteError;
+  HA_INFO("NET/HA: %s: %s after the peer closed the connection: no failover", c.id.c_str(), c.fo.requested.c_str());
+  c.fo.requested.clear();
+  return 0;
+}
+
+}  // namespace
+
 std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   if (c.closing.load(std::memory_order_relaxed) || c.error != ncclSuccess) return 0;
+  if (c.peer_closed) return after_peer_closed(c);
   const bool data_idle = c.polls == c.seen_polls;  // NCCL polled nothing since the last step
   c.seen_polls = c.polls;
   if (!c.fo.requested.empty()) {

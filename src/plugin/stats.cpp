@@ -92,6 +92,7 @@ const char* standby_name(StandbyHealth::State s) noexcept {
 
 void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why, bool said) {
   if (c.standby.state == state && c.standby.why == why) return;
+  c.standby.silent = false;  // tend_standby sets it after a down for unanswered heartbeats
   if (state == StandbyHealth::up && c.standby.state != StandbyHealth::up) c.standby.up_since_ns = now_ns();
   bool loud = false;
   if (state == StandbyHealth::down && !c.standby.lost) {

@@ -11,6 +11,9 @@
 #                  finalize bounded, a WARN naming the open comms, everything released (fds, QPs,
 #                  MRs, threads) once the plugin's background threads are done (--linger: QPs
 #                  whose peer vanished with writes in flight can take the kernel long).
+#   late-close     one ring (send and recv comm each way, standbys on rail 1), traffic, then rank 1
+#                  closes 5 s after rank 0 (--close-late): rank 0's orderly close tells rank 1, so
+#                  neither logs a WARN or writes a failover, standby-down or fatal stats record.
 #   dead-rail      64 comm pairs stream 4 KiB messages; each VM takes rail 0 down (fault.sh) 2 s
 #                  into the stream; the comms fail over to rail 1; 3 s later every comm is closed
 #                  and the plugin finalized. The QPs left on the dead port take long to destroy
@@ -28,7 +31,7 @@ set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver, test/vm/lib.sh
 
 PLUGIN=${TEARDOWN_PLUGIN:-$PLUGIN}
-CASES=" ${TEARDOWN_CASES:-late-writes finalize-open dead-rail} "
+CASES=" ${TEARDOWN_CASES:-late-writes finalize-open late-close dead-rail} "
 want() { [[ $CASES == *" $1 "* ]]; }
 export NCCL_SOCKET_IFNAME=eth2
 unset HA_NCCL_QP_RETRY_CNT HA_NCCL_QP_TIMEOUT HA_NCCL_IB_HCA NCCL_IB_HCA
@@ -62,6 +65,14 @@ if want finalize-open; then
     --phase-file "$VM_OUT/finalize-open.phase"
   exit_cost finalize-open "$(pl_now_ms)"
   record finalize-open
+fi
+if want late-close; then  # quiet endings: rank 1 closes its ring 5 s after rank 0, as at a job's end
+  late=()
+  [[ $VM_ROLE == b ]] && late=(--close-late 5)
+  PL_ENV=("HA_NCCL_STATS_FILE=$VM_OUT/late-close.stats.jsonl")
+  pl_driver late-close 18734 --sizes 4K,1M --timeout 60 ${late[@]+"${late[@]}"}
+  PL_ENV=()
+  record late-close
 fi
 want dead-rail || exit 0
 

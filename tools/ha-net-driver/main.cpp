@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <chrono>
 #include <thread>
 
 #include <nccl_ha/version.hpp>
@@ -322,6 +323,10 @@ void run_ring(const Options& o, Report& rep, Mgmt& mgmt, Plugin& net, std::size_
   // 6. Clean close, like NCCL's free path: deregMr, then closeSend/closeRecv.
   note_phase(o, rep, "close");
   mgmt.barrier("close", o.timeout_s);
+  if (o.close_late_s > 0) {  // the peer closes now; this rank makes no call until its own close
+    log::info("closing %.1f s after the peer", o.close_late_s);
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.close_late_s));
+  }
   check(net.deregMr(link.send, smh), "deregMr(send comm)");
   check(net.deregMr(link.recv, rmh), "deregMr(recv comm)");
   close_link(net, link);

@@ -88,6 +88,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --idle AT:DUR        integrity phase, this rank only: AT ms after the phase start, make no plugin
                        call at all for DUR ms (an NCCL proxy busy elsewhere), then resume; a comma
                        list or repeated for several windows (bounded by --timeout)
+  --close-late S       at the end, this rank closes its ring comms S s after the peer closed its own
+                       (no plugin call meanwhile), as ranks do at a job's end
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
   --linger S           after dlclose, wait up to S s until the thread count is back to its value before
                        init (a plugin's background threads), before the last snapshot and the exit
@@ -222,6 +224,7 @@ bool parse_valued(const std::string& a, Value&& val, Options& o) {
   else if (a == "--phase-file") o.phase_file = val();
   else if (a == "--wait-file") o.wait_file = val();
   else if (a == "--linger") o.linger_s = parse_seconds(a, val(), true);
+  else if (a == "--close-late") o.close_late_s = parse_seconds(a, val(), true);
   else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
   else if (a == "--idle") parse_idle(val(), o.idle);
   else if (a == "--fault") {

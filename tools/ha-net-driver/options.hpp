@@ -52,6 +52,7 @@ struct Options {
   bool flush_each = false;            // --flush-each: iflush every received group with data
   double min_seconds = 0;             // --min-seconds S: integrity phase streams at least S seconds
   std::string phase_file;             // --phase-file F: "<phase> <unix_ms>" at each phase change
+  double close_late_s = 0;            // --close-late S: this rank closes its ring S s after the peer's close
   double linger_s = 0;                // --linger S: after dlclose, wait up to S s for the thread count to return
   std::string wait_file;              // --wait-file F: --fault dead-rail waits for F before closing
   double outlive_peer_s = 0;          // --outlive-peer S: on a peer abort in a data phase, keep

@@ -1,16 +1,46 @@
 """failover-standby-first: rail 1 (every comm's standby) pulled on VM a ~4 s into the stream: both
 sides must report the standby down (stats 'standby' event, state 'down', and the INFO line) within
 3 heartbeat intervals + slack, without a failover and without stopping the stream. Then rail 0 on
-a ~12 s in: no path left -> ncclSystemError on both sides within the bound (as failover-both-down)."""
-from check import expect
-from failover_common import (STANDBY_DOWN_BOUND_MS, STANDBY_INFO, BACKUP, DATA_KIND, check_fatal, data_comm,
-                             expect_baseline, faults, log_text, on_a_clock, received_between, stats)
+a ~12 s in: no path left -> ncclSystemError on both sides within the bound (as failover-both-down).
+Before it, `slow`: a standby down only for unanswered heartbeats is still tried by a failover."""
+from check import expect, expect_each
+from failover_common import (STANDBY_DOWN_BOUND_MS, STANDBY_INFO, BACKUP, DATA_KIND, PRIMARY, check_fatal, data_comm,
+                             expect_counters, expect_no_crash, expect_stream_ok, faults, log_text, on_a_clock,
+                             received_between, stats)
 
 MIN_SECONDS = 20  # failover-standby-first.guest.sh
 
 
+def check_slow(run):
+    """A standby down only for unanswered heartbeats (rail 1 delayed by 4 s) is tried when the
+    primary fails, and carries the stream (issue #19, item 4)."""
+    a, b = expect_stream_ok(run, "slow", MIN_SECONDS)
+    fs = faults(run, "a", "slow")
+    expect([f[2] for f in fs] == ["delay 1 4000", "rail-down 0", "clear 1"],
+           f"slow: rail 1 delayed, rail 0 down, then rail 1's delay ended on a: {fs}")
+    for role, rep in (("a", a), ("b", b)):
+        kind = DATA_KIND[role]
+        mine, last = data_comm(run, role, "slow", stats(run, role, "slow"))
+        fo = [i for i, e in enumerate(mine) if e["event"] == "failover"]
+        expect(len(fo) == 1 and mine[fo[0]]["from"] == PRIMARY and mine[fo[0]]["to"] == BACKUP,
+               f"{role} slow: one failover of the {kind} comm, {PRIMARY} -> {BACKUP} "
+               f"({[(mine[i]['from'], mine[i]['to'], mine[i]['cause']) for i in fo]})")
+        if role == "a":  # a's own port event started it: its standby was down, for silence alone
+            # (the switch itself writes the path it left as the standby, "failed, ...": not that one)
+            before = [e for e in mine[:fo[0]] if e["event"] == "standby" and not e["why"].startswith("failed")] if fo else []
+            expect(before and before[-1]["state"] == "down" and "heartbeats unanswered" in before[-1]["why"],
+                   f"a slow: the standby was down for unanswered heartbeats when the failover began "
+                   f"({[(e['state'], e['why']) for e in before[-2:]]})")
+        expect(not [e for e in mine if e["event"] == "fatal"], f"{role} slow: no fatal record")
+        expect_counters(role, "slow", last, rep, 1)
+    expect_no_crash(run, "slow")
+
+
 def check(run):
-    expect_baseline(run, "baseline", MIN_SECONDS)
+    expect_each("failover-standby-first", [("slow", lambda: check_slow(run)), ("fault", lambda: check_fault(run))])
+
+
+def check_fault(run):
     a, b = run.report("a", "fault"), run.report("b", "fault")
     fs = faults(run, "a", "fault")
     expect([f[2] for f in fs] == ["rail-down 1", "rail-down 0"], f"fault: rail 1 then rail 0 down on a: {fs}")

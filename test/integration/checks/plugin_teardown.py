@@ -1,9 +1,10 @@
 """Check of the plugin-teardown VM test (plugin-teardown.guest.sh): retired QPs accept nothing,
-finalize is bounded with QPs stuck on a dead port, and finalize with comms still open releases
-everything without a crash.
+finalize is bounded with QPs stuck on a dead port, finalize with comms still open releases
+everything without a crash, and a rank closing 5 s after its peer hears of it (no WARN).
 
 Rank 0 ran in VM a, rank 1 in VM b; each run left NAME.rc / NAME.ms / NAME.json / NAME.log.
 """
+import json
 import re
 
 from check import expect, expect_each, fail
@@ -132,9 +133,38 @@ def dead_rail(run):
                "(its exit_ms is an exit with QPs left to the kernel)")
 
 
+def stats_records(run, role, name):
+    f = run.out(role, f"{name}.stats.jsonl")
+    return [json.loads(line) for line in f.read_text().splitlines() if line.strip()] if f.exists() else []
+
+
+def late_close(run):
+    """Quiet endings: rank 1 closed its ring 5 s after rank 0; rank 0's goodbye reached it."""
+    for role in ("a", "b"):
+        text = no_crash(run, role, "late-close")
+        rep = run.report(role, "late-close")
+        tag = f"late-close: rank {rep['rank']}"
+        expect(run.rc(role, "late-close") == 0 and rep["ok"] and rep["phase"] == "done",
+               f"{tag}: exit 0, phase done (errors: {rep['errors']})")
+        expect(not warns(rep), f"{tag}: no WARN from the plugin ({warns(rep)[:6]})")
+        recs = stats_records(run, role, "late-close")
+        for kind in ("send", "recv"):
+            expect(any(r["event"] == "standby" and r.get("kind") == kind and r.get("state") == "up" for r in recs),
+                   f"{tag}: the {kind} comm was protected (a standby came up)")
+        bad = [(r["event"], r.get("kind"), r.get("state"), r.get("why")) for r in recs
+               if r["event"] in ("failover", "failback", "fatal") or (r["event"] == "standby" and r.get("state") != "up")]
+        expect(not bad, f"{tag}: no failover, fatal or standby-down record ({bad[:6]})")
+        expect("did not acknowledge the goodbye" not in text, f"{tag}: no goodbye went unanswered")
+        if role == "b":
+            heard = re.findall(r"NET/HA: (send|recv) comm \S+ on \S+: the peer closed the connection", text)
+            expect(sorted(heard) == ["recv", "send"],
+                   f"{tag}: the late rank heard the goodbye on both its comms ({heard})")
+
+
 def check(run):
     expect_each("plugin-teardown", [
         ("late-writes", lambda: late_writes(run)),
         ("finalize-open", lambda: finalize_open(run)),
+        ("late-close", lambda: late_close(run)),
         ("dead-rail", lambda: dead_rail(run)),
     ])

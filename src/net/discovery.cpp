@@ -218,6 +218,26 @@ int sysfs_numa_node(const std::string& pci_path) {
   return -1;
 }
 
+Status refresh_address(ibv_context* ctx, PortInfo& info) {
+  ibv_port_attr pattr{};
+  if (int rc = ibv_query_port(ctx, static_cast<std::uint8_t>(info.port), &pattr))
+    return errno_error(Errc::verbs, "ibv_query_port(" + info.id() + ")", rc);
+  info.state = pattr.state;
+  info.active_mtu = pattr.active_mtu;
+  info.lid = pattr.lid;
+  if (!info.roce() || !info.active()) return {};
+  auto table = query_gid_table(ctx, info.port);
+  if (!table) return std::move(table).error();
+  auto idx = select_gid_index(*table, info.link_layer, env_int_opt({"HA_NCCL_IB_GID_INDEX", "NCCL_IB_GID_INDEX"}, 0, 255));
+  if (!idx) return std::move(idx).error();
+  for (const auto& e : *table)
+    if (e.index == *idx) {
+      info.gid_index = *idx;
+      info.gid = e.gid;
+    }
+  return {};
+}
+
 Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::uint32_t port,
                               const std::string& sysfs_root) {
   ibv_device_attr dattr{};

@@ -130,7 +130,10 @@ Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot,
   auto qp = net::create_rc_qp(dev.pd.get(), p->cq.get(), p->cq.get(), caps);
   if (!qp) return std::move(qp).error();
   p->qp = std::move(qp).value();
-  p->local = net::local_endpoint(p->qp.get(), dev.port, net::random_psn());
+  net::PortInfo port = dev.port;  // its address as it is now, not as discovery saw it
+  if (auto s = net::refresh_address(dev.ctx.get(), port); !s)
+    HA_DEBUG("NET/HA: %s: %s (its address as discovered is used)", dev.port.id().c_str(), s.error().message.c_str());
+  p->local = net::local_endpoint(p->qp.get(), port, net::random_psn());
   p->fault_gen = dev.fault_gen.load(std::memory_order_relaxed);
   return p;
 }

@@ -259,7 +259,8 @@ void watch_port_events(State& s, Device& d) {
       d.port_up.store(false, std::memory_order_relaxed);
       d.fault_gen.fetch_add(1, std::memory_order_release);
       HA_INFO("NET/HA: %s: %s", d.port.id().c_str(), reactor::to_string(ev.kind));
-    } else if (ev.kind == K::port_active || ev.kind == K::gid_change) {
+    } else if (ev.kind == K::port_active || ev.kind == K::gid_change || ev.kind == K::lid_change ||
+               ev.kind == K::sm_change) {  // new paths on it are addressed as it is now (make_path)
       if (ev.kind == K::port_active) d.port_up.store(true, std::memory_order_relaxed);
       d.recover_gen.fetch_add(1, std::memory_order_relaxed);  // re-protection onto it starts now
       HA_INFO("NET/HA: %s: %s", d.port.id().c_str(), reactor::to_string(ev.kind));

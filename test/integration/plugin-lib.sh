@@ -3,7 +3,9 @@
 #   source "$(dirname "$0")/plugin-lib.sh"      (from test/integration)
 #   source "$REPO/test/integration/plugin-lib.sh"
 # It sources test/vm/lib.sh (vm_barrier, vm_fault, ...) and sets:
-#   REPO BUILD DRIVER PLUGIN HA_PING     paths (BUILD = $NCCL_HA_BUILD_DIR, default REPO/build)
+#   REPO BUILD DRIVER PLUGIN HA_PING     paths (BUILD = $NCCL_HA_BUILD_DIR, default REPO/build;
+#                                        PLUGIN = $PL_PLUGIN if set: another build of the plugin,
+#                                        e.g. a "before" run, run-pair.sh --env PL_PLUGIN=...)
 #
 # Driver pairs (rank 0 in VM a = listener, rank 1 in VM b = connector; handshake over eth2):
 #   pl_driver NAME PORT ARGS...          one pair, to completion: the driver gets --plugin, --json
@@ -52,7 +54,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$REPO/test/vm/lib.sh"
 BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
 DRIVER=$BUILD/tools/ha-net-driver/ha-net-driver
-PLUGIN=$BUILD/src/plugin/libnccl-net-ha.so
+PLUGIN=${PL_PLUGIN:-$BUILD/src/plugin/libnccl-net-ha.so}
 HA_PING=$BUILD/tools/ha-ping/ha-ping
 PL_ENV=()
 PL_FAULTS=()

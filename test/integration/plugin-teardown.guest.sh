@@ -70,7 +70,7 @@ if want late-close; then  # quiet endings: rank 1 closes its ring 5 s after rank
   late=()
   [[ $VM_ROLE == b ]] && late=(--close-late 5)
   PL_ENV=("HA_NCCL_STATS_FILE=$VM_OUT/late-close.stats.jsonl")
-  pl_driver late-close 18734 --sizes 4K,1M --timeout 60 ${late[@]+"${late[@]}"}
+  pl_driver late-close 18734 --sizes 4K,64K --messages 200 --min-seconds 3 --timeout 60 ${late[@]+"${late[@]}"}
   PL_ENV=()
   record late-close
 fi

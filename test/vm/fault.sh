@@ -9,7 +9,11 @@
 #   fault.sh loss RAIL PERCENT      netem: drop PERCENT% of outgoing frames (port stays up)
 #   fault.sh delay RAIL MS          netem: delay outgoing frames by MS milliseconds
 #   fault.sh netem RAIL ARGS...     netem with any tc netem arguments, e.g. "loss 5% delay 10ms"
-#   fault.sh clear RAIL             remove netem and bring the link up (all faults off)
+#   fault.sh readdress RAIL         the rail's IPv4 address moves to another in its subnet (host
+#                                   part + 100): its RoCE GID changes (GID_CHANGE), the link stays
+#                                   up; waits until the rxe port lists the new GID
+#   fault.sh clear RAIL             remove netem, put the rail's own address back, bring the link
+#                                   up (all faults off)
 #   fault.sh status                 links, qdiscs and rxe port states
 #
 # RAIL is a rail number, 0..VM_RAILS-1: the command acts on this guest's NIC and rxe device of
@@ -20,7 +24,7 @@
 set -euo pipefail
 
 die() { echo "fault.sh: ERROR: $*" >&2; exit 2; }
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 RAILS=${VM_RAILS:-2}
 
 wait_port() { # STATE: until this rail's rxe port is in STATE (10 s max; no processes per poll)
@@ -42,6 +46,25 @@ link_up() {
   while read -r what net via metric; do
     [[ $what != route || $via != "$dev" ]] || ip route replace "$net" dev "$dev" metric "$metric"
   done </run/vmout/net.conf
+}
+
+# The rail's own ADDR/LEN (run-pair.sh's net.conf line "nic IF MAC ADDR/LEN MTU RXE").
+own_addr() { awk -v d="$dev" '$1 == "nic" && $2 == d { print $4 }' /run/vmout/net.conf 2>/dev/null; }
+gid_of() { # a.b.c.d -> its RoCE v2 GID as sysfs shows it
+  local IFS=.
+  set -- $1
+  printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4"
+}
+set_addr() { # ADDR/LEN: the rail's only global address; waits for its GID (10 s max)
+  local i
+  ip -4 addr flush dev "$dev" scope global
+  ip addr add "$1" dev "$dev"
+  link_up
+  for ((i = 0; i < 100; i++)); do
+    grep -qx "$(gid_of "${1%/*}")" /sys/class/infiniband/"$rxe"/ports/1/gids/* 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "$rxe did not list the GID of ${1%/*}"
 }
 
 (($#)) || usage
@@ -98,8 +121,14 @@ case $cmd in
   netem)
     (($#)) || die "netem needs tc netem arguments"
     tc qdisc replace dev "$dev" root netem "$@" ;;
+  readdress)
+    own=$(own_addr)
+    [[ $own =~ ^([0-9]+\.[0-9]+\.[0-9]+)\.([0-9]+)/([0-9]+)$ ]] || die "no address of $dev in net.conf"
+    set_addr "${BASH_REMATCH[1]}.$((BASH_REMATCH[2] + 100))/${BASH_REMATCH[3]}" ;;
   clear)
     tc qdisc del dev "$dev" root 2>/dev/null || true
+    own=$(own_addr)
+    if [[ -n $own ]] && ! ip -4 -o addr show dev "$dev" | grep -q " inet $own "; then set_addr "$own"; fi
     link_up
     wait_port ACTIVE ;;
   *) usage ;;

@@ -24,6 +24,16 @@ def no_crash(run, role, name):
     return text
 
 
+def finished(run, role, name):
+    """(driver log text, report, "NAME: rank R") of a run that must have ended well."""
+    text = no_crash(run, role, name)
+    rep = run.report(role, name)
+    tag = f"{name}: rank {rep['rank']}"
+    expect(run.rc(role, name) == 0 and rep["ok"] and rep["phase"] == "done",
+           f"{tag}: exit 0, phase done (errors: {rep['errors']})")
+    return text, rep, tag
+
+
 def step(rep, name):
     steps = {s["name"]: s for s in rep["fault"]["steps"]}
     if name not in steps:
@@ -94,11 +104,7 @@ def finalize_open(run):
 def dead_rail(run):
     handed = 0
     for role in ("a", "b"):
-        text = no_crash(run, role, "dead-rail")
-        rep = run.report(role, "dead-rail")
-        tag = f"dead-rail: rank {rep['rank']}"
-        expect(run.rc(role, "dead-rail") == 0 and rep["ok"] and rep["phase"] == "done",
-               f"{tag}: exit 0, phase done (errors: {rep['errors']})")
+        text, rep, tag = finished(run, role, "dead-rail")
         check_named(rep, "fault dead-rail: messages flowed on every link")
         expect(re.search(r"NET/HA: (failover|failback) of \S+ comm \S+ rxe0:1 -> rxe1:1", text),
                f"{tag}: the comms failed over from the dead rail 0 to rail 1")
@@ -141,11 +147,7 @@ def stats_records(run, role, name):
 def late_close(run):
     """Quiet endings: rank 1 closed its ring 5 s after rank 0; rank 0's goodbye reached it."""
     for role in ("a", "b"):
-        text = no_crash(run, role, "late-close")
-        rep = run.report(role, "late-close")
-        tag = f"late-close: rank {rep['rank']}"
-        expect(run.rc(role, "late-close") == 0 and rep["ok"] and rep["phase"] == "done",
-               f"{tag}: exit 0, phase done (errors: {rep['errors']})")
+        text, rep, tag = finished(run, role, "late-close")
         expect(not warns(rep), f"{tag}: no WARN from the plugin ({warns(rep)[:6]})")
         recs = stats_records(run, role, "late-close")
         for kind in ("send", "recv"):

@@ -90,6 +90,12 @@ std::vector<PortInfo> discover_ports(const DiscoveryOptions& options = {});
 Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::uint32_t port,
                               const std::string& sysfs_root = "/sys");
 
+// Re-reads what a new endpoint takes from the port, cheaply (no sysfs, no device query): state,
+// active MTU, LID and, on an active RoCE port, the GID (its index selected again, as
+// query_port does). The rest of `info` is kept. For every QP a connection builds: a port whose
+// address changed since discovery (a new IP, an SM that moved its LID) is addressed as it is now.
+Status refresh_address(ibv_context* ctx, PortInfo& info);
+
 // Sysfs helpers (exposed for tests with a fixture root).
 std::string sysfs_pci_path(const std::string& sysfs_root, const std::string& device, const std::string& netdev);
 int sysfs_numa_node(const std::string& pci_path);

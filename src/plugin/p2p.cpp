@@ -108,7 +108,9 @@ void heartbeat_done(CommBase& c, Path& p) {
 // completion (the peer's ACK: one round trip), bounded, because the ERROR transition that
 // follows would flush a write not yet sent. A peer that did not answer in time is probably gone:
 // for a while after that, closes say no goodbye and wait for nothing (a dead peer's comms,
-// hundreds of them, close without a bound each). A peer that closed first gets none.
+// hundreds of them, close without a bound each). A peer that closed first gets none: neither
+// one whose goodbye came (peer_closed) nor one whose goodbye the close finds on the path now
+// (both ranks closing at once: it may have gone already, and would never answer ours).
 constexpr std::uint64_t kByeWaitNs = 50'000'000;
 constexpr std::uint64_t kByeQuietNs = 1'000'000'000;
 std::atomic<std::uint64_t> bye_unanswered_until{0};
@@ -125,23 +127,46 @@ bool orderly(const CommBase& c) {
                                   : all_free(static_cast<const RecvComm&>(c).reqs);
 }
 
+// What the close's own polling of the active path found: our goodbye's completion, the peer's.
+struct Goodbyes {
+  int polled = 0;  // ibv_poll_cq's result
+  bool ours = false;
+  bool peers = false;
+};
+
+Goodbyes reap_goodbyes(CommBase& c, Path& p) {
+  constexpr std::uint32_t kPeerBye = kCtlImm | static_cast<std::uint32_t>(CtlKind::bye);
+  Goodbyes seen;
+  ibv_wc wcs[16];
+  seen.polled = ibv_poll_cq(p.cq.get(), 16, wcs);
+  for (int i = 0; i < seen.polled; ++i) {
+    const ibv_wc& wc = wcs[i];
+    if (wr_kind(wc.wr_id) == WrKind::bye) {
+      seen.ours = true;
+      if (wc.status != IBV_WC_SUCCESS)
+        HA_INFO("NET/HA: %s: goodbye to the peer failed: %s", c.id.c_str(), describe_error(p, wc).c_str());
+    } else if (wc.status == IBV_WC_SUCCESS && wr_kind(wc.wr_id) == WrKind::recv && (wc.wc_flags & IBV_WC_WITH_IMM) &&
+               ntohl(wc.imm_data) == kPeerBye) {
+      seen.peers = true;  // both closed at once: its goodbye was waiting here
+    }
+  }
+  return seen;
+}
+
 void say_goodbye(CommBase& c) {
   Path* p = c.paths[c.active].get();
+  if (!p || p->link.load(std::memory_order_acquire) != Path::up || !orderly(c)) return;
+  for (int round = 0; round < 8; ++round) {  // what is already there: maybe the peer's goodbye
+    const Goodbyes seen = reap_goodbyes(c, *p);
+    if (seen.peers) return;
+    if (seen.polled < 16) break;
+  }
   const std::uint64_t start = now_ns();
-  if (!p || p->link.load(std::memory_order_acquire) != Path::up || !orderly(c) ||
-      start < bye_unanswered_until.load(std::memory_order_relaxed))
-    return;
+  if (start < bye_unanswered_until.load(std::memory_order_relaxed)) return;
   if (post_control(c, *p, WrKind::bye, offsetof(ControlBlock, bye), sizeof(std::uint64_t), CtlKind::bye) != 0) return;
   for (;;) {
-    ibv_wc wcs[16];
-    const int n = ibv_poll_cq(p->cq.get(), 16, wcs);
-    if (n < 0) return;
-    for (int i = 0; i < n; ++i)
-      if (wr_kind(wcs[i].wr_id) == WrKind::bye) {
-        if (wcs[i].status != IBV_WC_SUCCESS)
-          HA_INFO("NET/HA: %s: goodbye to the peer failed: %s", c.id.c_str(), describe_error(*p, wcs[i]).c_str());
-        return;
-      }
+    const Goodbyes seen = reap_goodbyes(c, *p);
+    if (seen.polled < 0 || seen.ours || seen.peers) return;
     const std::uint64_t now = now_ns();
     if (now - start > kByeWaitNs) {
       bye_unanswered_until.store(now + kByeQuietNs, std::memory_order_relaxed);
@@ -149,7 +174,7 @@ void say_goodbye(CommBase& c) {
               static_cast<unsigned long long>(kByeWaitNs / 1000000));
       return;
     }
-    if (n == 0) std::this_thread::yield();
+    if (seen.polled == 0) std::this_thread::yield();
   }
 }
 

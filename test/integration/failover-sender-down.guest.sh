@@ -23,8 +23,10 @@ rm -f /tmp/fault_*.prom
     sleep 0.1
   done
   sleep 12
+  # cat, not cp: the plugin renames a new snapshot over the file every 200 ms, and cp skips a file
+  # replaced while it copies ("replaced while being copied"); cat reads the one it opened.
   for f in /tmp/fault_*.prom; do
-    if [[ -e $f ]]; then cp "$f" "$VM_OUT/mid.${f##*/}"; fi
+    if [[ -e $f ]]; then cat "$f" >"$VM_OUT/mid.${f##*/}" || vm_log "fault: copying $f failed"; fi
   done
   exit 0
 ) &

@@ -20,7 +20,7 @@ pl_failover_env
 silent='"kind":"recv".*"state":"down","why":"3.heartbeats.unanswered"'
 PL_ENV=(HA_NCCL_HEARTBEAT_MS=100 HA_NCCL_FAILOVER_TIMEOUT_MS=15000 HA_NCCL_QP_TIMEOUT=18)
 PL_FAULTS=("a 3000 delay 1 4000" "a 0 stats-wait $silent 1" "a 0 rail-down 0" "a 0 pause 5000" "a 0 clear 1")
-pl_stream slow 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 20
+pl_stream slow 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 12
 if [[ $VM_ROLE == a ]]; then  # both rails as they were for the next stream
   vm_fault clear 1 || vm_log "slow: fault.sh clear 1 failed"
   vm_fault clear 0 || vm_log "slow: fault.sh clear 0 failed"

@@ -218,6 +218,23 @@ int sysfs_numa_node(const std::string& pci_path) {
   return -1;
 }
 
+namespace {
+
+// The GID a RoCE port is addressed by: its table read, the index selected (HA_NCCL_IB_GID_INDEX /
+// NCCL_IB_GID_INDEX, else select_gid_index's rule) and both stored in `info`.
+Status read_gid(ibv_context* ctx, PortInfo& info) {
+  auto table = query_gid_table(ctx, info.port);
+  if (!table) return std::move(table).error();
+  auto idx = select_gid_index(*table, info.link_layer, env_int_opt({"HA_NCCL_IB_GID_INDEX", "NCCL_IB_GID_INDEX"}, 0, 255));
+  if (!idx) return std::move(idx).error();
+  info.gid_index = *idx;
+  for (const auto& e : *table)
+    if (e.index == *idx) info.gid = e.gid;
+  return {};
+}
+
+}  // namespace
+
 Status refresh_address(ibv_context* ctx, PortInfo& info) {
   ibv_port_attr pattr{};
   if (int rc = ibv_query_port(ctx, static_cast<std::uint8_t>(info.port), &pattr))
@@ -226,16 +243,7 @@ Status refresh_address(ibv_context* ctx, PortInfo& info) {
   info.active_mtu = pattr.active_mtu;
   info.lid = pattr.lid;
   if (!info.roce() || !info.active()) return {};
-  auto table = query_gid_table(ctx, info.port);
-  if (!table) return std::move(table).error();
-  auto idx = select_gid_index(*table, info.link_layer, env_int_opt({"HA_NCCL_IB_GID_INDEX", "NCCL_IB_GID_INDEX"}, 0, 255));
-  if (!idx) return std::move(idx).error();
-  for (const auto& e : *table)
-    if (e.index == *idx) {
-      info.gid_index = *idx;
-      info.gid = e.gid;
-    }
-  return {};
+  return read_gid(ctx, info);
 }
 
 Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::uint32_t port,
@@ -265,21 +273,8 @@ Expected<PortInfo> query_port(ibv_context* ctx, const std::string& device, std::
   info.max_cqe = static_cast<std::uint32_t>(dattr.max_cqe);
   info.vendor_id = dattr.vendor_id;
   info.max_mr = static_cast<std::uint32_t>(dattr.max_mr);
-  if (info.roce() && info.active()) {
-    auto table = query_gid_table(ctx, port);
-    if (table) {
-      auto idx = select_gid_index(*table, info.link_layer, env_int_opt({"HA_NCCL_IB_GID_INDEX", "NCCL_IB_GID_INDEX"}, 0, 255));
-      if (idx) {
-        info.gid_index = *idx;
-        for (const auto& e : *table)
-          if (e.index == *idx) info.gid = e.gid;
-      } else {
-        HA_WARN("NET/HA: %s: %s", info.id().c_str(), idx.error().message.c_str());
-      }
-    } else {
-      HA_WARN("NET/HA: %s: %s", info.id().c_str(), table.error().message.c_str());
-    }
-  }
+  if (info.roce() && info.active())
+    if (auto s = read_gid(ctx, info); !s) HA_WARN("NET/HA: %s: %s", info.id().c_str(), s.error().message.c_str());
   if (info.roce()) {
     // The netdev is a property of the port; GID 0 (link-local) always exists while it is up.
     info.netdev = sysfs_gid_netdev(sysfs_root, device, port, info.gid_index);

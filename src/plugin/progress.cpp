@@ -211,10 +211,6 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The peer closed the connection in order (say_goodbye): nothing to watch or protect any more.
 // Only if the data path still meets an error there (NCCL used the comm after its peer closed it)
 // does the comm end, with that error and no failover.

@@ -4,10 +4,10 @@ everything without a crash, and a rank closing 5 s after its peer hears of it (n
 
 Rank 0 ran in VM a, rank 1 in VM b; each run left NAME.rc / NAME.ms / NAME.json / NAME.log.
 """
-import json
 import re
 
 from check import expect, expect_each, fail
+from failover_common import stats
 
 FINALIZE_BOUND_US = 2_000_000  # the issue's bound on finalize (dead-rail)
 FINALIZE_OPEN_US = 2_500_000   # finalize-open: healthy ports, generous for the 1-vCPU guests
@@ -139,21 +139,16 @@ def dead_rail(run):
                "(its exit_ms is an exit with QPs left to the kernel)")
 
 
-def stats_records(run, role, name):
-    f = run.out(role, f"{name}.stats.jsonl")
-    return [json.loads(line) for line in f.read_text().splitlines() if line.strip()] if f.exists() else []
-
-
 def late_close(run):
     """Quiet endings: rank 1 closed its ring 5 s after rank 0; rank 0's goodbye reached it."""
     for role in ("a", "b"):
         text, rep, tag = finished(run, role, "late-close")
         expect(not warns(rep), f"{tag}: no WARN from the plugin ({warns(rep)[:6]})")
-        recs = stats_records(run, role, "late-close")
+        recs = stats(run, role, "late-close")
         for kind in ("send", "recv"):
-            expect(any(r["event"] == "standby" and r.get("kind") == kind and r.get("state") == "up" for r in recs),
+            expect(any(r["event"] == "standby" and r["kind"] == kind and r.get("state") == "up" for r in recs),
                    f"{tag}: the {kind} comm was protected (a standby came up)")
-        bad = [(r["event"], r.get("kind"), r.get("state"), r.get("why")) for r in recs
+        bad = [(r["event"], r["kind"], r.get("state"), r.get("why")) for r in recs
                if r["event"] in ("failover", "failback", "fatal") or (r["event"] == "standby" and r.get("state") != "up")]
         expect(not bad, f"{tag}: no failover, fatal or standby-down record ({bad[:6]})")
         expect("did not acknowledge the goodbye" not in text, f"{tag}: no goodbye went unanswered")

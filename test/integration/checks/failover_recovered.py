@@ -10,6 +10,7 @@ from failover_common import PORT_DOWN_STALL_BOUND_MS, check_failover, expect_no_
 
 MIN_SECONDS = 20  # failover-recovered.guest.sh
 CHURN = 8
+MOVE_FAILURES = 2  # connects while the address moved (the port has none for a moment), opened again
 
 
 def check_readdress(run):
@@ -22,15 +23,17 @@ def check_readdress(run):
     for role in ("a", "b"):
         h = run.report(role, "readdress")["churn"]
         expect(h["closed"] == CHURN and h["messages_ok"] == CHURN and h["bad_messages"] == 0 and
-               h["connect_failures"] == 0,
+               h["connect_failures"] <= MOVE_FAILURES,
                f"{role} readdress: {h['closed']} of {CHURN} churn pairs done, {h['messages_ok']} messages verified, "
-               f"{h['connect_failures']} failed connects ({h['failure_lines'][:2]})")
+               f"{h['connect_failures']} failed connects (at most {MOVE_FAILURES}, while the address moved: "
+               f"{h['failure_lines'][:2]})")
     # b's churn comms on rxe0 that were opened after the change (b's clock, as fault_ms)
-    closes = [e for e in stats(run, "b", "readdress") if e["event"] == "close" and e["active"] == "rxe0:1"]
+    events = stats(run, "b", "readdress")
+    closes = [e for e in events if e["event"] == "close" and e["active"] == "rxe0:1"]
     after = [e for e in closes if e["time_unix_ms"] > changed]
     expect(len(after) >= 3 * 2, f"readdress: {len(after) // 2} churn pair(s) on rxe0:1 opened and closed after the "
                                 f"address changed (at least 3)")
-    expect(not [e for e in stats(run, "b", "readdress") if e["event"] in ("failover", "fatal")],
+    expect(not [e for e in events if e["event"] in ("failover", "fatal")],
            "readdress: b: no failover or fatal record")
     expect_no_crash(run, "readdress")
 

@@ -71,7 +71,7 @@ case ${1:-} in
 esac
 if ((build)); then
   cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DNCCL_HA_FUZZ=ON -DNCCL_HA_SANITIZE=ON \
-    -DNCCL_HA_BUILD_TESTS=ON -DNCCL_HA_BUILD_TOOLS=OFF -DNCCL_HA_WERROR=ON \
+    -DNCCL_HA_BUILD_TESTS=ON -DNCCL_HA_BUILD_TOOLS=OFF -DNCCL_HA_WERROR=ON -DNCCL_HA_UNITY_BUILD=ON \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="${NCCL_HA_TEST_CXX_FLAGS:--O2 -g1 -DNDEBUG}" \
     -DCMAKE_CXX_CREATE_SHARED_LIBRARY="$shared_link" >/dev/null
   if [[ $mode == fuzz ]]; then cmake --build "$BUILD" --target fuzzers; else cmake --build "$BUILD"; fi

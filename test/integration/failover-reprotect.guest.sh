@@ -2,13 +2,17 @@
 # Guest side of failover-reprotect (issue #4): a second failure after re-protection is survived,
 # ten times in a row in one boot (fault1 .. fault10, each its own driver pair and port).
 # Each is a --one-way stream from b (sender) to a (receiver) on rxe0 with its shadow on rxe1:
-#   b: rail-down 0 at 4 s    -> failover rxe0 -> rxe1
-#   b: rail-up 0 at 7 s      -> re-protection builds a new standby on rxe0 (GID resolved afresh)
-#   b: rail-down 1 at 14 s   -> the second failure: failover rxe1 -> rxe0
-#   b: rail-up 1 at 17 s     -> re-protected again on rxe1
-# The schedule is not shortened: fault.sh takes 0.1-3 s under TCG (5-7 s seen under host load),
-# and re-protection up to 3.2 s more (its back-off) after the port is back; a shorter gap between
-# rail-up 0 and rail-down 1 took both paths at once in a loaded run. 10 x ~30 s.
+#   b: rail-down 0 at 3 s    -> failover rxe0 -> rxe1
+#   b: rail-up 0             -> re-protection builds a new standby on rxe0 (GID resolved afresh)
+#   b: rail-down 1           -> the second failure: failover rxe1 -> rxe0
+#   b: rail-up 1             -> re-protected again on rxe1; then b ends the stream (stop)
+# Each fault follows the plugin, not a clock: a rail comes up once this side's failover records of
+# both of its comms (the stream's and the ring's idle one) are written, and rail 1 goes down once
+# both sides' records say both comms are protected again (each side waits for its own, then the
+# two meet at a barrier). So the second failure
+# never takes both paths at once however slow fault.sh (0.1-3 s under TCG, 5-7 s seen under host
+# load) or re-protection (its back-off) is, and no stream waits longer than its faults need (these
+# streams ran a fixed 26 s each before: 4 minutes of CI).
 # Every byte verified; each stream ends with both rails up, so the next starts clean. Then, once,
 # the same faults with HA_NCCL_MAX_RETRIES=1 (see below).
 # checks/failover_reprotect.py judges every run.
@@ -16,13 +20,36 @@ set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
 REPEATS=10      # checks/failover_reprotect.py: REPEATS
-MIN=26          # --min-seconds of each faultN stream (checks/failover_reprotect.py: MIN_SECONDS)
+MIN=6           # --min-seconds of each faultN stream (checks/failover_reprotect.py: MIN_SECONDS)
+# Stats regexes (no spaces): KIND's failover record; KIND's standby up after its Nth failover.
+failed_over() { echo "\"event\":\"failover\".*\"kind\":\"$1\""; }
+protected() { echo "\"kind\":\"$1\".*\"standby\":\"up\",\"failovers\":$2,"; }
+# Appended to PL_FAULTS: b takes RAIL down, waits for failover N of both its comms, brings RAIL up.
+fail_rail() { # RAIL N
+  PL_FAULTS+=("b 0 rail-down $1" "b 0 stats-wait $(failed_over send) $2" "b 0 stats-wait $(failed_over recv) $2"
+              "b 0 rail-up $1")
+}
+# Appended to PL_FAULTS: each side waits until both of its comms are protected again after failover
+# N, and the two meet (barrier TAG).
+reprotected() { # N TAG
+  PL_FAULTS+=("a 0 stats-wait $(protected recv "$1") 1" "a 0 stats-wait $(protected send "$1") 1" "a 0 barrier $2"
+              "b 0 stats-wait $(protected send "$1") 1" "b 0 stats-wait $(protected recv "$1") 1" "b 0 barrier $2")
+}
 for i in $(seq "$REPEATS"); do
-  PL_FAULTS=("b 4000 rail-down 0" "b 7000 rail-up 0" "b 14000 rail-down 1" "b 17000 rail-up 1")
+  PL_FAULTS=("b 3000 pause 0")
+  fail_rail 0 1
+  reprotected 1 up0
+  fail_rail 1 2
+  reprotected 2 up1
+  PL_FAULTS+=("b 0 stop")
   pl_stream "fault$i" $((18730 + i)) "${PL_STREAM_ARGS[@]}" --min-seconds $MIN
 done
 # maxretries: the same faults with HA_NCCL_MAX_RETRIES=1: the second failure is fatal
-# (ncclSystemError on both sides, WARN naming HA_NCCL_MAX_RETRIES), never a hang.
+# (ncclSystemError on both sides, WARN naming HA_NCCL_MAX_RETRIES), never a hang. The stream ends
+# with that error (its --min-seconds is never reached); rail 1 comes back 3 s after it went down.
 PL_ENV=(HA_NCCL_MAX_RETRIES=1)
-PL_FAULTS=("b 4000 rail-down 0" "b 7000 rail-up 0" "b 14000 rail-down 1" "b 17000 rail-up 1")
+PL_FAULTS=("b 3000 pause 0")
+fail_rail 0 1
+reprotected 1 up0
+PL_FAULTS+=("b 0 rail-down 1" "b 0 pause 3000" "b 0 rail-up 1")
 pl_stream maxretries 18722 "${PL_STREAM_ARGS[@]}" --min-seconds 26 --outlive-peer 30

@@ -37,7 +37,11 @@
 #                                        driver log, NAME.log: a WARN the plugin prints); "ROLE MS
 #                                        barrier TAG" (vm_barrier NAME-TAG: both sides list one, so
 #                                        that a fault on one side can follow what the other side's
-#                                        log-wait saw);
+#                                        log-wait saw); "ROLE MS stop" (the sender's side, b:
+#                                        end the stream: pl_stream gives this side's driver
+#                                        --stop-file NAME.stop when its list has a stop, so the
+#                                        stream outlives --min-seconds until the faults played
+#                                        out, bounded by --timeout);
 #                                        or "ROLE MS active-down" / "ROLE MS standby-down": fault.sh
 #                                        rail-down of the rail this side's stream comm is active on /
 #                                        has its standby on now, from NAME.stats.jsonl, recorded as
@@ -47,6 +51,12 @@
 #                                        started (its own clock, from the phase file). Each one
 #                                        appends "<start_ms> <end_ms> <args>" (wall clock, ms) to
 #                                        $VM_OUT/NAME.fault_ms. Cleared by pl_stream.
+#   pl_shared_stream NAME PORT ARGS...   pl_stream without faults (an unfaulted baseline) that the tests
+#                                        of one boot share: the first test of the boot that asks for
+#                                        NAME with these ARGS, PL_ENV, plugin and NCCL_* / HA_NCCL_*
+#                                        environment runs it; a later one gets a copy of its files
+#                                        (NAME.*, and NAME.shared naming where it ran). Both guests
+#                                        decide alike: the copy is kept whatever the run's outcome.
 #   pl_now_ms                            wall clock in ms, without a process ($EPOCHREALTIME)
 [[ -n ${PLUGIN_LIB_LOADED:-} ]] && return 0
 PLUGIN_LIB_LOADED=1
@@ -153,12 +163,13 @@ pl_stream() { # NAME PORT ARGS...
   shift 2
   local faults=(${PL_FAULTS[@]+"${PL_FAULTS[@]}"})
   PL_FAULTS=()
-  rm -f "$VM_OUT/$name.phase" "$VM_OUT/$name.stats.jsonl" "$VM_OUT/$name.fault_ms"
-  PL_ENV+=("HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
-  pl_driver_start "$name" "$port" --phase-file "$VM_OUT/$name.phase" "$@"
-  PL_ENV=()
-  local mine=()
+  rm -f "$VM_OUT/$name.phase" "$VM_OUT/$name.stats.jsonl" "$VM_OUT/$name.fault_ms" "$VM_OUT/$name.stop"
+  local mine=() stop=()
   for f in ${faults[@]+"${faults[@]}"}; do [[ ${f%% *} == "$VM_ROLE" ]] && mine+=("$f"); done
+  for f in ${mine[@]+"${mine[@]}"}; do [[ $f == *\ stop ]] && stop=(--stop-file "$VM_OUT/$name.stop"); done
+  PL_ENV+=("HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
+  pl_driver_start "$name" "$port" --phase-file "$VM_OUT/$name.phase" ${stop[@]+"${stop[@]}"} "$@"
+  PL_ENV=()
   if ((${#mine[@]})); then
     if start_ms=$(pl_wait_phase "$VM_OUT/$name.phase" integrity "$PL_PID"); then
       vm_log "$name: integrity phase started at $start_ms"
@@ -176,6 +187,10 @@ pl_stream() { # NAME PORT ARGS...
             [[ $args == log-wait* ]] && file=$VM_OUT/$name.log
             read -r _ regex count <<<"$args"
             pl_lines_wait "$file" "$regex" "$count" || vm_log "$name: gave up waiting for $args"
+            continue ;;
+          stop)
+            : >"$VM_OUT/$name.stop"
+            vm_log "$name: stop: the stream ends at its next limit"
             continue ;;
           barrier\ *)
             vm_barrier "$name-${args#barrier }" || vm_log "$name: $args: the peer did not come"
@@ -207,4 +222,24 @@ pl_stream() { # NAME PORT ARGS...
   vm_log "$name: exit $PL_RC after $PL_MS ms"
   tail -n 25 "$VM_OUT/$name.log" >&2
   vm_barrier "$name-done"
+}
+
+pl_shared_stream() { # NAME PORT ARGS...
+  local name=$1 port=$2 key dir
+  shift 2
+  key=$({ printf '%s\n' "$name" "$PLUGIN" "$@" ${PL_ENV[@]+"${PL_ENV[@]}"}; env | grep -E '^(HA_)?NCCL_' | sort; } |
+    md5sum | cut -c1-16)
+  dir=/tmp/pl-shared/$key
+  if [[ -f $dir/ran-in ]]; then
+    PL_ENV=()
+    cp "$dir/$name".* "$VM_OUT/"
+    cp "$dir/ran-in" "$VM_OUT/$name.shared"
+    PL_RC=$(<"$VM_OUT/$name.rc")
+    vm_log "$name: shared: the stream of $(<"$dir/ran-in") in this boot (exit $PL_RC)"
+    return 0
+  fi
+  pl_stream "$name" "$port" "$@"
+  mkdir -p "$dir"
+  cp "$VM_OUT/$name".* "$dir/"
+  echo "${VM_OUT##*/}" >"$dir/ran-in"
 }

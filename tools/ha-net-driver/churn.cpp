@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kMsg = 64;
 constexpr std::size_t kGuard = 64;
-constexpr std::uint8_t kGuardByte = 0x5a;
+constexpr std::uint8_t kChurnGuardByte = 0x5a;
 constexpr std::uint32_t kEpochChurn = 400;  // pattern epoch: churn data never passes for the stream's
 
 double ms_between(std::int64_t a_ns, std::int64_t b_ns) { return static_cast<double>(b_ns - a_ns) / 1e6; }
@@ -148,7 +148,7 @@ bool Churn::poll_connect(std::int64_t now) {
   check(net_.regMr(recv_, rbuf, kPage, NCCL_PTR_HOST, &io_.rmh), "regMr (churn recv comm)");
   pattern::fill(sbuf, 0, kMsg, pattern::seed(rank_, kEpochChurn, next_));
   pattern::fill(rbuf, 0, kMsg, pattern::seed(1 - rank_, kEpochChurn, next_), 0xff);  // stale data must not pass
-  std::memset(rbuf + kMsg, kGuardByte, kGuard);
+  std::memset(rbuf + kMsg, kChurnGuardByte, kGuard);
   state_ = State::traffic;
   return true;
 }
@@ -190,7 +190,7 @@ void Churn::finish_pair(std::int64_t now) {
   const std::uint8_t* rbuf = mem_ + kPage;
   pattern::Mismatch m;
   pattern::verify(rbuf, 0, kMsg, pattern::seed(1 - rank_, kEpochChurn, next_), &m);
-  bool guard_ok = std::all_of(rbuf + kMsg, rbuf + kMsg + kGuard, [](std::uint8_t b) { return b == kGuardByte; });
+  bool guard_ok = std::all_of(rbuf + kMsg, rbuf + kMsg + kGuard, [](std::uint8_t b) { return b == kChurnGuardByte; });
   if (m.bytes == 0 && io_.rsize == static_cast<int>(kMsg) && guard_ok) {
     ++st_.messages_ok;
   } else {

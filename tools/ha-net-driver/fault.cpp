@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flood.hpp"
+#include "handle_layout.hpp"
 #include "logger.hpp"
 #include "pattern.hpp"
 #include "session.hpp"
@@ -37,9 +38,8 @@ constexpr std::uint32_t kEpochLate = 401;
 constexpr std::uint32_t kEpochRail = 402;
 constexpr std::uint32_t kEpochOpen = 403;
 
-// nccl-ha's handle layout (src/plugin/handle.hpp): u32 magic, u16 version, u16 length at 0, 4, 6;
-// u64 token at 32. The bad-handle and bad-token scenarios corrupt these fields.
-constexpr std::size_t kMagicOff = 0, kVersionOff = 4, kLengthOff = 6, kTokenOff = 32;
+// The bad-handle and bad-token scenarios corrupt the handle's magic, version, length and token.
+using handle_layout::kLengthOff, handle_layout::kMagicOff, handle_layout::kTokenOff, handle_layout::kVersionOff;
 
 // Between polls of a plugin call that is expected to take a while (handshakes): short, but leaves
 // the CPU to the plugin's threads (the test VMs have one vCPU).

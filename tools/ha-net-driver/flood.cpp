@@ -11,11 +11,13 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "handle_layout.hpp"
 
 namespace hnd {
 namespace {
 
-constexpr std::size_t kFamilyOff = 12, kPortOff = 14, kAddrOff = 16, kTokenOff = 32, kScopeOff = 48;
+using handle_layout::kAddrOff, handle_layout::kFamilyOff, handle_layout::kPortOff, handle_layout::kScopeOff,
+    handle_layout::kTokenOff;
 constexpr std::uint16_t kConnRequest = 0x200, kConnReady = 0x202;
 constexpr std::size_t kRequestSize = 72 + 52;  // conn_msg v4: the fixed part and one candidate
 

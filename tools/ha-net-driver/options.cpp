@@ -54,6 +54,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
                        for it before checking the data (NCCL's order for GPU buffers)
   --min-seconds S      integrity phase: keep streaming (sizes cycling) until --messages were sent
                        AND S seconds passed; the sender tells the receiver the final count
+  --stop-file F        with --min-seconds, this rank as a sender: keep streaming past S seconds until
+                       F exists (a script ends the stream when its faults have played out)
   --inflight W         isend requests in flight per direction (default 8); the receiver keeps W/G
                        grouped irecvs in flight
   --group G            buffers per grouped irecv (default 1, at most the plugin's maxRecvs and W)
@@ -223,6 +225,7 @@ bool parse_valued(const std::string& a, Value&& val, Options& o) {
   else if (a == "--min-seconds") o.min_seconds = parse_seconds(a, val(), true);
   else if (a == "--phase-file") o.phase_file = val();
   else if (a == "--wait-file") o.wait_file = val();
+  else if (a == "--stop-file") o.stop_file = val();
   else if (a == "--linger") o.linger_s = parse_seconds(a, val(), true);
   else if (a == "--close-late") o.close_late_s = parse_seconds(a, val(), true);
   else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
@@ -264,6 +267,7 @@ void check_options(Options& o) {
   if (o.sizes.empty()) fail(Fail::usage, "--sizes: empty list");
   check_fault_options(o);
   if (o.min_seconds > 0 && o.messages == 0) fail(Fail::usage, "--min-seconds needs an integrity phase (--messages >= 1)");
+  if (!o.stop_file.empty() && o.min_seconds <= 0) fail(Fail::usage, "--stop-file needs --min-seconds (an open-ended stream)");
   if (o.comms_hold_s > 0 && (o.comms == 0 || !o.fault.empty())) fail(Fail::usage, "--comms-hold needs --comms N (and no --fault)");
   if (o.min_seconds >= o.timeout_s)
     fail(Fail::usage, strf("--min-seconds %g must be below --timeout %g (the bound of the whole phase)", o.min_seconds,

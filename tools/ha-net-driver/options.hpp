@@ -54,6 +54,7 @@ struct Options {
   std::string phase_file;             // --phase-file F: "<phase> <unix_ms>" at each phase change
   double close_late_s = 0;            // --close-late S: this rank closes its ring S s after the peer's close
   double linger_s = 0;                // --linger S: after dlclose, wait up to S s for the thread count to return
+  std::string stop_file;              // --stop-file F: with min_seconds, send on until F exists
   std::string wait_file;              // --wait-file F: --fault dead-rail waits for F before closing
   double outlive_peer_s = 0;          // --outlive-peer S: on a peer abort in a data phase, keep
                                       // driving our plugin up to S seconds for its own error

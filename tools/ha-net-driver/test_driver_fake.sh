@@ -75,6 +75,29 @@ check_pair one-way-timed 'a["integrity"]["messages_sent"] == 0 and b["integrity"
   'abs(a["clock"]["peer_offset_ms"] + b["clock"]["peer_offset_ms"]) < 0.01'
 grep -q '^exit-0 ' "$WORK/one-way-timed/phase0" 2>/dev/null || { echo "FAIL one-way-timed: phase file"; failures=$((failures + 1)); }
 
+# --stop-file (rank 1, the sender): the stream goes on past --min-seconds until the file exists
+# (a script touches it 2 s after the phase started), then ends at the next limit, both ranks agreeing.
+mkdir -p "$WORK/stop-file"
+stop=$WORK/stop-file/stop
+( for _ in $(seq 300); do grep -q '^integrity ' "$WORK/stop-file/phase1" 2>/dev/null && break; sleep 0.1; done
+  sleep 2; touch "$stop" ) &
+RANK1_ARGS="--stop-file $stop --phase-file $WORK/stop-file/phase1" run_pair stop-file 0 0 "$FAKE10" --one-way \
+  --min-seconds 0.3 --messages 20 --sizes 0,4K,64K --group 2 --inflight 4 --timeout 30
+wait
+stop_ms=$(($(stat -c %.3Y "$stop" 2>/dev/null | tr -d .) + 0))
+check_json stop-file 'r["ok"] and r["timeline"]["duration_ms"] >= 1900' \
+  "r['rank'] == 0 or r['timeline']['start_unix_ms'] + r['timeline']['duration_ms'] >= $stop_ms"
+check_pair stop-file 'a["integrity"]["messages_received"] == b["integrity"]["messages_sent"] >= 20' \
+  'a["integrity"]["mismatches"] == 0'
+# --stop-file without --min-seconds: a usage error (exit 2).
+"$DRIVER" --plugin "$FAKE10" --rank 1 --peer 127.0.0.1:1 --one-way --messages 20 --stop-file "$stop" 2>"$WORK/stop-file/usage.log"
+rc=$?
+if [[ $rc -eq 2 ]] && grep -q -- '--stop-file needs --min-seconds' "$WORK/stop-file/usage.log"; then
+  echo "ok   stop-file-usage (exit 2)"
+else
+  echo "FAIL stop-file-usage: exit $rc: $(cat "$WORK/stop-file/usage.log")"; failures=$((failures + 1))
+fi
+
 # --idle (per rank): rank 1, the sender, makes no plugin call for 1 s from 0.5 s; rank 0, the
 # receiver, twice for 0.3 s. The windows are in the reports; no completion inside them (the fake
 # plugin moves data only inside test()), and the stream still completes, every message once.

@@ -144,6 +144,7 @@ struct StreamSpec {
                           // posts its whole slot whatever the sender sends)
   double min_seconds = 0;  // > 0: each sender keeps going until this long and tells its receiver
                            // the final count over the management connection (see run_stream)
+  const std::string* stop_file = nullptr;  // with min_seconds: ... and until this file exists
   Timeline* timeline = nullptr;
   const std::vector<IdleWindow>* idle = nullptr;  // --idle windows (sorted), from the phase start
   Churn* churn = nullptr;  // --churn: stepped every turn; the phase ends when it is done too
@@ -352,7 +353,8 @@ StreamOut Stream::finish() {
 
 // The sender's side of the open-ended length: a new limit E further, or the current one final.
 void Stream::extend_send_limit() {
-  if (static_cast<double>(now_ns() - t0_) / 1e9 >= s_.min_seconds) {
+  if (static_cast<double>(now_ns() - t0_) / 1e9 >= s_.min_seconds &&
+      (!s_.stop_file || s_.stop_file->empty() || ::access(s_.stop_file->c_str(), F_OK) == 0)) {
     send_final_ = true;
   } else {
     send_limit_ = round_up(send_limit_ + extension_);
@@ -786,7 +788,7 @@ void run_integrity(DataCtx& c, Integrity& st) {
                one_way && c.rank == 0 ? 0 : c.opt.messages,  // --one-way: rank 1 -> rank 0 only
                one_way && c.rank == 1 ? 0 : c.opt.messages,
                c.opt.inflight, c.opt.group, true, !c.opt.sampled_verify, kEpochIntegrity, largest(c.opt.sizes), c.opt.min_seconds,
-               c.timeline, &c.opt.idle, c.churn};
+               &c.opt.stop_file, c.timeline, &c.opt.idle, c.churn};
   StreamOut out = run_stream(c, s, st);
   if (c.timeline) c.timeline->finish(now_ns());
   if (outliving(c))  // the stream ended here without a plugin error, but the peer is gone

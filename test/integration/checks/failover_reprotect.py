@@ -11,7 +11,7 @@ from failover_common import BACKUP, PRIMARY, check_fatal, faults, log_text, on_a
 from failover_sequence import check_sequence
 
 REPEATS = 10      # failover-reprotect.guest.sh: REPEATS
-MIN_SECONDS = 26  # failover-reprotect.guest.sh: MIN
+MIN_SECONDS = 6   # failover-reprotect.guest.sh: MIN
 
 
 def check_maxretries(run):

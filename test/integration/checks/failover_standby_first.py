@@ -13,11 +13,11 @@ SLOW_SECONDS = 12  # and the slow one
 
 
 def check_slow(run):
-    """A standby down only for unanswered heartbeats (rail 1 delayed by 4 s) is tried when the
+    """A standby down only for unanswered heartbeats (rail 1 delayed by 6 s) is tried when the
     primary fails, and carries the stream (issue #19, item 4)."""
     a, b = expect_stream_ok(run, "slow", SLOW_SECONDS)
     fs = faults(run, "a", "slow")
-    expect([f[2] for f in fs] == ["delay 1 4000", "rail-down 0", "clear 1"],
+    expect([f[2] for f in fs] == ["delay 1 6000", "rail-down 0", "clear 1"],
            f"slow: rail 1 delayed, rail 0 down, then rail 1's delay ended on a: {fs}")
     for role, rep in (("a", a), ("b", b)):
         kind = DATA_KIND[role]

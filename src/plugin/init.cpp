@@ -386,12 +386,13 @@ ncclResult_t create_state() {
   return ncclSuccess;
 }
 
-// Finalize returns within 2 s whatever the network does: the reactor gets this long to unwind its
-// coroutines, and the reaper until kFinalizeBound after finalize started to destroy the last
-// paths; what is left then is destroyed in the background (reaper.hpp). The rest of the 2 s is
-// margin for a busy host (the threads involved must still be scheduled).
-constexpr std::chrono::milliseconds kReactorGrace{500};
-constexpr std::chrono::milliseconds kFinalizeBound{1000};
+// Finalize returns within 1 s whatever the network does (NCCL's abort must not hang on a dead
+// port, issue #19): the reactor gets kReactorGrace to unwind its coroutines, and the reaper until
+// kFinalizeBound after finalize started to destroy the last paths; what is left then is destroyed
+// in the background (reaper.hpp). The rest of the second is margin for a busy host (the threads
+// involved must still be scheduled).
+constexpr std::chrono::milliseconds kReactorGrace{300};
+constexpr std::chrono::milliseconds kFinalizeBound{700};
 
 // Comms NCCL did not close before the last finalize (an abort path, a leak): closed here as
 // closeSend / closeRecv would, NCCL's reference dropped too, so their QPs reach the reaper

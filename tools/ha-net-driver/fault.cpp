@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "flood.hpp"
@@ -37,6 +38,7 @@ constexpr std::uint32_t kEpochFault = 400;
 constexpr std::uint32_t kEpochLate = 401;
 constexpr std::uint32_t kEpochRail = 402;
 constexpr std::uint32_t kEpochOpen = 403;
+constexpr std::uint32_t kEpochAbort = 404;
 
 // The bad-handle and bad-token scenarios corrupt the handle's magic, version, length and token.
 using handle_layout::kLengthOff, handle_layout::kMagicOff, handle_layout::kTokenOff, handle_layout::kVersionOff;
@@ -877,44 +879,48 @@ void open_stream(Ctx& f, Stream& st, std::uint32_t epoch) {
   }
 }
 
-// One turn over every link: post the receive and the send that are not posted (receives only if
-// `post_recv`), test what is outstanding and verify what arrived. Returns the requests still
+// One turn over link i: post the receive and the send that are not posted (the receive only if
+// `post_recv`), test what is outstanding and verify what arrived. Returns the link's requests still
 // outstanding. (An isend without the peer's receive returns no request: nothing is posted.)
-std::size_t stream_turn(Ctx& f, Stream& st, std::uint32_t epoch, bool post_recv, bool post_send = true) {
+std::size_t link_turn(Ctx& f, Stream& st, std::size_t i, std::uint32_t epoch, bool post_recv, bool post_send) {
   std::size_t out = 0;
-  for (std::size_t i = 0; i < st.links.size(); ++i) {
-    Link& l = st.links[i];
-    const bool post = post_recv;
-    if (post && !st.rreq[i]) {
-      void* data = st.rbuf(i);
-      std::size_t cap = st.msg;
-      int tag = 0;
-      std::memset(st.rbuf(i), 0xa5, st.msg);
-      check(f.net.irecv(l.recv, 1, &data, &cap, &tag, &st.rmh[i], &st.rreq[i]), "irecv");
-    }
-    if (post_send && !st.sreq[i]) check(f.net.isend(l.send, st.sbuf(i), st.msg, 0, st.smh[i], &st.sreq[i]), "isend");
-    int done = 0, size = -1;
-    if (st.rreq[i]) {
-      check(f.net.test(st.rreq[i], &done, &size), "test(irecv)");
-      if (done) {
-        pattern::Mismatch m;
-        pattern::verify(st.rbuf(i), 0, st.msg, pattern::seed(1 - f.o.rank, epoch, i), &m);
-        if (m.bytes || size != static_cast<int>(st.msg))
-          fail(Fail::verify, strf("link %zu: %d bytes received, %llu wrong", i, size, static_cast<unsigned long long>(m.bytes)));
-        if (f.net.has_irecvConsumed()) check(f.net.irecvConsumed(l.recv, 1, st.rreq[i]), "irecvConsumed");
-        st.rreq[i] = nullptr;
-        ++st.messages;
-      } else {
-        ++out;
-      }
-    }
-    if (st.sreq[i]) {
-      done = 0;
-      check(f.net.test(st.sreq[i], &done, nullptr), "test(isend)");
-      if (done) st.sreq[i] = nullptr;
-      else ++out;
+  Link& l = st.links[i];
+  if (post_recv && !st.rreq[i]) {
+    void* data = st.rbuf(i);
+    std::size_t cap = st.msg;
+    int tag = 0;
+    std::memset(st.rbuf(i), 0xa5, st.msg);
+    check(f.net.irecv(l.recv, 1, &data, &cap, &tag, &st.rmh[i], &st.rreq[i]), "irecv");
+  }
+  if (post_send && !st.sreq[i]) check(f.net.isend(l.send, st.sbuf(i), st.msg, 0, st.smh[i], &st.sreq[i]), "isend");
+  int done = 0, size = -1;
+  if (st.rreq[i]) {
+    check(f.net.test(st.rreq[i], &done, &size), "test(irecv)");
+    if (done) {
+      pattern::Mismatch m;
+      pattern::verify(st.rbuf(i), 0, st.msg, pattern::seed(1 - f.o.rank, epoch, i), &m);
+      if (m.bytes || size != static_cast<int>(st.msg))
+        fail(Fail::verify, strf("link %zu: %d bytes received, %llu wrong", i, size, static_cast<unsigned long long>(m.bytes)));
+      if (f.net.has_irecvConsumed()) check(f.net.irecvConsumed(l.recv, 1, st.rreq[i]), "irecvConsumed");
+      st.rreq[i] = nullptr;
+      ++st.messages;
+    } else {
+      ++out;
     }
   }
+  if (st.sreq[i]) {
+    done = 0;
+    check(f.net.test(st.sreq[i], &done, nullptr), "test(isend)");
+    if (done) st.sreq[i] = nullptr;
+    else ++out;
+  }
+  return out;
+}
+
+// The same over every link: the requests still outstanding.
+std::size_t stream_turn(Ctx& f, Stream& st, std::uint32_t epoch, bool post_recv, bool post_send = true) {
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < st.links.size(); ++i) out += link_turn(f, st, i, epoch, post_recv, post_send);
   return out;
 }
 
@@ -1006,6 +1012,68 @@ void finalize_open(Ctx& f) {
   if (f.o.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
 }
 
+// 10. NCCL's abort (ncclCommAbort, ncclCommRevoke) on dead ports: --comms N pairs stream 64-byte
+//     messages until --wait-file exists, while the guest script takes this host's rails down, so
+//     that the comms fail (a link whose call returns an error is left alone from then on, as
+//     NCCL's proxy stops driving a failed connection: no error ends this run). Then nothing is
+//     drained: every comm is closed with its requests outstanding (deregMr first, as NCCL's free
+//     path does), each close timed, and finalize follows (calls.finalize). Close and finalize
+//     must each return within 1 s (issue #19): NCCL's abort must not hang on the plugin.
+void abort_dead(Ctx& f) {
+  Stream st;
+  open_stream(f, st, kEpochAbort);
+  note_phase(f.o, f.rep, "traffic");
+  f.mgmt.barrier("abort traffic", f.o.timeout_s);
+  std::vector<bool> failed(st.links.size(), false);
+  std::size_t errors = 0;
+  std::string first_error;
+  Deadline d(f.o.timeout_s);
+  for (unsigned turn = 1;; ++turn) {
+    for (std::size_t i = 0; i < st.links.size(); ++i) {
+      if (failed[i]) continue;
+      try {
+        link_turn(f, st, i, kEpochAbort, true, true);
+      } catch (const DriverError& e) {
+        if (e.kind != Fail::plugin) throw;
+        failed[i] = true;
+        if (errors++ == 0) first_error = e.what();
+      }
+    }
+    if ((turn & 255) == 0) {
+      if (f.o.wait_file.empty() || ::access(f.o.wait_file.c_str(), F_OK) == 0) break;
+      d.check(f.o.timeout_s, "waiting for --wait-file");
+    }
+  }
+  std::size_t outstanding = 0;
+  for (std::size_t i = 0; i < st.links.size(); ++i) outstanding += (st.sreq[i] != nullptr) + (st.rreq[i] != nullptr);
+  log::info("fault abort: %llu messages received; %zu of %zu links failed (first: %s); closing with %zu request(s) "
+            "outstanding", static_cast<unsigned long long>(st.messages), errors, st.links.size(),
+            errors ? first_error.c_str() : "none", outstanding);
+  note_phase(f.o, f.rep, "close");
+  double slowest_ms = 0;
+  ncclResult_t worst = ncclSuccess;
+  const std::int64_t t0 = now_ns();
+  for (std::size_t i = 0; i < st.links.size(); ++i) {
+    Link& l = st.links[i];
+    for (auto [comm, mh, is_send] : {std::tuple{l.send, st.smh[i], true}, std::tuple{l.recv, st.rmh[i], false}}) {
+      const std::int64_t c0 = now_ns();
+      ncclResult_t r = is_send ? f.net.deregMr(comm, mh) : f.net.deregMr(comm, mh);
+      if (r == ncclSuccess) r = is_send ? f.net.closeSend(comm) : f.net.closeRecv(comm);
+      slowest_ms = std::max(slowest_ms, ms_since(c0));
+      if (r != ncclSuccess && worst == ncclSuccess) worst = r;
+    }
+    l = Link{};
+  }
+  record(f, make_step(strf("close %zu comm pairs with %zu request(s) outstanding, %zu failed", st.links.size(),
+                           outstanding, errors),
+                      Entry::closeSend, false, worst, t0, static_cast<std::uint64_t>(2 * st.links.size())),
+         strf("slowest deregMr + close %.1f ms", slowest_ms));
+  f.rep.check("fault abort: every deregMr + close returned within 1 s", slowest_ms <= 1000.0,
+              strf("slowest %.1f ms", slowest_ms));
+  // The requests' buffers: NCCL frees them after the close; the plugin must not touch them now.
+  ::munmap(st.mem, st.bytes);
+}
+
 }  // namespace
 
 std::span<const FaultScenario> fault_scenarios() {
@@ -1050,6 +1118,10 @@ std::span<const FaultScenario> fault_scenarios() {
        .help = "--comms N pairs, requests outstanding: finalize without closing",
        .run = finalize_open,
        .needs_comms = true, .background = true},
+      {.name = "abort",
+       .help = "--comms N pairs stream until --wait-file exists (rails taken down meanwhile), close at once",
+       .run = abort_dead,
+       .needs_comms = true, .wait_file = true, .background = true},
   };
   return kScenarios;
 }

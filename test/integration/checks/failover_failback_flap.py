@@ -8,7 +8,7 @@ from check import expect, expect_each
 from failover_common import (BACKUP, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm, expect_counters, expect_no_crash,
                              expect_stream_ok, faults, log_text, stats)
 
-MIN_SECONDS = 40  # failover-failback-flap.guest.sh
+MIN_SECONDS = 10  # failover-failback-flap.guest.sh: MIN
 STALL_WARN = "HA_NCCL_TEST_FAILBACK_STALL_AT="
 SLOW_DRAIN = re.compile(r"^\d+ work request\(s\) on \S+ did not complete in time$")
 

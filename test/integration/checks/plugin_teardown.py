@@ -1,6 +1,7 @@
 """Check of the plugin-teardown VM test (plugin-teardown.guest.sh): retired QPs accept nothing,
 finalize is bounded with QPs stuck on a dead port, finalize with comms still open releases
-everything without a crash, and a rank closing 5 s after its peer hears of it (no WARN).
+everything without a crash, a rank closing 5 s after its peer hears of it (no WARN), and NCCL's
+abort with a host's both rails down closes and finalizes within 1 s.
 
 Rank 0 ran in VM a, rank 1 in VM b; each run left NAME.rc / NAME.ms / NAME.json / NAME.log.
 """
@@ -9,7 +10,7 @@ import re
 from check import expect, expect_each, fail
 from failover_common import stats
 
-FINALIZE_BOUND_US = 2_000_000  # the issue's bound on finalize (dead-rail)
+FINALIZE_BOUND_US = 1_000_000  # issue #19's bound on close and finalize with dead ports (dead-rail, abort)
 FINALIZE_OPEN_US = 2_500_000   # finalize-open: healthy ports, generous for the 1-vCPU guests
 CRASH_TEXT = re.compile(r"Segmentation fault|core dumped|Aborted|terminate called|AddressSanitizer|"
                         r"UndefinedBehaviorSanitizer|runtime error:|double free|stack smashing|"
@@ -113,11 +114,11 @@ def dead_rail(run):
         exit_ms = run.text(role, "dead-rail.exit_ms") if run.out(role, "dead-rail.exit_ms").exists() else "?"
         print(f"check: info: {tag}: close of 64 pairs {close['ms']:.0f} ms, finalize {us / 1000:.0f} ms, "
               f"process exit {exit_ms} ms after its report, linger {rep.get('linger_ms')}")
-        expect(us <= FINALIZE_BOUND_US, f"{tag}: finalize returned within 2 s ({us / 1000:.0f} ms)")
+        expect(us <= FINALIZE_BOUND_US, f"{tag}: finalize returned within 1 s ({us / 1000:.0f} ms)")
         bg = re.findall(r"NET/HA: finalize: \d+ QP\(s\) not destroyed within .*", text)
         if bg:
             handed += 1
-            expect(len(bg) == 1 and re.search(r"finalize: \d+ QP\(s\) not destroyed within 1000 ms \(rxe0:1: \d+", bg[0]),
+            expect(len(bg) == 1 and re.search(r"finalize: \d+ QP\(s\) not destroyed within 700 ms \(rxe0:1: \d+", bg[0]),
                    f"{tag}: one WARN accounts for the QPs left, naming rxe0:1 ({bg[0]})")
         if role == "a":  # lingered after dlclose until the background reaper was done
             if bg:
@@ -158,10 +159,32 @@ def late_close(run):
                    f"{tag}: the late rank heard the goodbye on both its comms ({heard})")
 
 
+def abort(run):
+    """NCCL's abort with dead ports: a's both rails down, then every comm closed with requests
+    outstanding and the plugin finalized on both ranks, each call within 1 s."""
+    for role in ("a", "b"):
+        text, rep, tag = finished(run, role, "abort")
+        close = [s for s in rep["fault"]["steps"] if s["name"].startswith("close 16 comm pairs")]
+        expect(len(close) == 1 and close[0]["ok"], f"{tag}: every deregMr and close returned ncclSuccess "
+                                                   f"({close[0]['detail'] if close else 'no close step'})")
+        slowest = check_named(rep, "fault abort: every deregMr + close returned within 1 s")
+        us = finalize_us(rep)
+        print(f"check: info: {tag}: {close[0]['name']}: {close[0]['ms']:.0f} ms in all, {slowest['detail']}; "
+              f"finalize {us / 1000:.0f} ms")
+        took = re.search(r"NET/HA: finalize took .*", text)
+        print(f"check: info: {tag}: {took.group(0) if took else 'no finalize INFO line'}")
+        expect(us <= FINALIZE_BOUND_US, f"{tag}: finalize returned within 1 s ({us / 1000:.0f} ms)")
+    text_a = run.out("a", "abort.log").read_text(errors="replace")
+    expect(re.search(r"async event: port error", text_a), "abort: a saw its ports go down before the abort")
+    expect(re.search(r"finalize: \d+ QP\(s\) not destroyed within 700 ms", text_a),
+           "abort: a's QPs on the dead ports outlived finalize's bound (handed to the background)")
+
+
 def check(run):
     expect_each("plugin-teardown", [
         ("late-writes", lambda: late_writes(run)),
         ("finalize-open", lambda: finalize_open(run)),
         ("late-close", lambda: late_close(run)),
         ("dead-rail", lambda: dead_rail(run)),
+        ("abort", lambda: abort(run)),
     ])

@@ -1012,8 +1012,8 @@ void finalize_open(Ctx& f) {
   if (f.o.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
 }
 
-// 10. NCCL's abort (ncclCommAbort, ncclCommRevoke) on dead ports: --comms N pairs stream 64-byte
-//     messages until --wait-file exists, while the guest script takes this host's rails down, so
+// 10. NCCL's abort (ncclCommAbort, ncclCommRevoke) on dead ports: --comms N pairs stream messages
+//     of the largest --sizes entry until --wait-file exists, while the guest script takes this host's rails down, so
 //     that the comms fail (a link whose call returns an error is left alone from then on, as
 //     NCCL's proxy stops driving a failed connection: no error ends this run). Then nothing is
 //     drained: every comm is closed with its requests outstanding (deregMr first, as NCCL's free
@@ -1040,6 +1040,7 @@ void abort_dead(Ctx& f) {
       }
     }
     if ((turn & 255) == 0) {
+      f.mgmt.check_abort();
       if (f.o.wait_file.empty() || ::access(f.o.wait_file.c_str(), F_OK) == 0) break;
       d.check(f.o.timeout_s, "waiting for --wait-file");
     }

@@ -2,8 +2,8 @@
 # Guest side of failover-blackhole (issue #4): a silently drops every frame it sends on rail 0
 # (fault.sh loss 0 100: netem, the port stays ACTIVE, no port event anywhere) 5 s into the 20 s
 # --one-way stream b -> a. Only the plugin's soft RTO (HA_NCCL_RTO_MS, default 1000) can notice.
-#   baseline  20 s without a fault (pl_shared_stream: in a boot group, run once
-#             for the tests of the boot that ask for the same one)
+#   baseline  20 s without a fault; pl_shared_stream: run once per boot for the tests of the
+#             boot that ask for the same one
 #   fault     20 s; a: fault.sh loss 0 100 at 5 s
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"

@@ -9,10 +9,9 @@
 # Each fault follows the plugin, not a clock: a rail comes up once this side's failover records of
 # both of its comms (the stream's and the ring's idle one) are written, and rail 1 goes down once
 # both sides' records say both comms are protected again (each side waits for its own, then the
-# two meet at a barrier). So the second failure
-# never takes both paths at once however slow fault.sh (0.1-3 s under TCG, 5-7 s seen under host
-# load) or re-protection (its back-off) is, and no stream waits longer than its faults need (these
-# streams ran a fixed 26 s each before: 4 minutes of CI).
+# two meet at a barrier). So the second failure never takes both paths at once however slow
+# fault.sh (0.1-3 s under TCG, 5-7 s seen under host load) or re-protection (its back-off) is,
+# and no stream waits longer than its faults need (these streams ran a fixed 26 s each before).
 # Every byte verified; each stream ends with both rails up, so the next starts clean. Then, once,
 # the same faults with HA_NCCL_MAX_RETRIES=1 (see below).
 # checks/failover_reprotect.py judges every run.
@@ -24,9 +23,10 @@ MIN=6           # --min-seconds of each faultN stream (checks/failover_reprotect
 # Stats regexes (no spaces): KIND's failover record; KIND's standby up after its Nth failover.
 failed_over() { echo "\"event\":\"failover\".*\"kind\":\"$1\""; }
 protected() { echo "\"kind\":\"$1\".*\"standby\":\"up\",\"failovers\":$2,"; }
-# Appended to PL_FAULTS: b takes RAIL down, waits for failover N of both its comms, brings RAIL up.
-fail_rail() { # RAIL N
-  PL_FAULTS+=("b 0 rail-down $1" "b 0 stats-wait $(failed_over send) $2" "b 0 stats-wait $(failed_over recv) $2"
+# Appended to PL_FAULTS: b takes RAIL down (AT ms into the stream, or as soon as the steps before
+# are done), waits for failover N of both its comms, brings RAIL up.
+fail_rail() { # RAIL N [AT]
+  PL_FAULTS+=("b ${3:-0} rail-down $1" "b 0 stats-wait $(failed_over send) $2" "b 0 stats-wait $(failed_over recv) $2"
               "b 0 rail-up $1")
 }
 # Appended to PL_FAULTS: each side waits until both of its comms are protected again after failover
@@ -36,8 +36,8 @@ reprotected() { # N TAG
               "b 0 stats-wait $(protected send "$1") 1" "b 0 stats-wait $(protected recv "$1") 1" "b 0 barrier $2")
 }
 for i in $(seq "$REPEATS"); do
-  PL_FAULTS=("b 3000 pause 0")
-  fail_rail 0 1
+  PL_FAULTS=()
+  fail_rail 0 1 3000
   reprotected 1 up0
   fail_rail 1 2
   reprotected 2 up1
@@ -48,8 +48,8 @@ done
 # (ncclSystemError on both sides, WARN naming HA_NCCL_MAX_RETRIES), never a hang. The stream ends
 # with that error (its --min-seconds is never reached); rail 1 comes back 3 s after it went down.
 PL_ENV=(HA_NCCL_MAX_RETRIES=1)
-PL_FAULTS=("b 3000 pause 0")
-fail_rail 0 1
+PL_FAULTS=()
+fail_rail 0 1 3000
 reprotected 1 up0
 PL_FAULTS+=("b 0 rail-down 1" "b 0 pause 3000" "b 0 rail-up 1")
 pl_stream maxretries 18722 "${PL_STREAM_ARGS[@]}" --min-seconds 26 --outlive-peer 30

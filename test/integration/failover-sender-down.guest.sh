@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Guest side of failover-sender-down (issue #4): a --one-way stream from b (rank 1, sender) to a
 # (rank 0, receiver) on rxe0, whose shadow QP is on rxe1; every byte verified.
-#   baseline  20 s without a fault (the yardstick for the stall) (pl_shared_stream: in a boot group, run once
-#             for the tests of the boot that ask for the same one)
+#   baseline  20 s without a fault (the yardstick for the stall); pl_shared_stream: run once per
+#             boot for the tests of the boot that ask for the same one
 #   fault     20 s; b pulls rail 0 (fault.sh rail-down 0) 5 s into the stream: b's port event,
 #             one failover per data comm, the stream goes on over rail 1
 # Per run and VM: NAME.{rc,ms,json,log,stats.jsonl,phase}, and NAME.fault_ms where the fault ran;

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <map>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "flood.hpp"
@@ -924,6 +923,16 @@ std::size_t stream_turn(Ctx& f, Stream& st, std::uint32_t epoch, bool post_recv,
   return out;
 }
 
+// Every 256th turn of a scenario's stream: the peer's abort ends the run; true once --wait-file
+// exists (at once without one); past the deadline, a timeout.
+bool told_to_stop(Ctx& f, unsigned turn, const Deadline& d) {
+  if ((turn & 255) != 0) return false;
+  f.mgmt.check_abort();
+  if (f.o.wait_file.empty() || ::access(f.o.wait_file.c_str(), F_OK) == 0) return true;
+  d.check(f.o.timeout_s, "waiting for --wait-file");
+  return false;
+}
+
 // 8. --comms N pairs stream 64-byte messages until --wait-file exists (meanwhile the guest script
 //    takes a rail down: the comms fail over and go on), then every comm is closed and the plugin
 //    finalized. The QPs left on the dead port take the kernel tens of seconds each to destroy:
@@ -937,11 +946,7 @@ void dead_rail(Ctx& f) {
   Deadline d(f.o.timeout_s);
   for (unsigned turn = 1;; ++turn) {
     stream_turn(f, st, kEpochRail, true);
-    if ((turn & 255) == 0) {
-      f.mgmt.check_abort();
-      if (f.o.wait_file.empty() || ::access(f.o.wait_file.c_str(), F_OK) == 0) break;
-      d.check(f.o.timeout_s, "waiting for --wait-file");
-    }
+    if (told_to_stop(f, turn, d)) break;
   }
   // Drain: no new receives; sends go on while the peer still has receives posted (their isend
   // returns a request), until both ranks have nothing outstanding. Every message posted arrives
@@ -1039,11 +1044,7 @@ void abort_dead(Ctx& f) {
         if (errors++ == 0) first_error = e.what();
       }
     }
-    if ((turn & 255) == 0) {
-      f.mgmt.check_abort();
-      if (f.o.wait_file.empty() || ::access(f.o.wait_file.c_str(), F_OK) == 0) break;
-      d.check(f.o.timeout_s, "waiting for --wait-file");
-    }
+    if (told_to_stop(f, turn, d)) break;
   }
   std::size_t outstanding = 0;
   for (std::size_t i = 0; i < st.links.size(); ++i) outstanding += (st.sreq[i] != nullptr) + (st.rreq[i] != nullptr);
@@ -1054,15 +1055,18 @@ void abort_dead(Ctx& f) {
   double slowest_ms = 0;
   ncclResult_t worst = ncclSuccess;
   const std::int64_t t0 = now_ns();
+  auto note = [&](std::int64_t c0, ncclResult_t r) {  // one comm's deregMr + close
+    slowest_ms = std::max(slowest_ms, ms_since(c0));
+    if (r != ncclSuccess && worst == ncclSuccess) worst = r;
+  };
   for (std::size_t i = 0; i < st.links.size(); ++i) {
     Link& l = st.links[i];
-    for (auto [comm, mh, is_send] : {std::tuple{l.send, st.smh[i], true}, std::tuple{l.recv, st.rmh[i], false}}) {
-      const std::int64_t c0 = now_ns();
-      ncclResult_t r = is_send ? f.net.deregMr(comm, mh) : f.net.deregMr(comm, mh);
-      if (r == ncclSuccess) r = is_send ? f.net.closeSend(comm) : f.net.closeRecv(comm);
-      slowest_ms = std::max(slowest_ms, ms_since(c0));
-      if (r != ncclSuccess && worst == ncclSuccess) worst = r;
-    }
+    std::int64_t c0 = now_ns();
+    ncclResult_t r = f.net.deregMr(l.send, st.smh[i]);
+    note(c0, r == ncclSuccess ? f.net.closeSend(l.send) : r);
+    c0 = now_ns();
+    r = f.net.deregMr(l.recv, st.rmh[i]);
+    note(c0, r == ncclSuccess ? f.net.closeRecv(l.recv) : r);
     l = Link{};
   }
   record(f, make_step(strf("close %zu comm pairs with %zu request(s) outstanding, %zu failed", st.links.size(),

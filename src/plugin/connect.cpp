@@ -111,6 +111,11 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   take_keys(c, rep.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
   take_peer(c, rep.candidates);
   if (unprotected.empty()) unprotected = check_offer(sent, rep);
+  // The connection's own pair down at either end: it starts on the standby pair (the listener
+  // decided the same from the same lists).
+  const std::string home_down =
+      home_pair_up(sent.candidates, rep.candidates) ? std::string() : home_down_reason(*dev, sent.candidates, rep.candidates);
+  if (!home_down.empty() && !unprotected.empty()) co_return make_error(Errc::not_found, home_down + ", and " + unprotected);
   ConnReady ready;
   if (unprotected.empty()) {  // our end of the pair the listener chose: a QP and the comm's memory there
     Device* backup = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
@@ -125,6 +130,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
       ready.ctrl_rkey = c.keys[1].ctrl->rkey;
     }
   }
+  if (!home_down.empty() && !ready.standby) co_return make_error(Errc::closed, home_down + ", and " + unprotected);
   if (!unprotected.empty()) note_unprotected(*dev, "send", unprotected);
   const net::Endpoint* remote = &rep.primary;
   c.paths[0]->remote = *remote;
@@ -133,12 +139,22 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
     return {};
   };
-  if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
+  if (home_down.empty())
+    if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token,
                                          encode_ready(ready), timeout); !s)
     co_return s;
+  if (!home_down.empty())
+    if (auto s = co_await start_on_standby(*sock, c, rep.standby->endpoint, token, timeout, home_down); !s) co_return s;
   auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
   if (!ack) co_return std::move(ack).error();
+  if (!home_down.empty()) {
+    HA_INFO("NET/HA: connected %s -> %s on the pair through %s QP %u: %s (tc %u sl %u)", dev->port.id().c_str(),
+            peer.address().to_string().c_str(), c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(),
+            c.qos.traffic_class, c.qos.service_level);
+    op.comm = std::move(owned);
+    co_return Status{};
+  }
   HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)", dev->port.id().c_str(), c.paths[0]->local.qpn,
           peer.address().to_string().c_str(), remote->qpn, c.paths[1] ? ", standby on " : ", single path",
           c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);

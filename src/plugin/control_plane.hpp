@@ -23,7 +23,8 @@ namespace nccl_ha::plugin {
 
 // ---- RDMA READ flushes (flush.cpp): the flush paths, built and tended by the control plane
 // With HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP and a sink on every device of the
-// comm (the primary's is required, a backup's failure is WARNed about). Nothing otherwise.
+// comm (the one of the slot the comm starts on, `active`, is required; another's failure is
+// WARNed about). Nothing otherwise.
 // Verbs work: runs on a reactor worker (Reactor::offload), before the comm is handed to NCCL.
 Status setup_flush(RecvComm& c);
 void close_flush(RecvComm& c);                   // closing, comm held: the loopback QPs go to the reaper

@@ -195,9 +195,9 @@ Status setup_flush(RecvComm& c) {
         ok = std::move(p).error();
     }
     if (!ok) {
-      if (s == 0) return ok;  // the primary's flush QP is required
+      if (s == c.active) return ok;  // the flush QP of the path the comm starts on is required
       HA_WARN("NET/HA: %s: no flush QP on %s (%s); flushes read through %s until one is built", c.id.c_str(),
-              dev->port.id().c_str(), ok.error().message.c_str(), c.devs[0]->port.id().c_str());
+              dev->port.id().c_str(), ok.error().message.c_str(), c.devs[c.active]->port.id().c_str());
       c.flush_want[s] = c.keys[s].flush_sink != nullptr;  // the control plane builds it when it can
     }
   }

@@ -91,6 +91,57 @@ void discard(RecvComm& c) {
   discard(static_cast<CommBase&>(c));
 }
 
+namespace {
+
+bool up_in(std::span<const Candidate> side, int dev) {
+  for (const auto& c : side)
+    if (c.dev == dev) return (c.flags & kCandUp) != 0;
+  return false;
+}
+
+// "rxe0:1 down, rxe1:1 up" (ours: named by port) or "device 0 down, device 1 up" (the peer's).
+std::string port_states(std::span<const Candidate> side, bool ours) {
+  std::string s;
+  for (const auto& c : side) {
+    if (!s.empty()) s += ", ";
+    const State* st = state();
+    if (ours && st && c.dev < st->devices.size())
+      s += st->devices[c.dev]->port.id();
+    else
+      s += "device " + std::to_string(c.dev);
+    s += (c.flags & kCandUp) ? " up" : " down";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string home_down_reason(const Device& dev, std::span<const Candidate> mine, std::span<const Candidate> theirs) {
+  const int peer = primary_dev(theirs);
+  const bool here = !up_in(mine, dev.index), there = !up_in(theirs, peer);
+  return "its own pair " + dev.port.id() + " <-> the peer's device " + std::to_string(peer) + " is down (" +
+         (here && there ? "at both ends" : here ? "here" : "at the peer") + ")";
+}
+
+Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> theirs, const std::string& why) {
+  return make_error(Errc::not_found, why + ", and no other pair of ports is up at both ends (ours: " +
+                                         port_states(mine, true) + "; the peer's: " + port_states(theirs, false) + ")");
+}
+
+asio::awaitable<Status> start_on_standby(tcp::socket& sock, CommBase& c, const net::Endpoint& remote, std::uint64_t token,
+                                         Millis timeout, const std::string& why) {
+  Path& p = *c.paths[1];
+  co_await run_standby(sock, p, remote, token, timeout);
+  if (p.link.load(std::memory_order_acquire) != Path::up)
+    co_return make_error(Errc::closed, why + ", and the pair through " + p.dev->port.id() + " did not connect: " + p.why);
+  if (c.paths[0]->qp) (void)net::qp_to_error(c.paths[0]->qp.get());  // never connected
+  retire(std::move(c.paths[0]));
+  c.active = 1;
+  account_ports(c);
+  set_standby(c, StandbyHealth::down, why + ": started on " + p.dev->port.id() + ", re-protection follows");
+  co_return Status{};
+}
+
 // Phase two: connects the standby QP and agrees with the peer that both ends are up, then
 // publishes Path::link. The comm may already be in NCCL's hands (and even closed: `path` is
 // shared); only the Path is touched here.

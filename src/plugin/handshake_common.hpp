@@ -28,6 +28,11 @@
 //   standby_up / standby_failed          <-->  standby_up / standby_failed
 //   Path::link published: the comm starts its heartbeats and may fail over to it.
 //
+// A connection whose own pair of ports is down at either end (home_pair_up over the two candidate
+// lists: both sides decide alike) connects no primary QP: phase two runs right after conn_ready,
+// before conn_ack, and the comm starts on the standby pair with its own pair as the standby slot,
+// down (start_on_standby). No pair up at both ends: the listener refuses (no_live_pair).
+//
 // The messages are encoded and checked by conn_msg.cpp, the handle by handle.cpp: nothing is
 // created for a connector before its request decoded whole. Whatever a connector sends (garbage,
 // another token, half a frame, nothing), its handshake ends with one WARN, within the handshake
@@ -43,6 +48,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -92,6 +98,22 @@ struct DiscardUnclaimed {
     if (comm) discard(*comm);
   }
 };
+
+// A connection's own pair of ports down at either end (topology.hpp home_pair_up): why, naming the
+// ports ("its own pair rxe0:1 <-> the peer's device 0 is down (here)"); `mine` / `theirs` are this
+// side's and the peer's candidates of the handshake.
+std::string home_down_reason(const Device& dev, std::span<const Candidate> mine, std::span<const Candidate> theirs);
+// No pair of ports up at both ends: the error of a connect/accept that cannot start anywhere,
+// naming every port of both sides with its state.
+Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> theirs, const std::string& why);
+
+// A connection whose own pair is down starts on its standby pair (issue #19): phase two runs
+// before the comm is handed over, on the handshake socket, both sides. Once that path is up the
+// comm is as after a failover away from home: slot 1 active, slot 0 without a path and its standby
+// "down" (`why`), so re-protection rebuilds slot 0 - at home once its port is back, where a
+// failback (HA_NCCL_ENABLE_FAILBACK) returns the traffic. An error when that path did not come up.
+boost::asio::awaitable<Status> start_on_standby(tcp::socket& sock, CommBase& c, const net::Endpoint& remote,
+                                                std::uint64_t token, Millis timeout, const std::string& why);
 
 // Phase two: connects the standby QP and agrees with the peer that both ends are up, then
 // publishes Path::link. The comm may already be in NCCL's hands (and even closed: `path` is

@@ -342,6 +342,10 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
     HA_WARN("NET/HA: %s: automatic path migration (APM) is on; it competes with nccl-ha's failover. "
             "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());
   d->index = static_cast<int>(s.devices.size());
+  d->port_up.store(port.active(), std::memory_order_relaxed);
+  if (!port.active())
+    HA_WARN("NET/HA: %s is %s at init: listed (NCCL device %d), its connections start on another pair of ports "
+            "until it is ACTIVE", port.id().c_str(), net::port_state_name(port.state), d->index);
   d->port = std::move(port);
   decide_registration(s.config, real_mr_ops(), *d, s.devices.empty());  // dma-buf probe, relaxed ordering
   return d;
@@ -362,6 +366,11 @@ ncclResult_t create_state() {
     HA_INFO("NET/HA: no GPU peer-memory client loaded (nvidia-peermem / nv_peer_mem): ptrSupport HOST");
   net::DiscoveryOptions opts;
   opts.filter = net::DeviceFilter::from_env();
+  // Every port the filter selects, down ones too: a process started while a port is down (a
+  // restarted job) numbers its devices as the other ranks do, so the rails still line up, and its
+  // connections there start on a live pair and go home when the port comes up (issue #19).
+  // Ports never meant to be used (not cabled) are left out with NCCL_IB_HCA / HA_NCCL_IB_HCA.
+  opts.include_inactive = true;
   std::vector<std::string> warned;
   bool user_tuned = false;
   for (const char* v : {"HA_NCCL_RTO_MS", "HA_NCCL_HEARTBEAT_MS", "HA_NCCL_QP_TIMEOUT", "HA_NCCL_QP_RETRY_CNT",

@@ -135,6 +135,14 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   std::string unprotected;
   const std::optional<PortPair> pair =
       choose_standby_pair(*ls->dev, req, mine, peer_name(sock.remote_endpoint(peer_ec).address()), unprotected);
+  // The connection's own pair down at either end: it starts on the standby pair, if there is one.
+  const std::string home_down =
+      home_pair_up(req.candidates, mine) ? std::string() : home_down_reason(*ls->dev, mine, req.candidates);
+  if (!home_down.empty() && !pair) {
+    const bool offered = no_standby_here(*ls->dev).empty() && req.offer_standby;  // then no pair was up at both ends
+    co_return offered ? no_live_pair(mine, req.candidates, home_down)
+                      : make_error(Errc::not_found, home_down + ", and " + unprotected);
+  }
   Device* const backup = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
   // The port counts as carrying this standby from the decision on (the comm counts itself once it
   // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
@@ -154,9 +162,14 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   take_peer(c, req.candidates);
   set_qos(c, req.qos);  // the connector's, as NCCL does
   c.paths[0]->remote = req.primary;
+  if (!home_down.empty()) c.active = 1;  // the flush QP required is the standby's (setup_flush)
   auto connect_primary = [&c, &req]() -> Status {  // verbs work: on a reactor worker
-    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0])); !s) return s;
-    if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+    if (c.active == 0) {
+      if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0])); !s)
+        return s;
+      if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
+        return errno_error(Errc::verbs, "posting control receives", rc);
+    }
     return setup_flush(c);
   };
   if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
@@ -173,12 +186,20 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     c.paths[1]->peer_dev = pair->a;
   } else if (c.paths[1]) {
     unprotected = "the peer could not build its end of the standby";
+    if (!home_down.empty()) co_return make_error(Errc::closed, home_down + ", and " + unprotected);
     make_single_path(c);
   }
-  if (!unprotected.empty()) note_unprotected(*ls->dev, "recv", unprotected);
-  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
-          req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
-          c.qos.traffic_class, c.qos.service_level);
+  if (!home_down.empty()) {
+    if (auto s = co_await start_on_standby(sock, c, *ready->standby, ls->token, timeout, home_down); !s) co_return s;
+    HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)", ls->dev->port.id().c_str(),
+            req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(), c.qos.traffic_class,
+            c.qos.service_level);
+  } else {
+    if (!unprotected.empty()) note_unprotected(*ls->dev, "recv", unprotected);
+    HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
+            req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
+            c.qos.traffic_class, c.qos.service_level);
+  }
   if (ls->ack_delay.count() > 0) {  // tests only: the window in which closeListen() may come
     HA_WARN("NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection from %s "
             "on %s for %lld ms", c.peer.c_str(), ls->dev->port.id().c_str(), static_cast<long long>(ls->ack_delay.count()));
@@ -186,20 +207,15 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     auto [ec] = co_await hold.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;
   }
-  const std::shared_ptr<Path> standby_path = c.paths[1];
+  const std::shared_ptr<Path> standby_path = home_down.empty() ? c.paths[1] : nullptr;  // phase two still to run
   std::string why;
   switch (ack_and_queue(*ls, sock, owned, why)) {
     case AckResult::queued:
       break;
     case AckResult::failed:
       co_return make_error(Errc::closed, why);
-    case AckResult::closed: {  // tell the connector, so its connect() fails instead of returning a dead comm
-      why = "the listener was closed during the handshake";
-      const std::vector<std::uint8_t> reason(why.begin(), why.end());
-      auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), ls->token, reason, timeout);
-      (void)sent;  // best effort: the connector also fails when the socket closes
-      co_return make_error(Errc::closed, why);
-    }
+    case AckResult::closed:  // the connector is told (run_acceptor), so its connect() fails instead of returning a dead comm
+      co_return make_error(Errc::closed, "the listener was closed during the handshake");
   }
   if (standby_path) co_await run_standby(sock, *standby_path, *ready->standby, ls->token, timeout);
   co_return Status{};
@@ -248,9 +264,17 @@ asio::awaitable<void> run_acceptor(std::shared_ptr<ListenState> ls, Millis timeo
     st->reactor.spawn("handshake from " + from,
                       [](std::shared_ptr<ListenState> l, tcp::socket s, Millis t, std::string who) -> asio::awaitable<void> {
                         auto result = co_await run_accept_one(l.get(), s, t);
-                        if (!result)
+                        if (!result) {
                           HA_WARN("NET/HA: rejected a connection from %s on %s: %s", who.c_str(),
                                   l->dev->port.id().c_str(), result.error().message.c_str());
+                          // The connector's connect() fails with our reason, not "peer closed" (best effort:
+                          // it also fails when the socket closes).
+                          const std::string& why = result.error().message;
+                          const std::vector<std::uint8_t> reason(why.begin(), why.end());
+                          auto sent = co_await net::write_frame(s, static_cast<std::uint16_t>(net::MsgType::error),
+                                                                l->token, reason, t);
+                          (void)sent;
+                        }
                         --l->handshakes;
                         l->slot_free.cancel();
                       }(ls, std::move(sock), timeout, from));

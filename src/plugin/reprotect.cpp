@@ -213,6 +213,9 @@ void take_port_back(CommBase& c, std::uint64_t now) {
     return;  // an answer is drive()'s
   c.inbox.reprotect = false;
   standby_ports_reset(c);
+  // Its ports as its handshake listed them may say down (a connection opened while one was): every
+  // pair may be tried again, and one whose port is still down is refused and skipped as any other.
+  for (Candidate& theirs : c.peer_cands) theirs.flags |= kCandUp;
   if (c.standby.state == StandbyHealth::down) retry_now(c, now, "a port of the peer");
 }
 

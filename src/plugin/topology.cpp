@@ -270,6 +270,15 @@ int primary_dev(std::span<const Candidate> side) noexcept {
   return -1;
 }
 
+bool home_pair_up(std::span<const Candidate> a, std::span<const Candidate> b) noexcept {
+  auto up = [](std::span<const Candidate> side) {
+    for (const auto& c : side)
+      if (c.flags & kCandPrimary) return (c.flags & kCandUp) != 0;
+    return false;
+  };
+  return up(a) && up(b);
+}
+
 bool reachable(const Candidate& x, const Candidate& y) noexcept {
   if (x.link_layer != y.link_layer) return false;
   const PortTopo &tx = x.topo, &ty = y.topo;

@@ -113,6 +113,10 @@ constexpr std::size_t kMaxCandidates = 32;  // per side, on the wire
 constexpr std::uint16_t candidate_load(std::size_t n) noexcept { return n > 0xffff ? 0xffff : static_cast<std::uint16_t>(n); }
 // The device of the candidate flagged kCandPrimary (the first one), -1 when none.
 int primary_dev(std::span<const Candidate> side) noexcept;
+// Whether a connection's own pair of ports (the kCandPrimary candidate of each side) is up at both
+// ends. Both sides of a handshake decide from the same two lists: a connection whose pair is down
+// starts on another pair (handshake_common.hpp start_on_standby).
+bool home_pair_up(std::span<const Candidate> a, std::span<const Candidate> b) noexcept;
 
 struct PortPair {
   int a = -1;  // device index on side A (the connector / sender)

@@ -13,6 +13,10 @@
 #             port's address as it is now and carry their messages. A pair that connects while the
 #             address moves (for a moment the port has none) may fail: --churn-retry opens it again
 #             1 s later. b's address comes back after.
+#   home-down (issue #19) a's rail 0 is down before the stream: the stream's comms (on rail 0) and
+#             6 churn pairs on rail 0 (both directions, no --churn-retry: a failed connect fails the
+#             run) must connect on the pair that is up (rail 1), carry every message, and go home
+#             when a's rail 0 returns at 5 s (re-protected there, failback after a 1 s hold).
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
@@ -33,3 +37,10 @@ pl_stream readdress 18722 --one-way --dev 1 --sizes 4K,64K --group 4 --inflight 
   --churn 8 --churn-dev 0 --churn-retry --min-seconds 12
 if [[ $VM_ROLE == b ]]; then vm_fault clear 0 || vm_log "readdress: fault.sh clear 0 failed"; fi
 vm_barrier readdress-cleared
+
+# home-down: a's rail 0 down before any comm of the stream exists.
+if [[ $VM_ROLE == a ]]; then vm_fault rail-down 0; fi
+vm_barrier home-down
+PL_ENV=(HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=1000)
+PL_FAULTS=("a 5000 rail-up 0")
+pl_stream home-down 18723 "${PL_STREAM_ARGS[@]}" --churn 6 --churn-dev 0 --min-seconds 14

@@ -4,9 +4,14 @@ b -> a. Expected exactly as for failover-sender-down: exit 0, every byte verifie
 data comm within the port-down bound, no later stall on the backup.
 `readdress`: b's rail 0 changed its address (its GID) under a running plugin; single-path comm
 pairs opened on it afterwards connect and carry their messages (endpoints built from the port as
-it is now)."""
+it is now).
+`home-down` (issue #19 item 1): a's rail 0 is down before the stream; every comm on rail 0 (the
+stream's both ways, churn pairs both ways) connects on the pair that is up, the stream verifies
+every byte, and when a's rail 0 returns the stream's comms are re-protected at home and fail back
+there, on both sides, without any failover or fatal record."""
 from check import expect, expect_each
-from failover_common import PORT_DOWN_STALL_BOUND_MS, check_failover, expect_no_crash, faults, log_text, stats
+from failover_common import (BACKUP, PRIMARY, PORT_DOWN_STALL_BOUND_MS, SLACK_MS, check_failover, expect_no_crash,
+                             expect_stream_ok, faults, log_text, on_a_clock, stats)
 
 MIN_SECONDS = 20  # failover-recovered.guest.sh
 CHURN = 8
@@ -38,8 +43,66 @@ def check_readdress(run):
     expect_no_crash(run, "readdress")
 
 
+HOME_DOWN_SECONDS = 14  # failover-recovered.guest.sh
+HOME_DOWN_CHURN = 6
+HOLD_MS = 1000  # HA_NCCL_FAILBACK_HOLD_MS of the home-down stream
+STARTED = "started on " + BACKUP
+
+
+def comms_of(events):
+    """{(pid, comm): [events]} in record order."""
+    out = {}
+    for e in events:
+        out.setdefault((e["pid"], e["comm"]), []).append(e)
+    return out
+
+
+def check_home_down(run):
+    name = "home-down"
+    expect_stream_ok(run, name, HOME_DOWN_SECONDS)
+    fs = faults(run, "a", name)
+    expect([f[2] for f in fs] == ["rail-up 0"], f"{name}: a's rail 0 came back once during the stream: {fs}")
+    back_ms = fs[0][0]  # a's clock
+    rep_b = run.report("b", name)
+    for role in ("a", "b"):
+        h = run.report(role, name)["churn"]
+        expect(h["closed"] == HOME_DOWN_CHURN and h["messages_ok"] == HOME_DOWN_CHURN and h["bad_messages"] == 0 and
+               h["connect_failures"] == 0,
+               f"{role} {name}: {h['closed']} of {HOME_DOWN_CHURN} churn pairs on rail 0 connected, carried and "
+               f"verified their message ({h['messages_ok']}), no failed connect ({h['connect_failures']})")
+        events = stats(run, role, name)
+        bad = [e for e in events if e["event"] in ("failover", "fatal")]
+        expect(not bad, f"{role} {name}: no failover or fatal record: {[(e['event'], e.get('why', e.get('cause'))) for e in bad]}")
+        comms = comms_of(events)
+        started = [k for k, es in comms.items() if es[0]["event"] == "standby" and es[0]["state"] == "down" and
+                   STARTED in es[0]["why"] and "is down" in es[0]["why"]]
+        expect(len(started) >= 4, f"{role} {name}: {len(started)} comms started on {BACKUP} with their own pair down "
+                                  f"(the stream's two and the churn pairs' before the rail came back: at least 4)")
+        for kind in ("send", "recv"):  # the stream's comm of each kind closes last
+            mine = [es for es in comms.values() if es[0]["kind"] == kind and es[-1]["event"] == "close"]
+            expect(mine, f"{role} {name}: a closed {kind} comm")
+            if not mine:
+                continue
+            es = max(mine, key=lambda x: x[-1]["time_unix_ms"])
+            expect(es[0]["event"] == "standby" and STARTED in es[0].get("why", ""),
+                   f"{role} {name}: the stream's {kind} comm started on {BACKUP}: {es[0]['event']} {es[0].get('why')}")
+            fb = [e for e in es if e["event"] == "failback"]
+            expect(len(fb) == 1 and fb[0]["to"] == PRIMARY and fb[0]["from"] == BACKUP,
+                   f"{role} {name}: the stream's {kind} comm failed back to {PRIMARY} once: "
+                   f"{[(e['from'], e['to']) for e in fb]}")
+            if fb:
+                at = on_a_clock(role, rep_b, fb[0]["time_unix_ms"])
+                expect(back_ms + HOLD_MS - SLACK_MS <= at <= back_ms + HOLD_MS + 10 * SLACK_MS,
+                       f"{role} {name}: {kind} comm home {at - back_ms} ms after a's rail 0 came back "
+                       f"(hold {HOLD_MS} ms)")
+            expect(es[-1]["active"] == PRIMARY, f"{role} {name}: the stream's {kind} comm ends on {PRIMARY} "
+                                                f"({es[-1]['active']})")
+    expect_no_crash(run, name)
+
+
 def check(run):
     expect_each("failover-recovered", [
         ("fault", lambda: check_failover(run, "b", MIN_SECONDS, PORT_DOWN_STALL_BOUND_MS)),
         ("readdress", lambda: check_readdress(run)),
+        ("home-down", lambda: check_home_down(run)),
     ])

@@ -267,6 +267,23 @@ BOOST_AUTO_TEST_CASE(a_port_that_is_down_is_skipped) {
   BOOST_TEST(pairs == pairs_of({{3, 3}}), pairs);
 }
 
+// A connection whose own pair is down at one end starts on the best live pair (issue #19 item 1):
+// both sides see it from the same lists, and the pairs ranked against the home pair are all live.
+BOOST_AUTO_TEST_CASE(a_home_pair_down_at_either_end_starts_on_a_live_pair) {
+  const auto a = node({0, 1}, 0), b = node({0, 1}, 0);
+  BOOST_TEST(home_pair_up(a, b));
+  for (int side = 0; side < 2; ++side) {
+    auto x = a, y = b;
+    (side == 0 ? x : y)[0].flags &= static_cast<std::uint8_t>(~kCandUp);
+    BOOST_TEST(!home_pair_up(x, y));
+    BOOST_TEST(!home_pair_up(y, x));
+    BOOST_TEST(rank_standby_pairs(x, y, {0, 0}) == pairs_of({{1, 1}}), rank_standby_pairs(x, y, {0, 0}));
+  }
+  auto none = a;
+  for (auto& c : none) c.flags &= static_cast<std::uint8_t>(~kCandPrimary);
+  BOOST_TEST(!home_pair_up(none, b));  // no primary listed: nothing to call up
+}
+
 BOOST_AUTO_TEST_CASE(the_backup_map_preference_wins) {
   auto a = node({0, 1, 2, 3}, 0), b = node({0, 1, 2, 3}, 0);
   a[3].flags |= kCandPreferred;

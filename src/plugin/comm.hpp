@@ -84,6 +84,10 @@ constexpr std::uint32_t kSameDevice = 0xffffffffu;  // ReprotectMsg::dev: the sl
 // ReprotectMsg::ok of the receiver's unasked note that one of its ports came back while its standby
 // is down (the sender sees only its own port events): the sender's next attempt starts at once.
 constexpr std::uint32_t kPortBack = 2;
+// ReprotectMsg::ok of a request that moves a standby which is up onto the connection's own pair
+// (make-before-break): the receiver keeps its standby as it is until the hello, and a failure of the
+// attempt leaves it there.
+constexpr std::uint32_t kMove = 3;
 struct ReprotectMsg {
   std::uint8_t endpoint[net::kEndpointSize] = {};  // the writer's new standby QP
   std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...);
@@ -335,6 +339,11 @@ struct ReprotectState {
   std::uint32_t peer_ctrl = 0;       // the peer's keys on its device of the attempt
   std::uint32_t peer_fifo = 0;       // (receive side: the sender's FIFO)
   std::string port;                  // "rxe1:1": the attempt's port here (log lines)
+  // The attempt moves a standby that is up to the connection's own pair (kMove): the standby it
+  // replaces serves until the install, the standby's state is left alone, and a failure ends the
+  // move only. Send side: the next move is tried no sooner than next_move_ns.
+  bool move = false;
+  std::uint64_t next_move_ns = 0;
 };
 
 struct FailoverState {
@@ -362,6 +371,7 @@ struct FailoverState {
   // switch, the same path is re-synchronised.
   bool in_place = false;
   std::uint64_t stall_until_ns = 0;   // HA_NCCL_TEST_FAILBACK_STALL_AT
+  std::uint64_t drain_seen = 0;       // quiescing: the old path's completions at the last look
   // Syncing: the new path is shown to work (our notice's write completed, or the peer's notice
   // came over it). From then on only a fault of that path ends the wait, no deadline.
   bool proven = false;

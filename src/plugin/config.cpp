@@ -98,7 +98,8 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.rto_ms = env_int(env, "HA_NCCL_RTO_MS", c.rto_ms, 10, 600000);
   c.max_retries = env_int(env, "HA_NCCL_MAX_RETRIES", c.max_retries, 0, 1000000);
   c.retry_window_ms = env_int(env, "HA_NCCL_RETRY_WINDOW_MS", c.retry_window_ms, 1000, 86400000);
-  c.enable_failback = env_bool(env, "HA_NCCL_ENABLE_FAILBACK", c.enable_failback);
+  // On by default with HA: traffic goes home (issue #19). Without HA only an explicit 1 (warned about).
+  c.enable_failback = env_bool(env, "HA_NCCL_ENABLE_FAILBACK", c.enable_backup && c.enable_failback);
   c.failback_hold_ms = env_int(env, "HA_NCCL_FAILBACK_HOLD_MS", c.failback_hold_ms, 0, 3600000);
   c.use_progress_thread = env_bool(env, "HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
   c.failover_timeout_ms = env_int(env, "HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);

@@ -35,8 +35,9 @@ struct Config {
   int rto_ms = 1000;                 // HA_NCCL_RTO_MS 10..600000 (soft RTO)
   int max_retries = 10;              // HA_NCCL_MAX_RETRIES 0..1000000: failovers allowed per comm per window
   int retry_window_ms = 600000;      // HA_NCCL_RETRY_WINDOW_MS 1000..86400000: that window (10 min)
-  bool enable_failback = false;      // HA_NCCL_ENABLE_FAILBACK 0/1
+  bool enable_failback = true;       // HA_NCCL_ENABLE_FAILBACK 0/1 (unset: on when HA is)
   int failback_hold_ms = 5000;       // HA_NCCL_FAILBACK_HOLD_MS 0..3600000: primary must be healthy this long
+                                     // (doubled per further failover in the retry window, at most x32)
   bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1
   int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
   std::string backup_map;            // HA_NCCL_BACKUP_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see backup.hpp)

@@ -92,6 +92,11 @@ const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch);
 void fail_comm(CommBase& c, const std::string& why);
 // Failovers started within the window, after dropping the older ones (pure; unit-tested).
 std::size_t failovers_in_window(std::deque<std::uint64_t>& starts, std::uint64_t now, std::uint64_t window_ns);
+// The failback's hold-down, dampened: HA_NCCL_FAILBACK_HOLD_MS after one failover in the retry
+// window, doubled for each further one, at most kMaxHoldDoublings times (a flapping home port
+// waits longer each time; pure, unit-tested).
+constexpr unsigned kMaxHoldDoublings = 5;
+std::uint64_t dampened_hold_ns(std::uint64_t hold_ns, std::size_t failovers) noexcept;
 
 // ---- standby ports (standby.cpp): which pair of ports a new standby goes on
 // The next attempt's ports: ours (nullptr: none now, `why` says why) and the peer's (-1: its slot's
@@ -128,6 +133,11 @@ std::uint64_t reprotect(CommBase& c, std::uint64_t now);
 bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
 // Closing: the path of a finished re-protection job goes to the reaper (a running job keeps its own).
 void retire_job(CommBase& c);
+// A failover while the standby is being moved to the connection's own pair: whether it must wait
+// for the move's hello (it may have been installed by the peer already: true, `c.fo.requested`
+// holds the cause), else the move is given up (or, when the peer's notice came over the move's
+// path, left for adopt_job_path to install).
+bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* via, std::uint64_t now);
 
 // Standby state change (INFO line + stats line).
 // Operators see protection come and go at NCCL_DEBUG=WARN: the first loss (a standby that was up

@@ -174,6 +174,7 @@ void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::P
   fo.stall_until_ns = 0;
   fo.started_ns = now;
   fo.deadline_ns = now + kDrainBoundNs;
+  fo.drain_seen = c.paths[c.active] ? c.paths[c.active]->completions : 0;
   fo.requested.clear();  // a request still waiting (for a standby being connected) is this one now
   fo.awaiting_standby = false;
 }
@@ -289,6 +290,11 @@ std::size_t failovers_in_window(std::deque<std::uint64_t>& starts, std::uint64_t
   return starts.size();
 }
 
+std::uint64_t dampened_hold_ns(std::uint64_t hold_ns, std::size_t failovers) noexcept {
+  const std::size_t doublings = std::min<std::size_t>(failovers > 1 ? failovers - 1 : 0, kMaxHoldDoublings);
+  return hold_ns << doublings;
+}
+
 void start_failover(CommBase& c, const std::string& cause, bool planned, const Path* via) {
   if (c.error != ncclSuccess || c.fo.phase != FailoverState::normal) return;
   const std::uint64_t now = now_ns();
@@ -304,6 +310,7 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
              cause.c_str(), c.devs[from]->port.id().c_str(), c.fo.epoch);
     return;
   }
+  if (!planned && failover_waits_for_move(c, cause, via, now)) return;  // the standby's move ends first
   const std::string failed = c.devs[from]->port.id() + " failed: " + cause;
   // Follow the peer: its notice came over `via`, which proves that path, whatever we think of it.
   if (via && c.paths[to].get() != via) adopt_job_path(c, via, now);
@@ -353,7 +360,9 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   // A failback we decide starts by quiescing; one we follow (the sender quiesced) drains at once.
   begin(c, cause, planned, planned && !via ? FailoverState::quiescing : FailoverState::draining, now);
   c.fo.keep_from = planned;
-  if (planned) c.fo.deadline_ns += c.paths[from]->rto_allowance_ns;  // its largest write in flight
+  // A failback leaves a healthy path: it may take the soft RTO (and its largest write in flight)
+  // between two completions there, as any path may, before the failback is abandoned.
+  if (planned) c.fo.deadline_ns = now + c.rto_ns + c.paths[from]->rto_allowance_ns;
   HA_DEBUG("NET/HA: %s: %s; %s to %s (epoch %u)", c.id.c_str(), failed.c_str(),
            planned ? "failing back" : "failing over", c.devs[to]->port.id().c_str(), c.fo.epoch);
   if (planned) return;  // the old path stays connected
@@ -397,6 +406,13 @@ std::uint64_t quiesce(CommBase& c, std::uint64_t now) {
     return now + 1;
   }
   if (old.sends_out > 0) {
+    // A healthy path drains a deep queue of large writes at its own pace: the deadline follows
+    // its progress (a completion since the last look, then the soft RTO again), so only a path
+    // that stops completing ends the failback, not one that is merely busy.
+    if (old.completions != fo.drain_seen) {
+      fo.drain_seen = old.completions;
+      fo.deadline_ns = std::max(fo.deadline_ns, now + c.rto_ns + old.rto_allowance_ns);
+    }
     if (now < fo.deadline_ns) return now + 1'000'000;
     cancel_failback(c, std::to_string(old.sends_out) + " work request(s) on " + old.dev->port.id() +
                            " did not complete in time", now);

@@ -246,10 +246,14 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   // Failback: back to the connection's own ports once the standby runs there again.
   if (const Path* sb = c.paths[c.standby_slot()].get(); c.failback && c.kind == CommKind::send && sb &&
       c.at_home(*sb) && !c.at_home(c.path()) && c.standby.state == StandbyHealth::up) {
-    const std::uint64_t at = c.standby.up_since_ns + c.failback_hold_ns;
+    const std::size_t flaps = failovers_in_window(c.fo.recent, now, c.retry_window_ns);
+    const std::uint64_t hold = dampened_hold_ns(c.failback_hold_ns, flaps);
+    const std::uint64_t at = c.standby.up_since_ns + hold;
     if (now >= at)
-      start_failover(c, "failback: " + sb->dev->port.id() + " healthy for " +
-                            std::to_string(c.failback_hold_ns / 1000000) + " ms", true);
+      start_failover(c, "failback: " + sb->dev->port.id() + " healthy for " + std::to_string(hold / 1000000) + " ms" +
+                            (hold > c.failback_hold_ns ? " (hold doubled: " + std::to_string(flaps) +
+                                                             " failovers in HA_NCCL_RETRY_WINDOW_MS)" : ""),
+                     true);
     else
       next = std::min(next, at);
     if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);

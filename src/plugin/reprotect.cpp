@@ -26,6 +26,11 @@
 // standby: a flush QP never outlives the port state it was built in.
 // A PORT_ACTIVE or GID-change event of one of the comm's candidate ports starts the next attempt
 // at once; the backoff only paces attempts that failed.
+// With failback, a standby that is up but not on the connection's own pair is moved there once that
+// pair is usable (a move: the same steps, the request's ok = kMove): make-before-break, the old
+// standby serves until the install and stays if the move fails; the failback then follows.
+// A failover during a move gives it up, except in the hello step, where the peer may already have
+// installed the new path: the failover waits for the hello's outcome (failover_waits_for_move).
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -43,6 +48,7 @@ namespace {
 
 constexpr std::uint64_t kFirstBackoffNs = 100'000'000;
 constexpr std::uint64_t kMaxBackoffNs = 5'000'000'000;
+constexpr std::uint64_t kMoveRetryNs = 1'000'000'000;  // after a failed move
 
 // A fresh path on `dev`, with the port (and its GID) queried again.
 Status build_path(PathJob& job, Reaper* reaper, Device& d, int slot, int send_depth, int recv_depth,
@@ -119,7 +125,7 @@ bool install(CommBase& c, PathJob& job, std::uint64_t now) {
   const int slot = p->slot;
   if (c.rp.rebind) {
     if (auto s = commit_rebind(c, slot, c.rp.rebind, job.keys); !s) {
-      set_standby(c, StandbyHealth::down, "re-protection on " + p->dev->port.id() + ": " + s.error().message);
+      if (!c.rp.move) set_standby(c, StandbyHealth::down, "re-protection on " + p->dev->port.id() + ": " + s.error().message);
       return false;
     }
     c.rp.rebind = 0;
@@ -141,12 +147,31 @@ bool install(CommBase& c, PathJob& job, std::uint64_t now) {
   ++c.rp.done;
   c.rp.step = ReprotectState::idle;
   c.rp.backoff_ns = 0;
-  set_standby(c, StandbyHealth::up, "re-protected on " + dev);
+  if (c.rp.move) {
+    c.rp.move = false;
+    c.standby.up_since_ns = now;  // a failback's hold counts from here
+    set_standby(c, StandbyHealth::up, "moved to " + dev + ", its own pair");
+  } else {
+    set_standby(c, StandbyHealth::up, "re-protected on " + dev);
+  }
   return true;
+}
+
+// A move that failed (or was given up): the standby stays where it is, the pair is skipped until a
+// port comes back, and no move is tried for a second.
+void end_move(CommBase& c, std::uint64_t now, const std::string& why) {
+  HA_INFO("NET/HA: %s: its standby stays on %s: moving it to %s: %s", c.id.c_str(),
+          c.devs[c.standby_slot()] ? c.devs[c.standby_slot()]->port.id().c_str() : "-", c.rp.port.c_str(), why.c_str());
+  if (c.kind == CommKind::send) standby_ports_failed(c, c.rp.dev, c.rp.peer_dev);
+  retire_job(c);
+  c.rp.step = ReprotectState::idle;
+  c.rp.move = false;
+  c.rp.next_move_ns = now + kMoveRetryNs;
 }
 
 // Drops the attempt (its job, a move it prepared) and waits: every pair failed.
 void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
+  if (c.rp.move) return end_move(c, now, why);
   retire_job(c);
   standby_ports_reset(c);
   c.rp.step = ReprotectState::idle;
@@ -158,6 +183,10 @@ void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
 
 // Send side: the attempt's pair of ports failed: the next pair at once, or the backoff when none is left.
 std::uint64_t attempt_failed(CommBase& c, std::uint64_t now, const std::string& why) {
+  if (c.rp.move) {
+    end_move(c, now, why);
+    return now + 1;
+  }
   standby_ports_failed(c, c.rp.dev, c.rp.peer_dev);
   retire_job(c);
   c.rp.step = ReprotectState::idle;
@@ -238,8 +267,27 @@ std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
   rp.port = ports.dev->port.id();
   rp.job = start_build(c, *ports.dev, nullptr);
   rp.step = ReprotectState::building;
-  set_standby(c, StandbyHealth::connecting, "re-protecting on " + ports.dev->port.id());
+  if (rp.move)
+    HA_INFO("NET/HA: %s: its own pair is usable again: moving its standby %s -> %s (the old one serves meanwhile)",
+            c.id.c_str(), c.devs[c.standby_slot()]->port.id().c_str(), rp.port.c_str());
+  else
+    set_standby(c, StandbyHealth::connecting, "re-protecting on " + ports.dev->port.id());
   return 0;  // the job wakes us
+}
+
+// With failback: a standby that is up elsewhere goes to the connection's own pair once that pair is
+// usable (our port up, the pair not failed since the last port came back, and the first choice of
+// choose_standby_ports). Returns when it wants to run again (0: no move).
+std::uint64_t move_home(CommBase& c, std::uint64_t now) {
+  const Path* sb = c.paths[c.standby_slot()].get();
+  if (!c.failback || !sb || c.standby.state != StandbyHealth::up || c.at_home(*sb) || c.at_home(c.path()) ||
+      c.fo.phase != FailoverState::normal || !c.fo.requested.empty() || !c.home->port_up.load(std::memory_order_relaxed))
+    return 0;
+  if (now < c.rp.next_move_ns) return c.rp.next_move_ns;
+  const AttemptPorts ports = choose_standby_ports(c);
+  if (ports.dev != c.home || ports.peer_dev != c.peer_home) return 0;
+  c.rp.move = true;
+  return start_attempt(c, now);
 }
 
 // building: once the job built our side, the request to the peer (our endpoint and keys).
@@ -251,7 +299,7 @@ std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
     return attempt_failed(c, now, "re-protection on " + rp.port + ": " + rp.job->why);
   }
   c.inbox.reprotect = false;  // answers to older attempts are of no interest
-  if (post_reprotect(c, rp.job.get(), 1, ++rp.gen, rp.peer_dev) != 0) {
+  if (post_reprotect(c, rp.job.get(), rp.move ? kMove : 1, ++rp.gen, rp.peer_dev) != 0) {
     back_off(c, now, "re-protection: the request could not be posted");
     return rp.next_try_ns;
   }
@@ -386,8 +434,12 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   // A port of ours came back while the standby is down: the sender, which sees only its own port
   // events, is told, so that it does not wait out its backoff.
+  // With failback, also while its standby is up away from the connection's own pair: the sender
+  // may move it there now.
+  const Path* sb = c.paths[c.standby_slot()].get();
+  const bool away = c.failback && sb && c.standby.state == StandbyHealth::up && !c.at_home(*sb) && !c.at_home(c.path());
   if (const std::string back = standby_ports_recovered(c);
-      !back.empty() && rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) {
+      !back.empty() && rp.step == ReprotectState::idle && (c.standby.state == StandbyHealth::down || away)) {
     HA_INFO("NET/HA: %s: %s is active again: telling the peer to re-protect now", c.id.c_str(), back.c_str());
     post_reprotect(c, nullptr, kPortBack, 0, -1);
   }
@@ -398,6 +450,7 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
     ++rp.attempts;
     retire_job(c);
     rp.step = ReprotectState::idle;
+    rp.move = req.ok == kMove;
     auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
     std::string why;
     Device* d = remote ? requested_device(c, req, why) : nullptr;
@@ -407,7 +460,10 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
     }
     if (!d) {
       post_reprotect(c, nullptr, 0, gen, -1);
-      set_standby(c, StandbyHealth::down, "re-protection: " + (remote ? why : remote.error().message));
+      if (rp.move)
+        end_move(c, now, remote ? why : remote.error().message);
+      else
+        set_standby(c, StandbyHealth::down, "re-protection: " + (remote ? why : remote.error().message));
       return 0;
     }
     rp.dev = d->index;
@@ -418,7 +474,11 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
     rp.job = start_build(c, *d, &*remote);
     rp.step = ReprotectState::building;
     c.inbox.hello = false;
-    set_standby(c, StandbyHealth::connecting, "re-protecting on " + d->port.id());
+    if (rp.move)
+      HA_INFO("NET/HA: %s: the peer moves the standby to its own pair: building ours on %s (the old one serves "
+              "meanwhile)", c.id.c_str(), rp.port.c_str());
+    else
+      set_standby(c, StandbyHealth::connecting, "re-protecting on " + d->port.id());
     return 0;
   }
   if (rp.step == ReprotectState::building) {
@@ -429,6 +489,10 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
       if (auto ready = rebind_ready(c, rp.rebind); !ready) why = ready.error().message;
     const bool ok = why.empty();
     post_reprotect(c, ok ? rp.job.get() : nullptr, ok ? 1 : 0, rp.gen, -1);
+    if (!ok && rp.move) {
+      end_move(c, now, why);
+      return 0;
+    }
     if (!ok) {
       set_standby(c, StandbyHealth::down, "re-protection on " + rp.port + ": " + why);
       retire_job(c);
@@ -436,6 +500,7 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
       return 0;
     }
     rp.step = ReprotectState::hello;
+    rp.deadline_ns = now + c.failover_timeout_ns;  // a failover of ours waits for the hello until then (a move)
   }
   if (rp.step == ReprotectState::hello) {
     ibv_wc err{};
@@ -457,6 +522,18 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
 }
 
 }  // namespace
+
+bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* via, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  if (!rp.move) return false;
+  if (via && rp.job && via == rp.job->path.get()) return false;  // adopt_job_path installs it
+  if (!via && rp.step == ReprotectState::hello && now < rp.deadline_ns) {
+    c.fo.requested = cause;  // again at the next step: the hello's outcome decides which path is the standby
+    return true;
+  }
+  end_move(c, now, "a failover came first (" + cause + ")");
+  return false;
+}
 
 bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now) {
   if (!via || !c.rp.job || c.rp.job->path.get() != via || job_outcome(*c.rp.job) <= 0) return false;
@@ -483,7 +560,7 @@ std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
     const Path* sb = c.paths[c.standby_slot()].get();
     const bool dead = !sb || sb->link.load(std::memory_order_relaxed) == Path::failed;
     if (dead || c.rp.step != ReprotectState::idle) return drive(c, now);
-    return 0;
+    return move_home(c, now);
   }
   return answer(c, now);
 }

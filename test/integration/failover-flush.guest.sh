@@ -21,6 +21,8 @@ set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
 export HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=2000
+# Failovers 13 s apart are no flapping here: the hold stays 2 s for each cycle (no dampening).
+export HA_NCCL_RETRY_WINDOW_MS=10000
 PL_ENV=(HA_NCCL_FORCE_FLUSH=1)
 PL_FAULTS=("a 2000 flap 1 1 500")
 for t in 12000 25000 38000; do PL_FAULTS+=("a $t rail-down 0" "a $((t + 2500)) rail-up 0"); done

@@ -107,9 +107,27 @@ pl_driver() { # NAME PORT ARGS...
   pl_driver_wait
 }
 
+# The failover tests pin a comm to where its faults put it (failback, on by default, would take it
+# home once a rail is back): the failback tests (failover-failback, -failback-flap, -flush,
+# failover-recovered's home-down) turn it on again themselves.
 pl_failover_env() {
-  export NCCL_SOCKET_IFNAME=eth2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
+  export NCCL_SOCKET_IFNAME=eth2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET HA_NCCL_ENABLE_FAILBACK=0
   unset HA_NCCL_IB_HCA NCCL_IB_HCA HA_NCCL_STATS_FILE
+}
+
+# Every 500 ms while PID runs: "<unix_ms> <sent_pkts> <rcvd_pkts>" of each rail's rxe port appended
+# as one line to FILE (bash builtins only: cheap on the TCG guests).
+pl_sample_counters() { # FILE PID
+  local file=$1 pid=$2 r c line
+  while kill -0 "$pid" 2>/dev/null; do
+    line=$(pl_now_ms)
+    for ((r = 0; r < ${VM_RAILS:-2}; r++)); do
+      c=/sys/class/infiniband/$(vm_rdma_dev $r)/ports/1/hw_counters
+      line+=" $(<"$c/sent_pkts") $(<"$c/rcvd_pkts")"
+    done
+    echo "$line" >>"$file"
+    sleep 0.5
+  done
 }
 
 # Waits until the phase file F names PHASE (or the driver PID ended); prints its "<unix_ms>".
@@ -170,6 +188,12 @@ pl_stream() { # NAME PORT ARGS...
   PL_ENV+=("HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
   pl_driver_start "$name" "$port" --phase-file "$VM_OUT/$name.phase" ${stop[@]+"${stop[@]}"} "$@"
   PL_ENV=()
+  local sampler=
+  if [[ ${PL_COUNTERS:-} ]]; then  # the rails' packet counters over the stream (NAME.counters)
+    rm -f "$VM_OUT/$name.counters"
+    pl_sample_counters "$VM_OUT/$name.counters" "$PL_PID" &
+    sampler=$!
+  fi
   if ((${#mine[@]})); then
     if start_ms=$(pl_wait_phase "$VM_OUT/$name.phase" integrity "$PL_PID"); then
       vm_log "$name: integrity phase started at $start_ms"
@@ -217,6 +241,7 @@ pl_stream() { # NAME PORT ARGS...
     fi
   fi
   pl_driver_wait
+  [[ -z $sampler ]] || wait "$sampler" || true
   echo "$PL_RC" >"$VM_OUT/$name.rc"
   echo "$PL_MS" >"$VM_OUT/$name.ms"
   vm_log "$name: exit $PL_RC after $PL_MS ms"

@@ -6,6 +6,12 @@
 #               connection fails over, on the reactor alone. The standbys chosen at connect time
 #               spread over rails 1-3, and so do the failovers (checked in the stats: the 'backup'
 #               ports, the failovers' 'to' ports, the 'ports' counts).
+#   home        (issue #19 item 2) failback as by default (2 s hold): a --one-way stream b -> a on
+#               rxe0; b's rail 0 down at 4 s for 3 s. The stream fails over to its standby, whose
+#               re-protection (rail 0 still down) lands on a third rail; when rail 0 is back the
+#               standby moves there (make-before-break) and the stream fails back: from hold + 5 s
+#               after rail 0 came back, at least 90 % of both hosts' packets (rxe counters) run on
+#               rail 0 again.
 #   sequential  a --one-way stream b -> a on rxe0, every byte verified; the rail the stream's comm
 #               runs on is pulled three times, 7 s apart (on b, a, b): after each failover
 #               re-protection builds the standby on a rail still up (a third, then a fourth
@@ -32,6 +38,12 @@ echo "$PL_RC" >"$VM_OUT/$name.rc"
 vm_log "$name: exit $PL_RC after $PL_MS ms"
 [[ $VM_ROLE == b ]] && vm_fault rail-up 0
 vm_barrier "$name-done"
+
+PL_ENV=(HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=2000)  # 1: the default (pl_failover_env turns it off)
+PL_COUNTERS=1
+PL_FAULTS=("b 4000 rail-down 0" "b 7000 rail-up 0")
+pl_stream home 18762 "${PL_STREAM_ARGS[@]}" --min-seconds 22
+PL_COUNTERS=
 
 PL_FAULTS=("b 4000 active-down" "a 11000 active-down" "b 18000 active-down")
 pl_stream sequential 18761 "${PL_STREAM_ARGS[@]}" --min-seconds 26

@@ -139,6 +139,39 @@ def expect_no_crash(run, name):
         expect(m is None, f"{role} {name}: no crash/abort text in the driver log" + (f" (found '{m.group(0)}')" if m else ""))
 
 
+HOME_SHARE = 0.9  # issue #19: of the packets once a rail is back for the failback's hold + 5 s
+
+
+def counters(run, role, name):
+    """[(unix_ms, [packets of rail 0, rail 1, ...])] (sent + received) of VM role's samples
+    (NAME.counters: PL_COUNTERS in plugin-lib.sh)."""
+    out = []
+    for line in run.text(role, f"{name}.counters").splitlines():
+        v = [int(x) for x in line.split()]
+        out.append((v[0], [v[1 + 2 * r] + v[2 + 2 * r] for r in range((len(v) - 1) // 2)]))
+    return out
+
+
+def expect_home_share(run, name, fault_role, rail, after_ms):
+    """On both hosts, at least HOME_SHARE of the packets (rxe counters) run on RAIL from AFTER_MS
+    after FAULT_ROLE brought it back up (its one "rail-up RAIL" fault) to the end of the stream."""
+    ups = [f for f in faults(run, fault_role, name) if f[2] == f"rail-up {rail}"]
+    expect(len(ups) == 1, f"{name}: {fault_role}'s rail {rail} came back once: {ups}")
+    offset = run.report("b", name)["clock"]["peer_offset_ms"]  # b's clock + offset = a's
+    up_a = ups[0][1] + (0 if fault_role == "a" else offset)
+    for role in ("a", "b"):
+        since = up_a + after_ms - (0 if role == "a" else offset)  # on role's clock
+        s = [x for x in counters(run, role, name) if x[0] >= since]
+        expect(len(s) >= 4, f"{role} {name}: {len(s)} counter samples from {after_ms} ms after rail {rail} came back "
+                            f"(at least 4: 2 s)")
+        if len(s) < 2:
+            continue
+        delta = [b - a for a, b in zip(s[0][1], s[-1][1])]
+        share = delta[rail] / max(1, sum(delta))
+        expect(share >= HOME_SHARE, f"{role} {name}: {share:.1%} of {sum(delta)} packets on rail {rail} over the last "
+                                    f"{(s[-1][0] - s[0][0]) / 1000:.1f} s (at least {HOME_SHARE:.0%}; per rail {delta})")
+
+
 def expect_stream_ok(run, name, min_seconds):
     """Both drivers exit 0; rank 0 verified every byte of every message rank 1 sent, each counted once."""
     for role in ("a", "b"):

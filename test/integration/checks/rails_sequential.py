@@ -9,11 +9,16 @@ counts after the last failover show no connection active on rxe0:1 and the activ
 sequential: a --one-way stream b -> a on rxe0, its active rail pulled three times (b, a, b). Every
 byte verified, no fatal record; the stream comm failed over three times at both ends, each time away
 from the rail just pulled and onto a rail that is still up, ending on the one rail never pulled;
-every pair it used joined one rail at both ends."""
+every pair it used joined one rail at both ends.
+
+home (issue #19 item 2): failback as by default; b's rail 0 down for 3 s under a --one-way stream on
+rxe0. The stream fails over, its standby is rebuilt on a third rail (rail 0 still down), moves to
+rail 0 (its own pair) when it is back and the stream fails back there: from hold + 5 s after rail 0
+came back, at least 90 % of both hosts' packets run on rail 0 (rxe counters)."""
 from collections import Counter
 
 from check import expect, expect_each
-from failover_common import data_comm, expect_no_crash, expect_stream_ok, faults, stats
+from failover_common import data_comm, expect_home_share, expect_no_crash, expect_stream_ok, faults, stats
 from rails_common import dev_of, expect_no_fatal, expect_pairs_reachable, failovers, rail_map
 
 
@@ -95,5 +100,31 @@ def check_sequential(run):
     expect_no_crash(run, "sequential")
 
 
+HOME_HOLD_MS = 2000  # rails-sequential.guest.sh, stream home
+
+
+def check_home(run):
+    name = "home"
+    expect_stream_ok(run, name, 22)
+    expect_no_fatal(run, name)
+    for role in ("a", "b"):
+        mine, last = data_comm(run, role, name, stats(run, role, name))
+        fo = [e for e in mine if e["event"] == "failover"]
+        fb = [e for e in mine if e["event"] == "failback"]
+        expect(len(fo) == 1 and fo[0]["from"] == "rxe0:1", f"{role} {name}: one failover away from rxe0:1: "
+                                                           f"{[(e['from'], e['to']) for e in fo]}")
+        expect(len(fb) == 1 and fb[0]["to"] == "rxe0:1", f"{role} {name}: one failback to rxe0:1: "
+                                                         f"{[(e['from'], e['to']) for e in fb]}")
+        third = [e for e in mine if e["event"] == "standby" and e["state"] == "up" and "re-protected" in e["why"] and
+                 "rxe0:1" not in e["why"]]
+        moved = [e for e in mine if e["event"] == "standby" and e["state"] == "up" and "moved to rxe0:1" in e["why"]]
+        expect(third and moved, f"{role} {name}: re-protected on a third rail ({[e['why'] for e in third]}), then moved "
+                                f"to rail 0 ({[e['why'] for e in moved]})")
+        expect(last["active"] == "rxe0:1", f"{role} {name}: ends on rxe0:1 ({last['active']})")
+    expect_home_share(run, name, "b", 0, HOME_HOLD_MS + 5000)
+    expect_no_crash(run, name)
+
+
 def check(run):
-    expect_each("rails-sequential", [("spread", lambda: check_spread(run)), ("sequential", lambda: check_sequential(run))])
+    expect_each("rails-sequential", [("spread", lambda: check_spread(run)), ("home", lambda: check_home(run)),
+                                     ("sequential", lambda: check_sequential(run))])

@@ -104,7 +104,7 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.rto_ms == 1000);
   BOOST_TEST(c.max_retries == 10);
   BOOST_TEST(c.retry_window_ms == 600000);
-  BOOST_TEST(!c.enable_failback);
+  BOOST_TEST(c.enable_failback);  // on by default with HA (issue #19)
   BOOST_TEST(c.failback_hold_ms == 5000);
   BOOST_TEST(c.use_progress_thread);
   BOOST_TEST(c.failover_timeout_ms == 1000);
@@ -115,6 +115,18 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.prom_interval_ms == 10000);
   BOOST_TEST(!c.force_ib_timeout);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+// Failback is on by default with HA; without HA only an explicit 1 turns it on (and is warned about).
+BOOST_FIXTURE_TEST_CASE(failback_follows_ha_unless_set, CleanEnv) {
+  BOOST_TEST(Config::from_env().enable_failback);
+  env.set("HA_NCCL_ENABLE_FAILBACK", "0");
+  BOOST_TEST(!Config::from_env().enable_failback);
+  env.unset("HA_NCCL_ENABLE_FAILBACK");
+  env.set("HA_NCCL_ENABLE_BACKUP", "0");
+  BOOST_TEST(!Config::from_env().enable_failback);
+  env.set("HA_NCCL_ENABLE_FAILBACK", "1");
+  BOOST_TEST(Config::from_env().enable_failback);
 }
 
 BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
@@ -503,6 +515,7 @@ BOOST_AUTO_TEST_CASE(backup_disabled_silences_the_failover_checks) {
   c.rto_ms = 10;
   c.heartbeat_ms = 60000;
   c.max_retries = 0;
+  c.enable_failback = false;  // what from_env makes of an unset HA_NCCL_ENABLE_FAILBACK without HA
   BOOST_TEST(config_warnings(c, 20, 7).empty(), joined(config_warnings(c, 20, 7)));
   c.enable_failback = true;
   auto w = config_warnings(c, 20, 7);
@@ -515,7 +528,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
   BOOST_TEST(describe(c) ==
              "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" HA_NCCL_SOCKET_FAMILY=any "
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
-             "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=0 HA_NCCL_FAILBACK_HOLD_MS=5000 "
+             "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1 "

@@ -197,3 +197,30 @@ BOOST_AUTO_TEST_CASE(failovers_are_counted_in_a_sliding_window) {
   }
   BOOST_TEST(worst == 0u);
 }
+
+// Failback's hold-down (issue #19 item 2): the configured hold after one failover in the window,
+// doubled for each further one, bounded; a port that flaps every 30 s does not run its comms into
+// HA_NCCL_MAX_RETRIES (10 failovers in 10 minutes) through failbacks.
+BOOST_AUTO_TEST_CASE(the_failback_hold_doubles_per_flap_and_is_bounded) {
+  constexpr std::uint64_t s = 1'000'000'000;
+  BOOST_TEST(dampened_hold_ns(5 * s, 0) == 5 * s);  // a comm that starts failed over (its own pair down at connect)
+  BOOST_TEST(dampened_hold_ns(5 * s, 1) == 5 * s);
+  BOOST_TEST(dampened_hold_ns(5 * s, 2) == 10 * s);
+  BOOST_TEST(dampened_hold_ns(5 * s, 3) == 20 * s);
+  BOOST_TEST(dampened_hold_ns(5 * s, 6) == 160 * s);
+  BOOST_TEST(dampened_hold_ns(5 * s, 1000) == (5 * s) << kMaxHoldDoublings);
+  BOOST_TEST(dampened_hold_ns(0, 9) == 0u);
+  // The flapping port: down every 30 s for a moment; the comm fails over whenever it is home.
+  std::deque<std::uint64_t> recent;
+  std::uint64_t home_at = 0;  // when the comm is back home (failback)
+  std::size_t failovers = 0;
+  for (std::uint64_t t = 30 * s; t <= 3600 * s; t += 30 * s) {
+    if (t < home_at) continue;  // still on the backup: the flap only hits the standby
+    const std::size_t n = failovers_in_window(recent, t, 600 * s);
+    BOOST_TEST(n < 10u, "HA_NCCL_MAX_RETRIES reached at " << t / s << " s");
+    recent.push_back(t);
+    ++failovers;
+    home_at = t + 1 * s + dampened_hold_ns(5 * s, n + 1);  // re-protected 1 s after the flap, then the hold
+  }
+  BOOST_TEST(failovers < 120u / 2);  // without the dampening: one per flap
+}

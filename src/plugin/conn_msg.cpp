@@ -92,11 +92,13 @@ Status check_size(std::size_t have, std::size_t want, const char* what, bool at_
                         std::to_string(want) + ")");
 }
 
-// The message's flags word: only kOfferStandby may be set.
-Expected<bool> read_flags(Cursor& in, const char* what) {
+// The message's flags word: only the bits of `allowed` may be set, kStartOnStandby only with
+// kOfferStandby.
+Expected<std::uint32_t> read_flags(Cursor& in, const char* what, std::uint32_t allowed = kOfferStandby) {
   const std::uint32_t flags = in.u32();
-  if (flags & ~kOfferStandby) return malformed(what, "unknown flags " + hex_flags(flags & ~kOfferStandby));
-  return (flags & kOfferStandby) != 0;
+  if (flags & ~allowed) return malformed(what, "unknown flags " + hex_flags(flags & ~allowed));
+  if ((flags & kStartOnStandby) && !(flags & kOfferStandby)) return malformed(what, "start on a standby without one");
+  return flags;
 }
 
 Expected<net::Endpoint> read_endpoint(Cursor& in, const char* what, const char* field) {
@@ -241,7 +243,7 @@ Expected<ConnRequest> decode_request(std::span<const std::uint8_t> payload) {
   r.primary = *primary;
   auto offer = read_flags(in, kWhat);
   if (!offer) return std::move(offer).error();
-  r.offer_standby = *offer;
+  r.offer_standby = (*offer & kOfferStandby) != 0;
   auto fifo = read_keys(in, kWhat, "FIFO");
   if (!fifo) return std::move(fifo).error();
   r.fifo = *fifo;
@@ -267,7 +269,7 @@ std::vector<std::uint8_t> encode_reply(const ConnReply& r) {
   out.reserve(kReplyHeadSize + r.candidates.size() * kCandidateSize);
   net::ByteWriter w(out);
   write_endpoint(w, &r.primary);
-  w.u32(r.standby ? kOfferStandby : 0);
+  w.u32(r.standby ? kOfferStandby | (r.start_on_standby ? kStartOnStandby : 0) : 0);
   write_keys(w, r.ctrl);
   const StandbyOffer none{};
   const StandbyOffer& o = r.standby ? *r.standby : none;
@@ -289,12 +291,13 @@ Expected<ConnReply> decode_reply(std::span<const std::uint8_t> payload) {
   auto primary = read_endpoint(in, kWhat, "primary");
   if (!primary) return std::move(primary).error();
   r.primary = *primary;
-  auto offer = read_flags(in, kWhat);
-  if (!offer) return std::move(offer).error();
+  auto flags = read_flags(in, kWhat, kOfferStandby | kStartOnStandby);
+  if (!flags) return std::move(flags).error();
+  r.start_on_standby = (*flags & kStartOnStandby) != 0;
   auto ctrl = read_keys(in, kWhat, "control block");
   if (!ctrl) return std::move(ctrl).error();
   r.ctrl = *ctrl;
-  if (!*offer) {
+  if (!(*flags & kOfferStandby)) {
     if (auto s = expect_zero(in, kStandbyOfferSize, kWhat, "standby offer bytes without the standby flag"); !s)
       return std::move(s).error();
   } else {
@@ -333,7 +336,7 @@ std::vector<std::uint8_t> encode_ready(const ConnReady& r) {
   std::vector<std::uint8_t> out;
   out.reserve(kReadySize);
   net::ByteWriter w(out);
-  w.u32(r.standby ? kOfferStandby : 0);
+  w.u32(r.standby ? kOfferStandby | (r.start_on_standby ? kStartOnStandby : 0) : 0);
   write_endpoint(w, r.standby ? &*r.standby : nullptr);
   w.u32(r.standby ? r.fifo_rkey : 0);
   w.u32(r.standby ? r.ctrl_rkey : 0);
@@ -345,9 +348,10 @@ Expected<ConnReady> decode_ready(std::span<const std::uint8_t> payload) {
   if (auto s = check_size(payload.size(), kReadySize, kWhat); !s) return std::move(s).error();
   Cursor in(payload);
   ConnReady r;
-  auto offer = read_flags(in, kWhat);
-  if (!offer) return std::move(offer).error();
-  if (!*offer) {
+  auto flags = read_flags(in, kWhat, kOfferStandby | kStartOnStandby);
+  if (!flags) return std::move(flags).error();
+  r.start_on_standby = (*flags & kStartOnStandby) != 0;
+  if (!(*flags & kOfferStandby)) {
     if (auto s = expect_zero(in, kReadySize - 4, kWhat, "standby bytes without the standby flag"); !s)
       return std::move(s).error();
     return r;
@@ -401,11 +405,13 @@ bool operator==(const StandbyOffer& a, const StandbyOffer& b) {
 }
 
 bool operator==(const ConnReply& a, const ConnReply& b) {
-  return same_endpoint(a.primary, b.primary) && a.standby == b.standby && a.ctrl == b.ctrl && a.candidates == b.candidates;
+  return same_endpoint(a.primary, b.primary) && a.standby == b.standby && a.start_on_standby == b.start_on_standby &&
+         a.ctrl == b.ctrl && a.candidates == b.candidates;
 }
 
 bool operator==(const ConnReady& a, const ConnReady& b) {
-  return same_optional_endpoint(a.standby, b.standby) && a.fifo_rkey == b.fifo_rkey && a.ctrl_rkey == b.ctrl_rkey;
+  return same_optional_endpoint(a.standby, b.standby) && a.start_on_standby == b.start_on_standby &&
+         a.fifo_rkey == b.fifo_rkey && a.ctrl_rkey == b.ctrl_rkey;
 }
 
 }  // namespace nccl_ha::plugin

@@ -23,7 +23,8 @@
 //       72 52*n candidates (below): the connector's ports
 // conn_reply (listener -> connector), kReplyHeadSize + n * kCandidateSize bytes:
 //        0   32 primary endpoint
-//       32    4 flags: bit 0 (kOfferStandby) = a standby offer follows; the other bits are 0
+//       32    4 flags: bit 0 (kOfferStandby) = a standby offer follows; bit 1 (kStartOnStandby, only
+//                with bit 0) = the connection starts on the standby pair; the other bits are 0
 //       36    8 control block address, not 0
 //       44    4 control block rkey on the primary's device, not 0
 //       48    4 0
@@ -36,7 +37,9 @@
 //       93    3 0
 //       96 52*n candidates: the listener's ports
 // conn_ready (connector -> listener), kReadySize = 44 bytes:
-//        0    4 flags: bit 0 (kOfferStandby) = the connector built its standby; the other bits are 0
+//        0    4 flags: bit 0 (kOfferStandby) = the connector built its standby; bit 1
+//                (kStartOnStandby, only with bit 0) = the connection starts on the standby pair
+//                (the reply said so, or the connector could not connect its primary); the other bits are 0
 //        4   32 standby endpoint (the connector's QP on pair.a)   (4..43: all zero
 //       36    4 FIFO rkey on pair.a's device, not 0                 without the flag)
 //       40    4 control block rkey on pair.a's device, not 0
@@ -82,6 +85,9 @@ namespace nccl_ha::plugin {
 
 constexpr int kConnSlots = 2;                 // device slots of a comm (comm.hpp kSlots)
 constexpr std::uint32_t kOfferStandby = 1;    // flag bit in requests, replies, conn_ready and handles
+// Flag bit in replies and conn_ready: the connection's own pair is down, or its primary QP could
+// not be connected: it starts on the standby pair (handshake_common.hpp start_on_standby).
+constexpr std::uint32_t kStartOnStandby = 2;
 constexpr std::size_t kRemoteKeysSize = 8 + 4 * kConnSlots;
 constexpr std::size_t kCandidateSize = 52;
 constexpr std::size_t kRequestHeadSize = net::kEndpointSize + 4 + 2 * kRemoteKeysSize + 4;
@@ -117,12 +123,14 @@ struct StandbyOffer {           // the listener's decision, in the reply
 struct ConnReply {              // listener -> connector
   net::Endpoint primary{};
   std::optional<StandbyOffer> standby;
+  bool start_on_standby = false;  // with a standby only: the connection starts there
   RemoteKeys ctrl;              // slot 0 key only
   std::vector<Candidate> candidates;  // the listener's ports (exactly one kCandPrimary)
 };
 
 struct ConnReady {              // connector -> listener, after the reply
   std::optional<net::Endpoint> standby;  // the connector's standby QP on pair.a (none: it could not build it)
+  bool start_on_standby = false;  // with a standby only: the connection starts there
   std::uint32_t fifo_rkey = 0;  // with a standby: the connector's FIFO and control block on pair.a's device (not 0)
   std::uint32_t ctrl_rkey = 0;
 };

@@ -81,6 +81,33 @@ struct StandbyPlan {
   net::Endpoint remote{};
 };
 
+// Our end of the standby pair the listener chose: a QP and the comm's memory there; conn_ready
+// carries its endpoint and keys. "" or why not.
+asio::awaitable<std::string> attach_offered(SendComm& c, const ConnReply& rep, ConnReady& ready) {
+  Device* backup = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
+  auto attach = [&c, backup] { return attach_standby(c, *backup); };  // verbs work: on a reactor worker
+  if (auto s = co_await state()->reactor.offload(attach); !s)
+    co_return "building the standby on " + backup->port.id() + ": " + s.error().message;
+  c.keys[1].peer_ctrl = rep.standby->ctrl_rkey;
+  c.paths[1]->peer_dev = rep.standby->pair.b;
+  ready.standby = c.paths[1]->local;
+  ready.fifo_rkey = c.keys[1].ring->rkey;
+  ready.ctrl_rkey = c.keys[1].ctrl->rkey;
+  co_return std::string();
+}
+
+void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& peer, const net::Endpoint& remote,
+                   const std::string& home_down) {
+  if (!home_down.empty())
+    HA_INFO("NET/HA: connected %s -> %s on the pair through %s QP %u: %s (tc %u sl %u)", dev.port.id().c_str(),
+            peer.address().to_string().c_str(), c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(),
+            c.qos.traffic_class, c.qos.service_level);
+  else
+    HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)", dev.port.id().c_str(), c.paths[0]->local.qpn,
+            peer.address().to_string().c_str(), remote.qpn, c.paths[1] ? ", standby on " : ", single path",
+            c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
+}
+
 // Coroutine parameters are references or trivially destructible values: GCC 12 may destroy
 // by-value temporaries of a co_await expression twice.
 asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token, bool peer_ha,
@@ -111,25 +138,16 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   take_keys(c, rep.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
   take_peer(c, rep.candidates);
   if (unprotected.empty()) unprotected = check_offer(sent, rep);
-  // The connection's own pair down at either end: it starts on the standby pair (the listener
-  // decided the same from the same lists).
-  const std::string home_down =
+  // The connection's own pair down at either end (the listener decided the same from the same
+  // lists), or the listener's primary did not connect: it starts on the standby pair.
+  std::string home_down =
       home_pair_up(sent.candidates, rep.candidates) ? std::string() : home_down_reason(*dev, sent.candidates, rep.candidates);
+  if (rep.start_on_standby && home_down.empty()) home_down = "the peer could not connect its end of the connection's own pair";
+  if (!rep.start_on_standby && !home_down.empty())
+    co_return make_error(Errc::invalid_argument, home_down + ", and the peer does not start on the standby pair");
   if (!home_down.empty() && !unprotected.empty()) co_return make_error(Errc::not_found, home_down + ", and " + unprotected);
   ConnReady ready;
-  if (unprotected.empty()) {  // our end of the pair the listener chose: a QP and the comm's memory there
-    Device* backup = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
-    auto attach = [&c, backup] { return attach_standby(c, *backup); };  // verbs work: on a reactor worker
-    if (auto s = co_await state()->reactor.offload(attach); !s) {
-      unprotected = "building the standby on " + backup->port.id() + ": " + s.error().message;
-    } else {
-      c.keys[1].peer_ctrl = rep.standby->ctrl_rkey;
-      c.paths[1]->peer_dev = rep.standby->pair.b;
-      ready.standby = c.paths[1]->local;
-      ready.fifo_rkey = c.keys[1].ring->rkey;
-      ready.ctrl_rkey = c.keys[1].ctrl->rkey;
-    }
-  }
+  if (unprotected.empty()) unprotected = co_await attach_offered(c, rep, ready);
   if (!home_down.empty() && !ready.standby) co_return make_error(Errc::closed, home_down + ", and " + unprotected);
   if (!unprotected.empty()) note_unprotected(*dev, "send", unprotected);
   const net::Endpoint* remote = &rep.primary;
@@ -139,8 +157,16 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
     return {};
   };
-  if (home_down.empty())
-    if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
+  if (home_down.empty()) {
+    // A primary that does not connect although both ports say up: the standby pair, if there is one.
+    if (auto s = co_await state()->reactor.offload(connect_primary); !s && !ready.standby) {
+      co_return s;
+    } else if (!s) {
+      home_down = "its own pair " + dev->port.id() + " <-> the peer's device " + std::to_string(c.peer_home) +
+                  " did not connect (" + s.error().message + ")";
+    }
+  }
+  ready.start_on_standby = !home_down.empty();
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token,
                                          encode_ready(ready), timeout); !s)
     co_return s;
@@ -148,17 +174,8 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     if (auto s = co_await start_on_standby(*sock, c, rep.standby->endpoint, token, timeout, home_down); !s) co_return s;
   auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
   if (!ack) co_return std::move(ack).error();
-  if (!home_down.empty()) {
-    HA_INFO("NET/HA: connected %s -> %s on the pair through %s QP %u: %s (tc %u sl %u)", dev->port.id().c_str(),
-            peer.address().to_string().c_str(), c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(),
-            c.qos.traffic_class, c.qos.service_level);
-    op.comm = std::move(owned);
-    co_return Status{};
-  }
-  HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)", dev->port.id().c_str(), c.paths[0]->local.qpn,
-          peer.address().to_string().c_str(), remote->qpn, c.paths[1] ? ", standby on " : ", single path",
-          c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
-  if (c.paths[1]) {
+  log_connected(c, *dev, peer, *remote, home_down);
+  if (c.paths[1] && home_down.empty()) {  // phase two, after the hand-over
     plan.path = c.paths[1];
     plan.remote = rep.standby->endpoint;
     plan.sock.emplace(std::move(*sock));

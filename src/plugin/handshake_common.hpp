@@ -29,7 +29,8 @@
 //   Path::link published: the comm starts its heartbeats and may fail over to it.
 //
 // A connection whose own pair of ports is down at either end (home_pair_up over the two candidate
-// lists: both sides decide alike) connects no primary QP: phase two runs right after conn_ready,
+// lists: both sides decide alike), or whose primary QP did not connect at either side (that side
+// sets kStartOnStandby in conn_reply / conn_ready), uses no primary QP: phase two runs right after conn_ready,
 // before conn_ack, and the comm starts on the standby pair with its own pair as the standby slot,
 // down (start_on_standby). No pair up at both ends: the listener refuses (no_live_pair).
 //

@@ -115,13 +115,85 @@ std::optional<PortPair> choose_standby_pair(const Device& dev, const ConnRequest
 
 // conn_reply: our primary's endpoint, the standby offer (when we built one), our control block's
 // keys and our candidate ports.
-ConnReply make_reply(const RecvComm& c, const std::optional<PortPair>& pair, std::vector<Candidate> mine) {
+ConnReply make_reply(const RecvComm& c, const std::optional<PortPair>& pair, std::vector<Candidate> mine,
+                     bool start_on_standby) {
   ConnReply rep;
   rep.primary = c.paths[0]->local;
   if (c.paths[1]) rep.standby = StandbyOffer{*pair, c.paths[1]->local, c.keys[1].ctrl->rkey};
+  rep.start_on_standby = start_on_standby && c.paths[1];
   rep.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
   rep.candidates = std::move(mine);
   return rep;
+}
+
+// Where a connection starts: its standby pair (none: `unprotected` says why) and, when its own pair
+// is down at either end, why (`home_down`): it then starts on the standby pair. An error when its
+// own pair is down and there is no standby pair to start on.
+struct Start {
+  std::optional<PortPair> pair;
+  std::string unprotected;
+  std::string home_down;
+};
+Expected<Start> decide_start(const Device& dev, const ConnRequest& req, const std::vector<Candidate>& mine,
+                             const std::string& from) {
+  Start s;
+  s.pair = choose_standby_pair(dev, req, mine, from, s.unprotected);
+  if (home_pair_up(req.candidates, mine)) return s;
+  s.home_down = home_down_reason(dev, mine, req.candidates);
+  if (s.pair) return s;
+  const bool offered = no_standby_here(dev).empty() && req.offer_standby;  // then no pair was up at both ends
+  if (offered) return no_live_pair(mine, req.candidates, s.home_down);
+  return make_error(Errc::not_found, s.home_down + ", and " + s.unprotected);
+}
+
+void log_accepted(const ListenState& ls, const RecvComm& c, const ConnRequest& req, const Start& start) {
+  if (!start.home_down.empty()) {
+    HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)", ls.dev->port.id().c_str(),
+            req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, start.home_down.c_str(),
+            c.qos.traffic_class, c.qos.service_level);
+    return;
+  }
+  if (!start.unprotected.empty()) note_unprotected(*ls.dev, "recv", start.unprotected);
+  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls.dev->port.id().c_str(), c.paths[0]->local.qpn,
+          req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
+          c.qos.traffic_class, c.qos.service_level);
+}
+
+// HA_NCCL_TEST_ACK_DELAY_MS (tests only): the window in which closeListen() may come.
+asio::awaitable<void> hold_ack(const ListenState& ls, tcp::socket& sock, const RecvComm& c) {
+  if (ls.ack_delay.count() <= 0) co_return;
+  HA_WARN("NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection from %s "
+          "on %s for %lld ms", c.peer.c_str(), ls.dev->port.id().c_str(), static_cast<long long>(ls.ack_delay.count()));
+  asio::steady_timer hold(sock.get_executor(), ls.ack_delay);
+  auto [ec] = co_await hold.async_wait(asio::as_tuple(asio::use_awaitable));
+  (void)ec;
+}
+
+// Connects the primary QP (unless the connection starts on its standby pair) and builds the flush
+// QPs. A primary that does not connect although both ports say up (the link just went, a black
+// hole: RoCE finds no route or neighbour) is no reason to fail while a standby pair exists: the
+// connection starts there, as with its own pair down (`start.home_down` says why).
+asio::awaitable<Status> connect_primary(const Device& dev, RecvComm& c, const ConnRequest& req, Start& start) {
+  if (!start.home_down.empty()) c.active = 1;  // the flush QP required is the standby's (setup_flush)
+  std::string failed;
+  auto work = [&c, &req, &failed]() -> Status {  // verbs work: on a reactor worker
+    if (c.active == 0) {
+      Status s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0]));
+      if (s)
+        if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) s = errno_error(Errc::verbs, "posting control receives", rc);
+      if (!s && !c.paths[1]) return s;
+      if (!s) {
+        failed = s.error().message;
+        c.active = 1;
+      }
+    }
+    return setup_flush(c);
+  };
+  if (auto s = co_await state()->reactor.offload(work); !s) co_return s;
+  if (!failed.empty())
+    start.home_down = "its own pair " + dev.port.id() + " <-> the peer's device " + std::to_string(c.peer_home) +
+                      " did not connect (" + failed + ")";
+  co_return Status{};
 }
 
 asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
@@ -132,17 +204,11 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (!decoded) co_return std::move(decoded).error();
   const ConnRequest& req = *decoded;
   const std::vector<Candidate> mine = local_candidates(*ls->dev);
-  std::string unprotected;
-  const std::optional<PortPair> pair =
-      choose_standby_pair(*ls->dev, req, mine, peer_name(sock.remote_endpoint(peer_ec).address()), unprotected);
-  // The connection's own pair down at either end: it starts on the standby pair, if there is one.
-  const std::string home_down =
-      home_pair_up(req.candidates, mine) ? std::string() : home_down_reason(*ls->dev, mine, req.candidates);
-  if (!home_down.empty() && !pair) {
-    const bool offered = no_standby_here(*ls->dev).empty() && req.offer_standby;  // then no pair was up at both ends
-    co_return offered ? no_live_pair(mine, req.candidates, home_down)
-                      : make_error(Errc::not_found, home_down + ", and " + unprotected);
-  }
+  auto decided = decide_start(*ls->dev, req, mine, peer_name(sock.remote_endpoint(peer_ec).address()));
+  if (!decided) co_return std::move(decided).error();
+  Start& start = *decided;
+  const std::optional<PortPair>& pair = start.pair;
+  const std::string& home_down = start.home_down;
   Device* const backup = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
   // The port counts as carrying this standby from the decision on (the comm counts itself once it
   // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
@@ -162,51 +228,31 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   take_peer(c, req.candidates);
   set_qos(c, req.qos);  // the connector's, as NCCL does
   c.paths[0]->remote = req.primary;
-  if (!home_down.empty()) c.active = 1;  // the flush QP required is the standby's (setup_flush)
-  auto connect_primary = [&c, &req]() -> Status {  // verbs work: on a reactor worker
-    if (c.active == 0) {
-      if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0])); !s)
-        return s;
-      if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0)
-        return errno_error(Errc::verbs, "posting control receives", rc);
-    }
-    return setup_flush(c);
-  };
-  if (auto s = co_await state()->reactor.offload(connect_primary); !s) co_return s;
-  const std::vector<std::uint8_t> reply = encode_reply(make_reply(c, pair, mine));
+  if (auto s = co_await connect_primary(*ls->dev, c, req, start); !s) co_return s;
+  const std::vector<std::uint8_t> reply = encode_reply(make_reply(c, pair, mine, !home_down.empty()));
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;
   auto ready_frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
   if (!ready_frame) co_return std::move(ready_frame).error();
   auto ready = decode_ready(ready_frame->payload);
   if (!ready) co_return std::move(ready).error();
+  if (ready->start_on_standby && !c.paths[1]) co_return make_error(Errc::invalid_argument, "the peer starts on a standby "
+                                                                                          "that was not offered");
+  if (ready->start_on_standby && home_down.empty())
+    start.home_down = "the peer could not connect its end of the connection's own pair";
   if (c.paths[1] && ready->standby) {  // the connector built its end: the keys of its memory on its port of the pair
     c.keys[1].peer_fifo = ready->fifo_rkey;
     c.keys[1].peer_ctrl = ready->ctrl_rkey;
     c.paths[1]->peer_dev = pair->a;
   } else if (c.paths[1]) {
-    unprotected = "the peer could not build its end of the standby";
-    if (!home_down.empty()) co_return make_error(Errc::closed, home_down + ", and " + unprotected);
+    start.unprotected = "the peer could not build its end of the standby";
+    if (!home_down.empty()) co_return make_error(Errc::closed, home_down + ", and " + start.unprotected);
     make_single_path(c);
   }
-  if (!home_down.empty()) {
+  if (!home_down.empty())
     if (auto s = co_await start_on_standby(sock, c, *ready->standby, ls->token, timeout, home_down); !s) co_return s;
-    HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)", ls->dev->port.id().c_str(),
-            req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(), c.qos.traffic_class,
-            c.qos.service_level);
-  } else {
-    if (!unprotected.empty()) note_unprotected(*ls->dev, "recv", unprotected);
-    HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls->dev->port.id().c_str(), c.paths[0]->local.qpn,
-            req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
-            c.qos.traffic_class, c.qos.service_level);
-  }
-  if (ls->ack_delay.count() > 0) {  // tests only: the window in which closeListen() may come
-    HA_WARN("NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection from %s "
-            "on %s for %lld ms", c.peer.c_str(), ls->dev->port.id().c_str(), static_cast<long long>(ls->ack_delay.count()));
-    asio::steady_timer hold(sock.get_executor(), ls->ack_delay);
-    auto [ec] = co_await hold.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ec;
-  }
+  log_accepted(*ls, c, req, start);
+  co_await hold_ack(*ls, sock, c);
   const std::shared_ptr<Path> standby_path = home_down.empty() ? c.paths[1] : nullptr;  // phase two still to run
   std::string why;
   switch (ack_and_queue(*ls, sock, owned, why)) {

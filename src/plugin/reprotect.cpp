@@ -161,7 +161,8 @@ bool install(CommBase& c, PathJob& job, std::uint64_t now) {
 // port comes back, and no move is tried for a second.
 void end_move(CommBase& c, std::uint64_t now, const std::string& why) {
   HA_INFO("NET/HA: %s: its standby stays on %s: moving it to %s: %s", c.id.c_str(),
-          c.devs[c.standby_slot()] ? c.devs[c.standby_slot()]->port.id().c_str() : "-", c.rp.port.c_str(), why.c_str());
+          c.devs[c.standby_slot()] ? c.devs[c.standby_slot()]->port.id().c_str() : "-",
+          c.rp.port.empty() ? "its own pair" : c.rp.port.c_str(), why.c_str());
   if (c.kind == CommKind::send) standby_ports_failed(c, c.rp.dev, c.rp.peer_dev);
   retire_job(c);
   c.rp.step = ReprotectState::idle;
@@ -245,6 +246,7 @@ void take_port_back(CommBase& c, std::uint64_t now) {
   // Its ports as its handshake listed them may say down (a connection opened while one was): every
   // pair may be tried again, and one whose port is still down is refused and skipped as any other.
   for (Candidate& theirs : c.peer_cands) theirs.flags |= kCandUp;
+  c.rp.next_move_ns = 0;
   if (c.standby.state == StandbyHealth::down) retry_now(c, now, "a port of the peer");
 }
 
@@ -285,7 +287,10 @@ std::uint64_t move_home(CommBase& c, std::uint64_t now) {
     return 0;
   if (now < c.rp.next_move_ns) return c.rp.next_move_ns;
   const AttemptPorts ports = choose_standby_ports(c);
-  if (ports.dev != c.home || ports.peer_dev != c.peer_home) return 0;
+  if (ports.dev != c.home || ports.peer_dev != c.peer_home) {
+    c.rp.next_move_ns = now + kMoveRetryNs;  // not usable yet: looked at again then (or when a port comes back)
+    return c.rp.next_move_ns;
+  }
   c.rp.move = true;
   return start_attempt(c, now);
 }
@@ -430,55 +435,66 @@ Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why)
 }
 
 // ---- receive side: answers requests, installs on the hello
-std::uint64_t answer(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.rp;
-  // A port of ours came back while the standby is down: the sender, which sees only its own port
-  // events, is told, so that it does not wait out its backoff.
-  // With failback, also while its standby is up away from the connection's own pair: the sender
-  // may move it there now.
+// A port of ours came back while the standby is down (or, with failback, up away from the
+// connection's own pair: the sender may move it there now): the sender, which sees only its own
+// port events, is told, so that it does not wait out its backoff.
+void note_port_back(CommBase& c) {
   const Path* sb = c.paths[c.standby_slot()].get();
   const bool away = c.failback && sb && c.standby.state == StandbyHealth::up && !c.at_home(*sb) && !c.at_home(c.path());
   if (const std::string back = standby_ports_recovered(c);
-      !back.empty() && rp.step == ReprotectState::idle && (c.standby.state == StandbyHealth::down || away)) {
+      !back.empty() && c.rp.step == ReprotectState::idle && (c.standby.state == StandbyHealth::down || away)) {
     HA_INFO("NET/HA: %s: %s is active again: telling the peer to re-protect now", c.id.c_str(), back.c_str());
     post_reprotect(c, nullptr, kPortBack, 0, -1);
   }
-  ReprotectMsg req;
-  if (read_reprotect(c, req) && req.gen != rp.gen) {  // a new request: whatever was under way for an older one is dropped
-    const std::uint32_t gen = req.gen;
-    rp.gen = gen;
-    ++rp.attempts;
-    retire_job(c);
-    rp.step = ReprotectState::idle;
-    rp.move = req.ok == kMove;
-    auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
-    std::string why;
-    Device* d = remote ? requested_device(c, req, why) : nullptr;
-    if (remote && d && (req.ctrl_rkey == 0 || req.fifo_rkey == 0)) {
-      why = "no keys in the request";
-      d = nullptr;
-    }
-    if (!d) {
-      post_reprotect(c, nullptr, 0, gen, -1);
-      if (rp.move)
-        end_move(c, now, remote ? why : remote.error().message);
-      else
-        set_standby(c, StandbyHealth::down, "re-protection: " + (remote ? why : remote.error().message));
-      return 0;
-    }
-    rp.dev = d->index;
-    rp.port = d->port.id();
-    rp.peer_dev = req.own_dev == kSameDevice ? -1 : static_cast<int>(req.own_dev);
-    rp.peer_ctrl = req.ctrl_rkey;
-    rp.peer_fifo = req.fifo_rkey;
-    rp.job = start_build(c, *d, &*remote);
-    rp.step = ReprotectState::building;
-    c.inbox.hello = false;
+}
+
+// A new request: whatever was under way for an older one is dropped; our side of the attempt is
+// built by a job (or refused).
+void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  rp.gen = req.gen;
+  ++rp.attempts;
+  retire_job(c);
+  rp.step = ReprotectState::idle;
+  rp.move = req.ok == kMove;
+  rp.port.clear();
+  auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
+  std::string why;
+  Device* d = remote ? requested_device(c, req, why) : nullptr;
+  if (remote && d && (req.ctrl_rkey == 0 || req.fifo_rkey == 0)) {
+    why = "no keys in the request";
+    d = nullptr;
+  }
+  if (!d) {
+    post_reprotect(c, nullptr, 0, req.gen, -1);
+    if (!remote) why = remote.error().message;
     if (rp.move)
-      HA_INFO("NET/HA: %s: the peer moves the standby to its own pair: building ours on %s (the old one serves "
-              "meanwhile)", c.id.c_str(), rp.port.c_str());
+      end_move(c, now, why);
     else
-      set_standby(c, StandbyHealth::connecting, "re-protecting on " + d->port.id());
+      set_standby(c, StandbyHealth::down, "re-protection: " + why);
+    return;
+  }
+  rp.dev = d->index;
+  rp.port = d->port.id();
+  rp.peer_dev = req.own_dev == kSameDevice ? -1 : static_cast<int>(req.own_dev);
+  rp.peer_ctrl = req.ctrl_rkey;
+  rp.peer_fifo = req.fifo_rkey;
+  rp.job = start_build(c, *d, &*remote);
+  rp.step = ReprotectState::building;
+  c.inbox.hello = false;
+  if (rp.move)
+    HA_INFO("NET/HA: %s: the peer moves the standby to its own pair: building ours on %s (the old one serves "
+            "meanwhile)", c.id.c_str(), rp.port.c_str());
+  else
+    set_standby(c, StandbyHealth::connecting, "re-protecting on " + d->port.id());
+}
+
+std::uint64_t answer(CommBase& c, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  note_port_back(c);
+  ReprotectMsg req;
+  if (read_reprotect(c, req) && req.gen != rp.gen) {
+    take_request(c, req, now);
     return 0;
   }
   if (rp.step == ReprotectState::building) {
@@ -553,9 +569,10 @@ void retire_job(CommBase& c) {
 std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
   if (!c.devs[c.standby_slot()]) return 0;  // single path
   if (c.kind == CommKind::send) {
-    if (const std::string back = standby_ports_recovered(c);
-        !back.empty() && c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down)
-      retry_now(c, now, back);  // a port came back (or its GID changed)
+    if (const std::string back = standby_ports_recovered(c); !back.empty()) {  // a port came back (or its GID changed)
+      c.rp.next_move_ns = 0;
+      if (c.rp.step == ReprotectState::idle && c.standby.state == StandbyHealth::down) retry_now(c, now, back);
+    }
     take_port_back(c, now);
     const Path* sb = c.paths[c.standby_slot()].get();
     const bool dead = !sb || sb->link.load(std::memory_order_relaxed) == Path::failed;

@@ -17,6 +17,11 @@
 #             6 churn pairs on rail 0 (both directions, no --churn-retry: a failed connect fails the
 #             run) must connect on the pair that is up (rail 1), carry every message, and go home
 #             when a's rail 0 returns at 5 s (re-protected there, failback after a 1 s hold).
+#   blackhole-connect (issue #19) both ports of rail 0 up but the rail a black hole (b drops all its
+#             egress there, both forget their neighbours on it): 4 churn pairs on rail 0 (both
+#             directions, no --churn-retry) beside a stream on rail 1; their primary QPs cannot be
+#             connected (RoCE finds no neighbour), so each connection starts on its standby pair
+#             (rail 1) instead of failing.
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
@@ -44,3 +49,13 @@ vm_barrier home-down
 PL_ENV=(HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=1000)
 PL_FAULTS=("a 5000 rail-up 0")
 pl_stream home-down 18723 "${PL_STREAM_ARGS[@]}" --churn 6 --churn-dev 0 --min-seconds 14
+
+# blackhole-connect: rail 0 up at both ends, but nothing crosses it.
+[[ $VM_ROLE == b ]] && vm_fault loss 0 100
+ip neigh flush dev "$(vm_rail_if 0)" || vm_log "blackhole-connect: ip neigh flush failed"
+vm_barrier blackhole-connect
+PL_ENV=(HA_NCCL_ENABLE_FAILBACK=0)
+pl_stream blackhole-connect 18724 --one-way --dev 1 --sizes 4K,64K --group 4 --inflight 8 --messages 200 --timeout 120 \
+  --churn 4 --churn-dev 0 --min-seconds 10
+if [[ $VM_ROLE == b ]]; then vm_fault clear 0 || vm_log "blackhole-connect: fault.sh clear 0 failed"; fi
+vm_barrier blackhole-connect-cleared

@@ -57,6 +57,14 @@ def comms_of(events):
     return out
 
 
+def expect_churn_connected(run, role, name, n, where):
+    """All N churn pairs of the stream connected, each carried its message, verified, no failed connect."""
+    h = run.report(role, name)["churn"]
+    expect(h["closed"] == n and h["messages_ok"] == n and h["bad_messages"] == 0 and h["connect_failures"] == 0,
+           f"{role} {name}: {h['closed']} of {n} churn pairs on {where} connected, carried and verified their "
+           f"message ({h['messages_ok']}), no failed connect ({h['connect_failures']})")
+
+
 def check_home_down(run):
     name = "home-down"
     expect_stream_ok(run, name, HOME_DOWN_SECONDS)
@@ -65,11 +73,7 @@ def check_home_down(run):
     back_ms = fs[0][0]  # a's clock
     rep_b = run.report("b", name)
     for role in ("a", "b"):
-        h = run.report(role, name)["churn"]
-        expect(h["closed"] == HOME_DOWN_CHURN and h["messages_ok"] == HOME_DOWN_CHURN and h["bad_messages"] == 0 and
-               h["connect_failures"] == 0,
-               f"{role} {name}: {h['closed']} of {HOME_DOWN_CHURN} churn pairs on rail 0 connected, carried and "
-               f"verified their message ({h['messages_ok']}), no failed connect ({h['connect_failures']})")
+        expect_churn_connected(run, role, name, HOME_DOWN_CHURN, "rail 0")
         events = stats(run, role, name)
         bad = [e for e in events if e["event"] in ("failover", "fatal")]
         expect(not bad, f"{role} {name}: no failover or fatal record: {[(e['event'], e.get('why', e.get('cause'))) for e in bad]}")
@@ -100,9 +104,31 @@ def check_home_down(run):
     expect_no_crash(run, name)
 
 
+BLACKHOLE_CHURN = 4
+
+
+def check_blackhole_connect(run):
+    name = "blackhole-connect"
+    for role in ("a", "b"):
+        expect(run.rc(role, name) == 0, f"{name}: rank {'ab'.index(role)} exit {run.rc(role, name)}")
+        expect_churn_connected(run, role, name, BLACKHOLE_CHURN, "the black-holed rail 0")
+        events = stats(run, role, name)
+        # The side whose primary failed: "... did not connect (...)"; its peer: "the peer could not connect its end".
+        # One record per comm (counted as records: a closed churn comm's address may be reused).
+        started = [e for e in events if e["event"] == "standby" and e["state"] == "down" and
+                   ("did not connect" in e["why"] or "could not connect its end" in e["why"]) and
+                   "started on " + BACKUP in e["why"]]
+        expect(len(started) >= 2 * BLACKHOLE_CHURN,
+               f"{role} {name}: {len(started)} churn comms started on {BACKUP} because their own pair did not "
+               f"connect (at least {2 * BLACKHOLE_CHURN})")
+        expect(not [e for e in events if e["event"] == "fatal"], f"{role} {name}: no fatal record")
+    expect_no_crash(run, name)
+
+
 def check(run):
     expect_each("failover-recovered", [
         ("fault", lambda: check_failover(run, "b", MIN_SECONDS, PORT_DOWN_STALL_BOUND_MS)),
         ("readdress", lambda: check_readdress(run)),
         ("home-down", lambda: check_home_down(run)),
+        ("blackhole-connect", lambda: check_blackhole_connect(run)),
     ])

@@ -245,6 +245,15 @@ BOOST_AUTO_TEST_CASE(round_trips) {
       round_trip(ready(standby), encode_ready, decode_ready);
     }
   }
+  // A connection that starts on its standby pair (issue #19): the flag travels with the standby.
+  auto rs = reply(true);
+  rs.start_on_standby = true;
+  BOOST_TEST(round_trip(rs, encode_reply, decode_reply).start_on_standby);
+  auto ys = ready(true);
+  ys.start_on_standby = true;
+  BOOST_TEST(round_trip(ys, encode_ready, decode_ready).start_on_standby);
+  BOOST_TEST(get_u32(encode_reply(rs), kFlagsOff) == (kOfferStandby | kStartOnStandby));
+  BOOST_TEST(get_u32(encode_ready(ys), 0) == (kOfferStandby | kStartOnStandby));
   // Every traffic class and service level the QP can carry.
   for (int tc : {0, 1, 255})
     for (int sl = 0; sl <= 15; ++sl) {
@@ -353,6 +362,8 @@ BOOST_AUTO_TEST_CASE(bad_reply_fields_are_refused_by_name) {
   check_refusals(encode_reply(reply(true)), [](auto b) { return decode_reply(b); }, "connection reply", {
       {"primary endpoint", [](auto& b) { b[26] = 0; }, "primary endpoint"},
       {"unknown flags", [](auto& b) { put_u32(b, kFlagsOff, 5); }, "unknown flags 0x00000004"},
+      {"start on a standby without one", [](auto& b) { put_u32(b, kFlagsOff, kStartOnStandby); },
+       "start on a standby without one"},
       {"control block address 0", [](auto& b) { put_u64(b, kReplyCtrlOff, 0); }, "control block address 0"},
       {"control block rkey 0", [](auto& b) { put_u32(b, kReplyCtrlOff + 8, 0); }, "control block rkey 0"},
       {"control block rkey of slot 1", [](auto& b) { put_u32(b, kReplyCtrlOff + 12, 1); }, "rkey of slot 1 not 0"},
@@ -379,7 +390,8 @@ BOOST_AUTO_TEST_CASE(bad_reply_fields_are_refused_by_name) {
 
 BOOST_AUTO_TEST_CASE(bad_ready_fields_are_refused_by_name) {
   check_refusals(encode_ready(ready(true)), [](auto b) { return decode_ready(b); }, "connection ready", {
-      {"unknown flags", [](auto& b) { put_u32(b, 0, 3); }, "unknown flags 0x00000002"},
+      {"unknown flags", [](auto& b) { put_u32(b, 0, 5); }, "unknown flags 0x00000004"},
+      {"start on a standby without one", [](auto& b) { put_u32(b, 0, kStartOnStandby); }, "start on a standby without one"},
       {"standby endpoint", [](auto& b) { put_u32(b, 4, 0); }, "standby endpoint"},
       {"FIFO rkey 0", [](auto& b) { put_u32(b, 36, 0); }, "standby FIFO rkey 0"},
       {"control block rkey 0", [](auto& b) { put_u32(b, 40, 0); }, "standby control block rkey 0"},

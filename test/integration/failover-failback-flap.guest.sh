@@ -18,7 +18,8 @@
 #                    came), then lost rxe0: a fails over to the rxe1 path the failback kept, b
 #                    follows
 # After the rail is back each stream is re-protected on rxe0 and fails back for good (held 4 s
-# again, nothing fails); the stream ends 2 s after both sides recorded that failback.
+# again, nothing fails; the hold-down is dampened: 2 s, 4 s after a second failover of the comm);
+# the stream ends 2 s after both sides recorded that failback.
 # checks/failover_failback_flap.py judges the runs.
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"

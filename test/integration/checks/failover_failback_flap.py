@@ -9,6 +9,7 @@ from failover_common import (BACKUP, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm
                              expect_stream_ok, faults, log_text, stats)
 
 MIN_SECONDS = 10  # failover-failback-flap.guest.sh: MIN
+HOLD_MS = 2000  # HA_NCCL_FAILBACK_HOLD_MS there
 STALL_WARN = "HA_NCCL_TEST_FAILBACK_STALL_AT="
 SLOW_DRAIN = re.compile(r"^\d+ work request\(s\) on \S+ did not complete in time$")
 
@@ -54,6 +55,11 @@ def check_stream(run, name, fault_role, stage, failovers, failbacks, resync_role
                    f"{tell}: one failback_failed record at stage '{stage}' to {PRIMARY} "
                    f"(and {len(slow)} abandoned for slow sends): {[(e['stage'], e['to'], e['why']) for e in ff]}")
             expect(STALL_WARN in log_text(run, role, name), f"{tell}: the test stall was applied")
+            # Dampening (issue #19): the final failback waited the hold doubled per further failover.
+            hold = HOLD_MS * 2 ** (failovers[role] - 1)
+            expect(fb and f"healthy for {hold} ms" in fb[-1]["cause"],
+                   f"{tell}: the last failback held {hold} ms ({failovers[role]} failover(s) in the window): "
+                   f"{fb[-1]['cause'] if fb else None}")
         expect(len(rs) == (role == resync_role), f"{tell}: {len(rs)} in-place re-sync(s) "
                                                  f"(expected {int(role == resync_role)})")
         if rs:

@@ -134,7 +134,7 @@ asio::awaitable<Status> start_on_standby(tcp::socket& sock, CommBase& c, const n
   co_await run_standby(sock, p, remote, token, timeout);
   if (p.link.load(std::memory_order_acquire) != Path::up)
     co_return make_error(Errc::closed, why + ", and the pair through " + p.dev->port.id() + " did not connect: " + p.why);
-  if (c.paths[0]->qp) (void)net::qp_to_error(c.paths[0]->qp.get());  // never connected
+  if (c.paths[0]->qp) (void)net::qp_to_error(c.paths[0]->qp.get());  // not connected, or not to be used
   retire(std::move(c.paths[0]));
   c.active = 1;
   account_ports(c);

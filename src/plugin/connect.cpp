@@ -142,7 +142,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   // lists), or the listener's primary did not connect: it starts on the standby pair.
   std::string home_down =
       home_pair_up(sent.candidates, rep.candidates) ? std::string() : home_down_reason(*dev, sent.candidates, rep.candidates);
-  if (rep.start_on_standby && home_down.empty()) home_down = "the peer could not connect its end of the connection's own pair";
+  if (rep.start_on_standby && home_down.empty()) home_down = kPeerPrimaryFailed;
   if (!rep.start_on_standby && !home_down.empty())
     co_return make_error(Errc::invalid_argument, home_down + ", and the peer does not start on the standby pair");
   if (!home_down.empty() && !unprotected.empty()) co_return make_error(Errc::not_found, home_down + ", and " + unprotected);
@@ -162,8 +162,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     if (auto s = co_await state()->reactor.offload(connect_primary); !s && !ready.standby) {
       co_return s;
     } else if (!s) {
-      home_down = "its own pair " + dev->port.id() + " <-> the peer's device " + std::to_string(c.peer_home) +
-                  " did not connect (" + s.error().message + ")";
+      home_down = primary_failed_reason(*dev, c.peer_home, s.error().message);
     }
   }
   ready.start_on_standby = !home_down.empty();

@@ -123,6 +123,11 @@ std::string home_down_reason(const Device& dev, std::span<const Candidate> mine,
          (here && there ? "at both ends" : here ? "here" : "at the peer") + ")";
 }
 
+std::string primary_failed_reason(const Device& dev, int peer_dev, const std::string& why) {
+  return "its own pair " + dev.port.id() + " <-> the peer's device " + std::to_string(peer_dev) + " did not connect (" +
+         why + ")";
+}
+
 Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> theirs, const std::string& why) {
   return make_error(Errc::not_found, why + ", and no other pair of ports is up at both ends (ours: " +
                                          port_states(mine, true) + "; the peer's: " + port_states(theirs, false) + ")");

@@ -104,6 +104,10 @@ struct DiscardUnclaimed {
 // ports ("its own pair rxe0:1 <-> the peer's device 0 is down (here)"); `mine` / `theirs` are this
 // side's and the peer's candidates of the handshake.
 std::string home_down_reason(const Device& dev, std::span<const Candidate> mine, std::span<const Candidate> theirs);
+// The same when its primary QP did not connect here (`why`) although both ports were listed up,
+// and when the peer's did not (it set kStartOnStandby).
+std::string primary_failed_reason(const Device& dev, int peer_dev, const std::string& why);
+inline constexpr const char* kPeerPrimaryFailed = "the peer could not connect its end of the connection's own pair";
 // No pair of ports up at both ends: the error of a connect/accept that cannot start anywhere,
 // naming every port of both sides with its state.
 Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> theirs, const std::string& why);

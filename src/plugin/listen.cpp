@@ -191,8 +191,7 @@ asio::awaitable<Status> connect_primary(const Device& dev, RecvComm& c, const Co
   };
   if (auto s = co_await state()->reactor.offload(work); !s) co_return s;
   if (!failed.empty())
-    start.home_down = "its own pair " + dev.port.id() + " <-> the peer's device " + std::to_string(c.peer_home) +
-                      " did not connect (" + failed + ")";
+    start.home_down = primary_failed_reason(dev, c.peer_home, failed);
   co_return Status{};
 }
 
@@ -239,7 +238,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (ready->start_on_standby && !c.paths[1]) co_return make_error(Errc::invalid_argument, "the peer starts on a standby "
                                                                                           "that was not offered");
   if (ready->start_on_standby && home_down.empty())
-    start.home_down = "the peer could not connect its end of the connection's own pair";
+    start.home_down = kPeerPrimaryFailed;
   if (c.paths[1] && ready->standby) {  // the connector built its end: the keys of its memory on its port of the pair
     c.keys[1].peer_fifo = ready->fifo_rkey;
     c.keys[1].peer_ctrl = ready->ctrl_rkey;

@@ -157,6 +157,13 @@ bool install(CommBase& c, PathJob& job, std::uint64_t now) {
   return true;
 }
 
+// With failback: the standby is up, but neither it nor the active path runs on the connection's own
+// pair (a move would bring it there).
+bool standby_away(CommBase& c) {
+  const Path* sb = c.paths[c.standby_slot()].get();
+  return c.failback && sb && c.standby.state == StandbyHealth::up && !c.at_home(*sb) && !c.at_home(c.path());
+}
+
 // A move that failed (or was given up): the standby stays where it is, the pair is skipped until a
 // port comes back, and no move is tried for a second.
 void end_move(CommBase& c, std::uint64_t now, const std::string& why) {
@@ -281,9 +288,7 @@ std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
 // usable (our port up, the pair not failed since the last port came back, and the first choice of
 // choose_standby_ports). Returns when it wants to run again (0: no move).
 std::uint64_t move_home(CommBase& c, std::uint64_t now) {
-  const Path* sb = c.paths[c.standby_slot()].get();
-  if (!c.failback || !sb || c.standby.state != StandbyHealth::up || c.at_home(*sb) || c.at_home(c.path()) ||
-      c.fo.phase != FailoverState::normal || !c.fo.requested.empty() || !c.home->port_up.load(std::memory_order_relaxed))
+  if (!standby_away(c) || c.fo.phase != FailoverState::normal || !c.fo.requested.empty() || !c.home->port_up.load(std::memory_order_relaxed))
     return 0;
   if (now < c.rp.next_move_ns) return c.rp.next_move_ns;
   const AttemptPorts ports = choose_standby_ports(c);
@@ -439,10 +444,8 @@ Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why)
 // connection's own pair: the sender may move it there now): the sender, which sees only its own
 // port events, is told, so that it does not wait out its backoff.
 void note_port_back(CommBase& c) {
-  const Path* sb = c.paths[c.standby_slot()].get();
-  const bool away = c.failback && sb && c.standby.state == StandbyHealth::up && !c.at_home(*sb) && !c.at_home(c.path());
   if (const std::string back = standby_ports_recovered(c);
-      !back.empty() && c.rp.step == ReprotectState::idle && (c.standby.state == StandbyHealth::down || away)) {
+      !back.empty() && c.rp.step == ReprotectState::idle && (c.standby.state == StandbyHealth::down || standby_away(c))) {
     HA_INFO("NET/HA: %s: %s is active again: telling the peer to re-protect now", c.id.c_str(), back.c_str());
     post_reprotect(c, nullptr, kPortBack, 0, -1);
   }

@@ -14,6 +14,8 @@
 #                                        exit status) and PL_MS (wall ms). Never fails itself.
 #   pl_driver_start NAME PORT ARGS...    the same, in the background (PL_PID); then
 #   pl_driver_wait                       waits for it, sets PL_RC and PL_MS
+#   pl_driver_wait_report PHASE SEC      the same, but at most SEC s after the phase file says
+#                                        exit-RC (a process stuck in the kernel's QP cleanup)
 #   PL_ENV=(VAR=VALUE ...)               extra environment for the next driver started here
 #
 # Failover streams (test/integration/failover-*.guest.sh, bench/failover-bench.guest.sh):
@@ -100,6 +102,34 @@ pl_driver_wait() {
   wait "$PL_PID" || PL_RC=$?
   local t1=${EPOCHREALTIME/[.,]/}
   PL_MS=$(((t1 - PL_T0) / 1000))
+}
+
+# As pl_driver_wait, for a driver whose process may take minutes to exit after its report: with
+# QPs on a dead Soft-RoCE port left, the kernel destroys them at the process exit, under load up
+# to ~52 s each (README, "finalize or process exit after a port died"), and the exit waits for it. Once the phase file PHASE says
+# "exit-RC" (the report is written) the process gets SEC more seconds; if it is still exiting
+# then, PL_RC is the RC it reported, PL_MS ends there, and the process is left to the kernel
+# ("$VM_OUT/NAME.exit_ms" then says "still exiting after SEC s").
+pl_driver_wait_report() { # PHASE SEC
+  local phase=$1 bound=$2 line t_exit=0 t1
+  while kill -0 "$PL_PID" 2>/dev/null; do
+    line=$(cat "$phase" 2>/dev/null || true)
+    if [[ $line == exit-* ]]; then
+      ((t_exit)) || t_exit=$SECONDS
+      if ((SECONDS - t_exit >= bound)); then
+        t1=${EPOCHREALTIME/[.,]/}
+        PL_MS=$(((t1 - PL_T0) / 1000))
+        PL_RC=${line%% *}
+        PL_RC=${PL_RC#exit-}
+        PL_EXITING=1
+        vm_log "driver pid $PL_PID reported exit $PL_RC and is still exiting after ${bound} s (left to the kernel)"
+        return 0
+      fi
+    fi
+    sleep 0.2
+  done
+  PL_EXITING=0
+  pl_driver_wait
 }
 
 pl_driver() { # NAME PORT ARGS...

@@ -173,6 +173,9 @@ def abort(run):
               f"finalize {us / 1000:.0f} ms")
         took = re.search(r"NET/HA: finalize took .*", text)
         print(f"check: info: {tag}: {took.group(0) if took else 'no finalize INFO line'}")
+        exit_ms = run.text(role, "abort.exit_ms") if run.out(role, "abort.exit_ms").exists() else "?"
+        print(f"check: info: {tag}: process exit: {exit_ms} (ms after its report; the kernel's cleanup of "
+              f"QPs on dead ports, not waited for beyond 20 s)")
         expect(us <= FINALIZE_BOUND_US, f"{tag}: finalize returned within 1 s ({us / 1000:.0f} ms)")
     text_a = run.out("a", "abort.log").read_text(errors="replace")
     expect(re.search(r"async event: port error", text_a), "abort: a saw its ports go down before the abort")

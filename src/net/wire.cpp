@@ -80,7 +80,7 @@ Expected<FrameHeader> decode_header(std::span<const std::uint8_t> bytes, std::ui
   if (length > max_payload)
     return make_error(Errc::oversized, "payload of " + std::to_string(length) + " bytes exceeds the limit of " +
                                            std::to_string(max_payload));
-  if (token != expected_token) return make_error(Errc::bad_token, "token mismatch: the peer is not the one this handle was given to");
+  if (expected_token == kAnyToken ? token == 0 : token != expected_token) return make_error(Errc::bad_token, "token mismatch: the peer is not the one this handle was given to");
   return FrameHeader{type, length, token};
 }
 

@@ -39,6 +39,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
     c.rto_ns = static_cast<std::uint64_t>(cfg.rto_ms) * 1000000ull;
     c.heartbeat_ns = static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000ull;
     c.failover_timeout_ns = static_cast<std::uint64_t>(cfg.failover_timeout_ms) * 1000000ull;
+    c.rescue_timeout_ns = static_cast<std::uint64_t>(cfg.rescue_timeout_ms) * 1000000ull;
     c.max_retries = static_cast<std::uint32_t>(cfg.max_retries);
     c.retry_window_ns = static_cast<std::uint64_t>(cfg.retry_window_ms) * 1000000ull;
     c.failback = cfg.enable_failback;

@@ -42,6 +42,7 @@
 #include "config.hpp"
 #include "core.hpp"
 #include "device.hpp"
+#include "rescue.hpp"
 #include "topology.hpp"
 #include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/wire.hpp"
@@ -88,6 +89,9 @@ constexpr std::uint32_t kPortBack = 2;
 // (make-before-break): the receiver keeps its standby as it is until the hello, and a failure of the
 // attempt leaves it there.
 constexpr std::uint32_t kMove = 3;
+// ReprotectMsg::ok of the receive side's question over TCP, while it waits for a rescue (rescue.hpp):
+// does the peer's side of the connection still live? Answered by the peer's rescue service itself.
+constexpr std::uint32_t kRescueCheck = 4;
 struct ReprotectMsg {
   std::uint8_t endpoint[net::kEndpointSize] = {};  // the writer's new standby QP
   std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...);
@@ -449,6 +453,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::uint64_t rto_ns = 0;
   std::uint64_t heartbeat_ns = 0;
   std::uint64_t failover_timeout_ns = 0;
+  std::uint64_t rescue_timeout_ns = 10'000'000'000;  // HA_NCCL_RESCUE_TIMEOUT_MS (rescue.hpp)
   std::uint32_t max_retries = 0;
   std::uint64_t retry_window_ns = 0;
 
@@ -460,6 +465,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   // QPs gone, heartbeats unanswered) is no fault. The control plane stops watching the comm.
   bool peer_closed = false;
   ReprotectState rp;
+  RescueState rescue;                // re-protection over TCP when no path is left (rescue.hpp)
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;
   std::uint64_t test_failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS

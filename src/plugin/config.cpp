@@ -103,6 +103,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.failback_hold_ms = env_int(env, "HA_NCCL_FAILBACK_HOLD_MS", c.failback_hold_ms, 0, 3600000);
   c.use_progress_thread = env_bool(env, "HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
   c.failover_timeout_ms = env_int(env, "HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
+  c.rescue_timeout_ms = env_int(env, "HA_NCCL_RESCUE_TIMEOUT_MS", c.rescue_timeout_ms, 100, 600000);
   c.backup_map = net::env_string(env, {"HA_NCCL_BACKUP_MAP"}).value_or("");
   if (auto len = net::env_string(env, {"HA_NCCL_ISLAND_PREFIX_LEN"})) {
     const auto v = net::parse_int(*len);
@@ -212,6 +213,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_FAILBACK_HOLD_MS", std::to_string(c.failback_hold_ms));
   add("HA_NCCL_USE_PROGRESS_THREAD", b(c.use_progress_thread));
   add("HA_NCCL_FAILOVER_TIMEOUT_MS", std::to_string(c.failover_timeout_ms));
+  add("HA_NCCL_RESCUE_TIMEOUT_MS", std::to_string(c.rescue_timeout_ms));
   add("HA_NCCL_BACKUP_MAP", quoted_if_needed(c.backup_map));
   add("HA_NCCL_ISLAND_PREFIX_LEN", c.island_prefix_len < 0 ? std::string("unset") : std::to_string(c.island_prefix_len));
   add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));

@@ -40,6 +40,7 @@ struct Config {
                                      // (doubled per further failover in the retry window, at most x32)
   bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1
   int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
+  int rescue_timeout_ms = 10000;     // HA_NCCL_RESCUE_TIMEOUT_MS 100..600000: bound on building a new path when none is left (rescue.hpp)
   std::string backup_map;            // HA_NCCL_BACKUP_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see backup.hpp)
   // HA_NCCL_ISLAND_PREFIX_LEN 0..128: the prefix length that classifies ports into islands
   // (topology.hpp island_of: IPv4 bits for an IPv4 rail, bits of the 128-bit address for IPv6 and

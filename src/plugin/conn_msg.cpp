@@ -43,6 +43,12 @@ void write_candidates(net::ByteWriter& w, const std::vector<Candidate>& list, st
   }
 }
 
+void write_rescue(net::ByteWriter& w, const RescuePoint& r) {
+  w.u16(r.port);
+  w.u16(0);
+  w.u64(r.token);
+}
+
 // ------------------------------------------------------------------ reading
 
 // The fields of a payload whose size was checked first: no read runs past its end.
@@ -206,8 +212,19 @@ Expected<std::size_t> candidate_count(std::span<const std::uint8_t> payload, std
   const std::size_t n = payload[offset];
   if (n == 0 || n > kMaxCandidates)
     return malformed(what, "candidate count " + std::to_string(n) + " (1.." + std::to_string(kMaxCandidates) + ")");
-  if (auto s = check_size(payload.size(), head_size + n * kCandidateSize, what); !s) return std::move(s).error();
+  if (auto s = check_size(payload.size(), head_size + n * kCandidateSize + kRescueSize, what); !s)
+    return std::move(s).error();
   return n;
+}
+
+Expected<RescuePoint> read_rescue(Cursor& in, const char* what) {
+  RescuePoint r;
+  r.port = in.u16();
+  if (auto s = expect_zero(in, 2, what, "bytes 2..3 of the rescue point not 0"); !s) return std::move(s).error();
+  r.token = in.u64();
+  if ((r.port == 0) != (r.token == 0))
+    return malformed(what, r.port ? "rescue port without a token" : "rescue token without a port");
+  return r;
 }
 
 bool same_optional_endpoint(const std::optional<net::Endpoint>& a, const std::optional<net::Endpoint>& b) {
@@ -220,7 +237,7 @@ bool same_optional_endpoint(const std::optional<net::Endpoint>& a, const std::op
 
 std::vector<std::uint8_t> encode_request(const ConnRequest& r) {
   std::vector<std::uint8_t> out;
-  out.reserve(kRequestHeadSize + r.candidates.size() * kCandidateSize);
+  out.reserve(kRequestHeadSize + r.candidates.size() * kCandidateSize + kRescueSize);
   net::ByteWriter w(out);
   write_endpoint(w, &r.primary);
   w.u32(r.offer_standby ? kOfferStandby : 0);
@@ -229,6 +246,7 @@ std::vector<std::uint8_t> encode_request(const ConnRequest& r) {
   w.u8(r.qos.traffic_class);
   w.u8(r.qos.service_level);
   write_candidates(w, r.candidates, 1);
+  write_rescue(w, r.rescue);
   return out;
 }
 
@@ -259,6 +277,9 @@ Expected<ConnRequest> decode_request(std::span<const std::uint8_t> payload) {
   auto list = read_candidates(in, *n, r.primary, kWhat);
   if (!list) return std::move(list).error();
   r.candidates = std::move(list).value();
+  auto rescue = read_rescue(in, kWhat);
+  if (!rescue) return std::move(rescue).error();
+  r.rescue = *rescue;
   return r;
 }
 
@@ -266,7 +287,7 @@ Expected<ConnRequest> decode_request(std::span<const std::uint8_t> payload) {
 
 std::vector<std::uint8_t> encode_reply(const ConnReply& r) {
   std::vector<std::uint8_t> out;
-  out.reserve(kReplyHeadSize + r.candidates.size() * kCandidateSize);
+  out.reserve(kReplyHeadSize + r.candidates.size() * kCandidateSize + kRescueSize);
   net::ByteWriter w(out);
   write_endpoint(w, &r.primary);
   w.u32(r.standby ? kOfferStandby | (r.start_on_standby ? kStartOnStandby : 0) : 0);
@@ -279,6 +300,7 @@ std::vector<std::uint8_t> encode_reply(const ConnReply& r) {
   w.u32(o.ctrl_rkey);
   write_endpoint(w, r.standby ? &o.endpoint : nullptr);
   write_candidates(w, r.candidates, 3);
+  write_rescue(w, r.rescue);
   return out;
 }
 
@@ -317,6 +339,9 @@ Expected<ConnReply> decode_reply(std::span<const std::uint8_t> payload) {
   auto list = read_candidates(in, *n, r.primary, kWhat);
   if (!list) return std::move(list).error();
   r.candidates = std::move(list).value();
+  auto rescue = read_rescue(in, kWhat);
+  if (!rescue) return std::move(rescue).error();
+  r.rescue = *rescue;
   if (r.standby) {
     const int b = r.standby->pair.b;
     const auto it = std::find_if(r.candidates.begin(), r.candidates.end(), [b](const Candidate& c) { return c.dev == b; });
@@ -397,7 +422,7 @@ bool same_endpoint(const net::Endpoint& a, const net::Endpoint& b) {
 
 bool operator==(const ConnRequest& a, const ConnRequest& b) {
   return same_endpoint(a.primary, b.primary) && a.offer_standby == b.offer_standby && a.fifo == b.fifo &&
-         a.ctrl == b.ctrl && a.qos == b.qos && a.candidates == b.candidates;
+         a.ctrl == b.ctrl && a.qos == b.qos && a.candidates == b.candidates && a.rescue == b.rescue;
 }
 
 bool operator==(const StandbyOffer& a, const StandbyOffer& b) {
@@ -406,7 +431,7 @@ bool operator==(const StandbyOffer& a, const StandbyOffer& b) {
 
 bool operator==(const ConnReply& a, const ConnReply& b) {
   return same_endpoint(a.primary, b.primary) && a.standby == b.standby && a.start_on_standby == b.start_on_standby &&
-         a.ctrl == b.ctrl && a.candidates == b.candidates;
+         a.ctrl == b.ctrl && a.candidates == b.candidates && a.rescue == b.rescue;
 }
 
 bool operator==(const ConnReady& a, const ConnReady& b) {

@@ -1,6 +1,6 @@
 // The messages of the plugin's handshake (handshake_common.hpp), as pure functions: what the bytes mean,
-// and what a listener or connector accepts from a peer it cannot trust. Wire format v4
-// (kHandleVersion 4): each side lists its candidate ports (topology.hpp) and the listener
+// and what a listener or connector accepts from a peer it cannot trust. Wire format v5
+// (kHandleVersion 5): each side lists its candidate ports (topology.hpp) and the listener
 // chooses the standby pair both ends can reach (rank_standby_pairs).
 //
 // All integers little-endian; "0" fields must be zero. Every message decodes only whole: its
@@ -21,6 +21,7 @@
 //       70    1 n: candidate count, 1..kMaxCandidates
 //       71    1 0
 //       72 52*n candidates (below): the connector's ports
+//  72+52n   12 rescue (below): the connector's
 // conn_reply (listener -> connector), kReplyHeadSize + n * kCandidateSize bytes:
 //        0   32 primary endpoint
 //       32    4 flags: bit 0 (kOfferStandby) = a standby offer follows; bit 1 (kStartOnStandby, only
@@ -36,6 +37,7 @@
 //       92    1 n: candidate count, 1..kMaxCandidates
 //       93    3 0
 //       96 52*n candidates: the listener's ports
+//  96+52n   12 rescue: the listener's
 // conn_ready (connector -> listener), kReadySize = 44 bytes:
 //        0    4 flags: bit 0 (kOfferStandby) = the connector built its standby; bit 1
 //                (kStartOnStandby, only with bit 0) = the connection starts on the standby pair
@@ -43,6 +45,11 @@
 //        4   32 standby endpoint (the connector's QP on pair.a)   (4..43: all zero
 //       36    4 FIFO rkey on pair.a's device, not 0                 without the flag)
 //       40    4 control block rkey on pair.a's device, not 0
+// rescue, kRescueSize = 12 bytes: where the sender's process takes re-protection requests over TCP
+// when no RDMA path of the connection is left (rescue.hpp), on the address its handshake socket has:
+//        0    2 TCP port (0: no rescue service, HA off)
+//        2    2 0
+//        4    8 the sender's token for this connection (0 exactly when the port is 0)
 // candidate, kCandidateSize = 52 bytes:
 //        0    1 dev: the owner's NCCL device index
 //        1    1 link layer: 1 (InfiniBand) or 2 (Ethernet)
@@ -90,19 +97,27 @@ constexpr std::uint32_t kOfferStandby = 1;    // flag bit in requests, replies, 
 constexpr std::uint32_t kStartOnStandby = 2;
 constexpr std::size_t kRemoteKeysSize = 8 + 4 * kConnSlots;
 constexpr std::size_t kCandidateSize = 52;
+constexpr std::size_t kRescueSize = 12;
 constexpr std::size_t kRequestHeadSize = net::kEndpointSize + 4 + 2 * kRemoteKeysSize + 4;
 constexpr std::size_t kStandbyOfferSize = 8 + net::kEndpointSize;
 constexpr std::size_t kReplyHeadSize = net::kEndpointSize + 4 + kRemoteKeysSize + kStandbyOfferSize + 4;
 constexpr std::size_t kReadySize = 4 + net::kEndpointSize + 8;
 constexpr std::uint8_t kMaxServiceLevel = 15;
 constexpr std::int32_t kMaxNumaNode = 65535;
-static_assert(kReplyHeadSize + kMaxCandidates * kCandidateSize <= net::kMaxPayload);
+static_assert(kReplyHeadSize + kMaxCandidates * kCandidateSize + kRescueSize <= net::kMaxPayload);
 
 // A remote buffer: its address and its rkey on every device slot.
 struct RemoteKeys {
   std::uint64_t addr = 0;
   std::uint32_t rkey[kConnSlots] = {};
   friend bool operator==(const RemoteKeys&, const RemoteKeys&) = default;
+};
+
+// A side's rescue service for one connection (rescue.hpp): its TCP port (0: none) and token.
+struct RescuePoint {
+  std::uint16_t port = 0;
+  std::uint64_t token = 0;
+  friend bool operator==(const RescuePoint&, const RescuePoint&) = default;
 };
 
 struct ConnRequest {            // connector -> listener
@@ -112,6 +127,7 @@ struct ConnRequest {            // connector -> listener
   RemoteKeys ctrl;              // slot 0 keys only
   Qos qos;
   std::vector<Candidate> candidates;  // the connector's ports (exactly one with kCandPrimary: its primary), <= kMaxCandidates
+  RescuePoint rescue;                 // the connector's
 };
 
 struct StandbyOffer {           // the listener's decision, in the reply
@@ -126,6 +142,7 @@ struct ConnReply {              // listener -> connector
   bool start_on_standby = false;  // with a standby only: the connection starts there
   RemoteKeys ctrl;              // slot 0 key only
   std::vector<Candidate> candidates;  // the listener's ports (exactly one kCandPrimary)
+  RescuePoint rescue;                 // the listener's
 };
 
 struct ConnReady {              // connector -> listener, after the reply

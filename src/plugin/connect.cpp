@@ -126,7 +126,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
   c.peer = peer_name(peer.address());
-  const ConnRequest sent = make_request(c, unprotected.empty());
+  ConnRequest request = make_request(c, unprotected.empty());
+  request.rescue = rescue_point(owned);
+  const ConnRequest& sent = request;
   if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token,
                                          encode_request(sent), timeout); !s)
     co_return s;
@@ -137,6 +139,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   const ConnReply& rep = *decoded;
   take_keys(c, rep.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
   take_peer(c, rep.candidates);
+  take_rescue_point(c, peer.address(), rep.rescue);
   if (unprotected.empty()) unprotected = check_offer(sent, rep);
   // The connection's own pair down at either end (the listener decided the same from the same
   // lists), or the listener's primary did not connect: it starts on the standby pair.

@@ -129,6 +129,9 @@ void account_ports(CommBase& c);
 // drives, receive side answers). Called by control_step in the normal phase; returns when it
 // wants to run again (0: no wish).
 std::uint64_t reprotect(CommBase& c, std::uint64_t now);
+// A rescue begins (rescue.hpp): the send side starts re-protection over (every pair may be tried,
+// now; its messages go over TCP); the receive side waits for the peer's request.
+void restart_for_rescue(CommBase& c, std::uint64_t now);
 // The peer's failover notice came over the path re-protection is still building: install it.
 bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
 // Closing: the path of a finished re-protection job goes to the reaper (a running job keeps its own).

@@ -232,14 +232,34 @@ void fall_back(CommBase& c, const std::string& why, const Path* via) {
   start_failover(c, "the failback to " + target + " failed: " + why, false, via);
 }
 
-// A fault of the new path during the switch: back to the path a failback left, else the end.
+// The new path failed during the switch (or never answered), and no path a failback left is
+// there to go back to: both paths are lost. While a pair of ports may still be up at both ends,
+// the switch is given up and a failover from the lost target starts over, onto a path a rescue
+// builds (rescue.hpp); the peer's report on that path makes the replay exact. Else the end.
+std::uint64_t switch_lost(CommBase& c, const std::string& why, std::uint64_t now) {
+  const std::string what = failed_over(c) + " failed during the failover: " + why;
+  if (!rescue_possible(c)) {
+    fail_comm(c, what);
+    return 0;
+  }
+  FailoverState& fo = c.fo;
+  fo.phase = FailoverState::normal;
+  Path& target = c.path();
+  target.link.store(Path::failed, std::memory_order_relaxed);
+  if (auto s = net::qp_to_error(target.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+  if (Path* left = c.paths[fo.from].get()) left->link.store(Path::failed, std::memory_order_relaxed);  // in ERROR, drained
+  set_standby(c, StandbyHealth::down, "lost with the active path", /*said=*/true);
+  start_failover(c, what);
+  return c.error == ncclSuccess ? now + 1 : 0;
+}
+
+// A fault of the new path during the switch: back to the path a failback left, else both are lost.
 std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via, std::uint64_t now) {
   if (c.fo.keep_from) {
     fall_back(c, why, via);
     return c.error == ncclSuccess ? now + 1 : 0;
   }
-  fail_comm(c, failed_over(c) + " failed during the failover: " + why);
-  return 0;
+  return switch_lost(c, why, now);
 }
 
 bool stall_at(const CommBase& c, Config::FailbackStall at) {
@@ -272,6 +292,8 @@ bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index) {
 void fail_comm(CommBase& c, const std::string& why) {
   if (c.error != ncclSuccess) return;
   c.error = ncclSystemError;
+  c.rescue.failed = true;  // the peer's rescue requests are refused at once
+  c.rescue.cause = why;
   HA_WARN("NET/HA: %s: no usable path left (%s)", c.id.c_str(), why.c_str());
   write_stats(c, "fatal", [&](net::JsonWriter& j) { j.kv("why", why); });
 }
@@ -346,9 +368,12 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   }
   c.fo.awaiting_standby = false;
   if (!unusable.empty()) {
-    fail_comm(c, failed + "; " + unusable);
+    std::string gave_up;
+    if (!planned && wait_for_rescue(c, failed + "; " + unusable, cause, now, gave_up)) return;
+    fail_comm(c, (c.rescue.on ? c.rescue.cause : failed + "; " + unusable) + (gave_up.empty() ? "" : "; " + gave_up));
     return;
   }
+  end_rescue(c, now);
   if (!planned) {
     if (failovers_in_window(c.fo.recent, now, c.retry_window_ns) >= c.max_retries) {
       fail_comm(c, failed + "; HA_NCCL_MAX_RETRIES (" + std::to_string(c.max_retries) + ") failovers within " +
@@ -533,9 +558,8 @@ Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
       if (fo.keep_from)
         return switch_failed(c, "the peer did not confirm it within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms",
                              nullptr, now);
-      fail_comm(c, c.devs[fo.from]->port.id() + " failed: " + fo.cause + "; the peer did not confirm the failover on " +
-                       p.dev->port.id() + " within " + std::to_string(c.failover_timeout_ns / 1000000) + " ms");
-      return 0;
+      return switch_lost(c, "the peer did not confirm it on " + p.dev->port.id() + " within " +
+                                std::to_string(c.failover_timeout_ns / 1000000) + " ms", now);
     }
     return std::min(fo.deadline_ns + 1, now + std::max<std::uint64_t>(c.heartbeat_ns, 2'000'000));
   }

@@ -32,7 +32,7 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // 4: request and reply carry each side's candidate ports (rail, island, NIC, load: topology.hpp),
 // the listener chooses the standby pair both ends reach and offers it in the reply; conn_ready
 // carries the connector's standby (conn_msg.hpp, #12).
-constexpr std::uint16_t kHandleVersion = 4;
+constexpr std::uint16_t kHandleVersion = 5;
 
 struct Handle {
   std::uint32_t magic;

@@ -80,6 +80,7 @@ void set_qos(CommBase& c, const Qos& q) {
 // as closeSend / closeRecv do; nothing is destroyed on the calling thread.
 void discard(CommBase& c) {
   c.closing.store(true, std::memory_order_relaxed);
+  withdraw_rescue(c);
   account_ports(c);
   for (auto& p : c.paths) {
     if (p && p->qp) (void)net::qp_to_error(p->qp.get());

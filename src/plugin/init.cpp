@@ -392,6 +392,12 @@ ncclResult_t create_state() {
   g_state_ptr.store(g_state.get(), std::memory_order_release);
   for (auto& d : g_state->devices) watch_channel(*d);
   start_monitoring(*g_state);
+  if (g_state->config.enable_backup) {
+    if (auto r = RescueService::start(g_state->handshake_ip))
+      g_state->rescue = std::move(r).value();
+    else
+      HA_WARN("NET/HA: %s: a connection that loses its active and standby paths together fails", r.error().message.c_str());
+  }
   return ncclSuccess;
 }
 
@@ -431,6 +437,8 @@ void destroy_state(bool bounded) {
   using Ms = std::chrono::duration<double, std::milli>;
   auto since = [t0] { return Ms(std::chrono::steady_clock::now() - t0).count(); };
   s.reactor.stop(kReactorGrace);
+  if (s.rescue) s.rescue->stop();
+  s.rescue.reset();
   for (auto& d : s.devices) {  // they live on the reactor: before it goes
     d->subscription.reset();
     d->events.reset();

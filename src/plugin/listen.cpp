@@ -225,10 +225,13 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   take_keys(c, req.fifo, c.remote_fifo, &SlotKeys::peer_fifo);
   take_keys(c, req.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
   take_peer(c, req.candidates);
+  take_rescue_point(c, sock.remote_endpoint(peer_ec).address(), req.rescue);
   set_qos(c, req.qos);  // the connector's, as NCCL does
   c.paths[0]->remote = req.primary;
   if (auto s = co_await connect_primary(*ls->dev, c, req, start); !s) co_return s;
-  const std::vector<std::uint8_t> reply = encode_reply(make_reply(c, pair, mine, !home_down.empty()));
+  ConnReply answer = make_reply(c, pair, mine, !home_down.empty());
+  answer.rescue = rescue_point(owned);
+  const std::vector<std::uint8_t> reply = encode_reply(answer);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
     co_return s;
   auto ready_frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);

@@ -189,6 +189,7 @@ void close_comm(CommBase& c) {
     account_ports(c);
     write_stats(c, "close");
     unregister_comm(c);
+    withdraw_rescue(c);
     if (c.kind == CommKind::recv) close_flush(static_cast<RecvComm&>(c));  // held: the control plane swaps them
     for (auto& p : c.paths) retire(std::move(p));
     retire_job(c);

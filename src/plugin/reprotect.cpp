@@ -177,9 +177,11 @@ void end_move(CommBase& c, std::uint64_t now, const std::string& why) {
   c.rp.next_move_ns = now + kMoveRetryNs;
 }
 
-// Drops the attempt (its job, a move it prepared) and waits: every pair failed.
+// Drops the attempt (its job, a move it prepared) and waits: every pair failed. In a rescue, the
+// failover waiting for it gives up (rescue.hpp).
 void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
   if (c.rp.move) return end_move(c, now, why);
+  if (c.rescue.on && c.rescue.fatal.empty()) c.rescue.fatal = "no pair took a new path (" + why + ")";
   retire_job(c);
   standby_ports_reset(c);
   c.rp.step = ReprotectState::idle;
@@ -231,6 +233,11 @@ int post_reprotect(CommBase& c, const PathJob* job, std::uint32_t ok, std::uint3
   m.gen = gen;
   if (peer_dev >= 0) m.dev = static_cast<std::uint32_t>(peer_dev);
   seal(m);
+  if (rescue_answer(c, m)) return 0;  // the request came over TCP: so does the answer
+  if (c.rescue.on && c.kind == CommKind::send && ok != kPortBack) {  // no path left
+    rescue_send(c);
+    return 0;
+  }
   return post_control(c, c.path(), WrKind::reprotect, offsetof(ControlBlock, reprotect), sizeof(ReprotectMsg),
                       CtlKind::reprotect);
 }
@@ -314,7 +321,8 @@ std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
     return rp.next_try_ns;
   }
   rp.step = ReprotectState::requested;
-  rp.deadline_ns = now + c.failover_timeout_ns;
+  // Over TCP the exchange bounds itself (its outcome always comes as mail), within the rescue's deadline.
+  rp.deadline_ns = c.rescue.on ? c.rescue.deadline_ns : now + c.failover_timeout_ns;
   return rp.deadline_ns;
 }
 
@@ -330,7 +338,9 @@ std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
     }
     return rp.deadline_ns + 1;  // its completion wakes us before
   }
-  if (!answer.ok) return attempt_failed(c, now, "re-protection: the peer cannot build its side");
+  if (!answer.ok)  // over TCP, a refusal of the exchange itself says why
+    return attempt_failed(c, now, "re-protection: " + (c.rescue.why.empty() ? std::string("the peer cannot build its side")
+                                                                            : c.rescue.why));
   auto remote = net::decode_endpoint(std::span<const std::uint8_t>(answer.endpoint, sizeof answer.endpoint));
   if (!remote || answer.ctrl_rkey == 0)
     return attempt_failed(c, now, "re-protection: " + (remote ? std::string("no control key in the answer")
@@ -569,8 +579,23 @@ void retire_job(CommBase& c) {
   c.rp.rebind = 0;
 }
 
+void restart_for_rescue(CommBase& c, std::uint64_t now) {
+  if (c.kind == CommKind::recv) {
+    set_standby(c, StandbyHealth::down, "no path left: the peer builds a new one over TCP", true);
+    return;
+  }
+  retire_job(c);  // an attempt under way talked over the lost path
+  c.rp.move = false;
+  c.rp.step = ReprotectState::idle;
+  c.rp.backoff_ns = 0;
+  c.rp.next_try_ns = now;
+  standby_ports_reset(c);
+  set_standby(c, StandbyHealth::down, "no path left: re-protecting over TCP", true);
+}
+
 std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
   if (!c.devs[c.standby_slot()]) return 0;  // single path
+  deliver_rescue_mail(c);
   if (c.kind == CommKind::send) {
     if (const std::string back = standby_ports_recovered(c); !back.empty()) {  // a port came back (or its GID changed)
       c.rp.next_move_ns = 0;

@@ -64,6 +64,9 @@ struct State {
   std::string prom_path;   // HA_NCCL_PROM_FILE with %h / %p expanded ("": no snapshot)
   CommRegistry comms;
   StatsOutbox stats_out;
+  // Re-protection over TCP when a connection has no path left (rescue.hpp), with HA on. It lives
+  // on the reactor: destroy_state() stops and drops it before the reactor goes.
+  std::shared_ptr<RescueService> rescue;
   bool gpu_memory = false;   // a GPU peer-memory client is loaded (gdr.hpp): ptrSupport has CUDA
   // Last member: destroyed first, with whatever coroutine frames it still holds, while the
   // devices and the reaper those frames' comms and paths need are still there.

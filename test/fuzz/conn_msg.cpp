@@ -52,7 +52,7 @@ void check_list(const std::vector<Candidate>& list) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto in = fuzz::bytes(data, size);
   if (auto r = decode_request(in)) {
-    FUZZ_REQUIRE(size == kRequestHeadSize + r->candidates.size() * kCandidateSize);
+    FUZZ_REQUIRE(size == kRequestHeadSize + r->candidates.size() * kCandidateSize + kRescueSize);
     FUZZ_REQUIRE(r->qos.service_level <= kMaxServiceLevel && r->fifo.addr != 0 && r->ctrl.addr != 0);
     FUZZ_REQUIRE(r->fifo.rkey[0] != 0 && r->ctrl.rkey[0] != 0 && r->fifo.rkey[1] == 0 && r->ctrl.rkey[1] == 0);
     canonical(*r, in, encode_request, decode_request);
@@ -61,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_REQUIRE(!r.error().message.empty());
   }
   if (auto r = decode_reply(in)) {
-    FUZZ_REQUIRE(size == kReplyHeadSize + r->candidates.size() * kCandidateSize && r->ctrl.addr != 0);
+    FUZZ_REQUIRE(size == kReplyHeadSize + r->candidates.size() * kCandidateSize + kRescueSize && r->ctrl.addr != 0);
     if (r->standby) {
       const Candidate* b = find(r->candidates, r->standby->pair.b);
       FUZZ_REQUIRE(b && (b->flags & kCandUp) && r->standby->ctrl_rkey != 0);

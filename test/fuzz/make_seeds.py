@@ -5,7 +5,7 @@ streams, environment settings, specs and command lines), plus a few near misses.
 checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
 
 Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/conn_msg.hpp
-(request, reply, ready, candidates: v4), src/plugin/handle.hpp (handle, version 4)."""
+(request, reply, ready, candidates, rescue point: v5), src/plugin/handle.hpp (handle, version 5)."""
 import ipaddress
 import os
 import socket
@@ -63,11 +63,16 @@ def candidates(cands):
     return bytes([len(cands)]), b"".join(cands)
 
 
+def rescue(port=0x5151, token=0x1122334455667788):
+    """The rescue point that ends a request or reply: port, 2 zero bytes, token (none: all zero)."""
+    return struct.pack("<HHQ", port, 0, token)
+
+
 def request(standby=True, tc=96, sl=5, cands=None):
     cands = rails(4) if cands is None else cands
     n, body = candidates(cands)
     return (endpoint() + struct.pack("<I", 1 if standby else 0) + keys(0x7F0000001000, 0x1234)
-            + keys(0x7F0000002000, 0x9ABC) + bytes([tc, sl]) + n + b"\0" + body)
+            + keys(0x7F0000002000, 0x9ABC) + bytes([tc, sl]) + n + b"\0" + body + rescue())
 
 
 def reply(pair=(1, 1), cands=None, link=2):
@@ -75,7 +80,7 @@ def reply(pair=(1, 1), cands=None, link=2):
     n, body = candidates(cands)
     offer = (bytes([pair[0], pair[1], 0, 0]) + struct.pack("<I", 0x2222) + endpoint(qpn=0x44, link_layer=link)) if pair else bytes(40)
     return (endpoint(qpn=0x33, link_layer=link) + struct.pack("<I", 1 if pair else 0) + keys(0x7F0000003000, 0x1111) + offer
-            + n + b"\0\0\0" + body)
+            + n + b"\0\0\0" + body + (rescue() if pair else rescue(0, 0)))
 
 
 def ready(standby=True):
@@ -86,7 +91,7 @@ def ready(standby=True):
 
 def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1):
     raw = socket.inet_pton(family, addr).ljust(16, b"\0")
-    h = struct.pack("<IHHIHH16sQQI", 0x31484148, 4, 128, flags, family, port, raw, token, 0, scope)
+    h = struct.pack("<IHHIHH16sQQI", 0x31484148, 5, 128, flags, family, port, raw, token, 0, scope)
     return h.ljust(128, b"\0")
 
 

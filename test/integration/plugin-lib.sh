@@ -47,7 +47,8 @@
 #                                        or "ROLE MS active-down" / "ROLE MS standby-down": fault.sh
 #                                        rail-down of the rail this side's stream comm is active on /
 #                                        has its standby on now, from NAME.stats.jsonl, recorded as
-#                                        "rail-down R")
+#                                        "rail-down R"; "ROLE MS both-paths-down": both rails at
+#                                        once, recorded as "rail-down A+S")
 #                                        faults for the next pl_stream, in order: ROLE (a|b) runs
 #                                        `fault.sh FAULT.SH-ARGS` MS milliseconds after the integrity phase
 #                                        started (its own clock, from the phase file). Each one
@@ -257,6 +258,14 @@ pl_stream() { # NAME PORT ARGS...
               vm_fault $args || vm_log "$name: fault.sh $args failed"
             else
               vm_log "$name: $args: no $field rail in $name.stats.jsonl"
+            fi ;;
+          both-paths-down)
+            local ra rs
+            if ra=$(pl_stream_rail "$name" active) && rs=$(pl_stream_rail "$name" backup); then
+              args="rail-down $ra+$rs"
+              vm_fault $args || vm_log "$name: fault.sh $args failed"
+            else
+              vm_log "$name: $args: no active or standby rail in $name.stats.jsonl"
             fi ;;
           proc-stop) kill -STOP "$PL_PID" || vm_log "$name: SIGSTOP failed" ;;  # the whole driver process
           proc-cont) kill -CONT "$PL_PID" || vm_log "$name: SIGCONT failed" ;;

@@ -12,6 +12,16 @@
 #               standby moves there (make-before-break) and the stream fails back: from hold + 5 s
 #               after rail 0 came back, at least 90 % of both hosts' packets (rxe counters) run on
 #               rail 0 again.
+#   double-host (issue #19 item 3) a --one-way stream b -> a on rxe0; 3 s in, b takes down the rail
+#               of its comm's active path and that of its standby, at once: no RDMA path of the
+#               connection is left while two rails are up at both ends. The sender builds a new
+#               path over TCP (the rescue service) on one of them and the comm fails over to it,
+#               replaying what was in flight: every byte arrives, exactly once.
+#   double-split the same with the two ports lost on different hosts: a takes down its active
+#               rail, b its standby's rail, at the same moment (a barrier). The port events come
+#               up to seconds apart on the emulated guests, so the standby is lost during or right
+#               after the failover to it, before re-protection rebuilt one: either way no path is left.
+#               After each, the rails taken down come back up.
 #   sequential  a --one-way stream b -> a on rxe0, every byte verified; the rail the stream's comm
 #               runs on is pulled three times, 7 s apart (on b, a, b): after each failover
 #               re-protection builds the standby on a rail still up (a third, then a fourth
@@ -44,6 +54,23 @@ PL_COUNTERS=1
 PL_FAULTS=("b 4000 rail-down 0" "b 7000 rail-up 0")
 pl_stream home 18762 "${PL_STREAM_ARGS[@]}" --min-seconds 22
 PL_COUNTERS=
+
+# Brings back up every rail this side took down in stream NAME (its NAME.fault_ms).
+rails_up() { # NAME
+  local r
+  for r in $(awk '$3 == "rail-down" { gsub(/\+/, " ", $4); print $4 }' "$VM_OUT/$1.fault_ms" 2>/dev/null); do
+    vm_fault rail-up "$r" || vm_log "$1: fault.sh rail-up $r failed"
+  done
+  vm_barrier "$1-rails-up"
+}
+
+PL_FAULTS=("b 3000 both-paths-down")
+pl_stream double-host 18763 "${PL_STREAM_ARGS[@]}" --min-seconds 12
+rails_up double-host
+
+PL_FAULTS=("a 3000 barrier split" "a 0 active-down" "b 3000 barrier split" "b 0 standby-down")
+pl_stream double-split 18764 "${PL_STREAM_ARGS[@]}" --min-seconds 12
+rails_up double-split
 
 PL_FAULTS=("b 4000 active-down" "a 11000 active-down" "b 18000 active-down")
 pl_stream sequential 18761 "${PL_STREAM_ARGS[@]}" --min-seconds 26

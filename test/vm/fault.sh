@@ -18,7 +18,8 @@
 #
 # RAIL is a rail number, 0..VM_RAILS-1: the command acts on this guest's NIC and rxe device of
 # that rail ($VM_RAIL_IF_<RAIL>, $VM_RAIL_DEV_<RAIL>; eth<RAIL>/rxe<RAIL> unless run-pair.sh
-# renumbered the NICs with --rail-order-a/b). RAIL may also list rails, e.g. 0+1, done in turn.
+# renumbered the NICs with --rail-order-a/b). RAIL may also list rails, e.g. 0+1, done in turn;
+# rail-down of a list takes every link down at once, then waits for each port.
 # The management network ($VM_MGMT_IF) is never faulted.
 # netem acts on this guest's egress only, and each loss/delay/netem replaces the previous one.
 set -euo pipefail
@@ -84,15 +85,23 @@ rails=${1:-}
 shift || true
 n='(0|[1-9][0-9]*)'
 [[ $rails =~ ^$n([+]$n)*$ ]] || die "RAIL must be a rail number 0..$((RAILS - 1)) or a list like 0+1 (got '$rails')"
+set_rail() { # RAIL: dev, rxe
+  rail=$1
+  ((rail < RAILS)) || die "RAIL must be 0..$((RAILS - 1)) (got '$rail')"
+  local v=VM_RAIL_IF_$rail w=VM_RAIL_DEV_$rail
+  dev=${!v:-eth$rail} rxe=${!w:-rxe$rail}
+  [[ -d /sys/class/net/$dev ]] || die "$dev not found: run this inside a test-bed guest"
+}
+if [[ $rails == *+* && $cmd == rail-down ]]; then # at once: every link down, then the waits
+  for r in ${rails//+/ }; do set_rail "$r"; ip link set "$dev" down; done
+  for r in ${rails//+/ }; do set_rail "$r"; wait_port DOWN; echo "fault.sh: rail-down rail $rail ($dev, $rxe)" >&2; done
+  exit 0
+fi
 if [[ $rails == *+* ]]; then # each rail in turn
   for rail in ${rails//+/ }; do "$0" "$cmd" "$rail" "$@"; done
   exit 0
 fi
-rail=$rails
-((rail < RAILS)) || die "RAIL must be 0..$((RAILS - 1)) (got '$rail')"
-v=VM_RAIL_IF_$rail w=VM_RAIL_DEV_$rail
-dev=${!v:-eth$rail} rxe=${!w:-rxe$rail}
-[[ -d /sys/class/net/$dev ]] || die "$dev not found: run this inside a test-bed guest"
+set_rail "$rails"
 
 case $cmd in
   rail-down)

@@ -48,7 +48,7 @@ STATS_KEYS = ("event", "time_unix_ms", "host", "pid", "comm", "comm_id", "peer",
 INIT_KEYS = ("event", "time_unix_ms", "host", "pid", "plugin_version")
 EVENT_KEYS = {"failover": ("from", "to", "cause", "stall_ms", "replayed_now"),
               "failback": ("from", "to", "cause", "stall_ms", "replayed_now"), "standby": ("state", "why"),
-              "fatal": ("why",), "close": (),
+              "fatal": ("why",), "rescue": ("why",), "close": (),
               "failback_failed": ("from", "to", "why", "stage"),
               "resync": ("from", "to", "cause", "stall_ms", "replayed_now")}
 CRASH_TEXT = re.compile(r"Segmentation fault|core dumped|Aborted|terminate called|AddressSanitizer|"

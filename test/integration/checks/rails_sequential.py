@@ -14,7 +14,14 @@ every pair it used joined one rail at both ends.
 home (issue #19 item 2): failback as by default; b's rail 0 down for 3 s under a --one-way stream on
 rxe0. The stream fails over, its standby is rebuilt on a third rail (rail 0 still down), moves to
 rail 0 (its own pair) when it is back and the stream fails back there: from hold + 5 s after rail 0
-came back, at least 90 % of both hosts' packets run on rail 0 (rxe counters)."""
+came back, at least 90 % of both hosts' packets run on rail 0 (rxe counters).
+
+double-host, double-split (issue #19 item 3): a --one-way stream on rxe0 loses its active path and
+its standby at once (both ports on b; or a's active port and b's standby port). Every byte verified,
+both drivers exit 0, no fatal record; at least one side says it rescues ('rescue' record, WARN 'no
+path left; building a new one ... (over TCP'), and the stream comm of each side ends on a rail that
+was not taken down, after failovers that each left a lost rail, with a WARN 'rescued'."""
+import re
 from collections import Counter
 
 from check import expect, expect_each
@@ -125,6 +132,38 @@ def check_home(run):
     expect_no_crash(run, name)
 
 
+def check_double(run, name):
+    expect_stream_ok(run, name, 12)
+    expect_no_fatal(run, name)
+    lost = {}
+    for role in ("a", "b"):
+        fs = faults(run, role, name) if run.out(role, f"{name}.fault_ms").exists() else []
+        expect(all(args.startswith("rail-down ") for _, _, args in fs), f"{role} {name}: faults {fs}")
+        lost[role] = [int(r) for _, _, args in fs for r in args.split()[1].split("+")]
+    down = set(lost["a"]) | set(lost["b"])
+    expect(len(down) == 2 and sum(len(v) for v in lost.values()) == 2,
+           f"{name}: two rails taken down at once (a: {lost['a']}, b: {lost['b']})")
+    rescues = 0
+    for role in ("a", "b"):
+        rail_of = {dev: r for dev, (r, _) in rail_map(run, role).items()}
+        mine, last = data_comm(run, role, name)
+        rescues += len([e for e in mine if e["event"] == "rescue"])
+        fo = failovers(mine)
+        expect(fo and all(rail_of[dev_of(e["from"])] in down for e in fo),
+               f"{role} {name}: the stream comm failed over away from the lost rails: "
+               f"{[(e['from'], e['to']) for e in fo]}")
+        expect(rail_of[dev_of(last["active"])] not in down,
+               f"{role} {name}: it ends on {last['active']}, a rail that stayed up (lost: {sorted(down)})")
+        text = run.out(role, f"{name}.log").read_text(errors="replace")
+        said = re.findall(r"NET/HA: (?:send|recv) comm \S+: rescued [\d.]+ ms after the loss: a new path on \S+", text)
+        print(f"check: info: {role} {name}: {said[:2]}")
+    expect(rescues >= 1, f"{name}: a rescue began (a 'rescue' stats record on either side: {rescues})")
+    expect_pairs_reachable(run, name, same_rail=True)
+    expect_no_crash(run, name)
+
+
 def check(run):
     expect_each("rails-sequential", [("spread", lambda: check_spread(run)), ("home", lambda: check_home(run)),
+                                     ("double-host", lambda: check_double(run, "double-host")),
+                                     ("double-split", lambda: check_double(run, "double-split")),
                                      ("sequential", lambda: check_sequential(run))])

@@ -166,7 +166,9 @@ BOOST_AUTO_TEST_CASE(bad_version) {
 BOOST_AUTO_TEST_CASE(bad_token) {
   const Bytes f = encode_frame(kAppTypeBase, kToken, pattern(4));
   BOOST_TEST((code_of(decode_frame(f, kToken + 1)) == Errc::bad_token));
-  BOOST_TEST((code_of(decode_frame(f, 0)) == Errc::bad_token));
+  BOOST_TEST(decode_frame(f, kAnyToken).ok());  // a reader that routes by token
+  BOOST_TEST(decode_frame(f, kAnyToken)->token == kToken);
+  BOOST_TEST((code_of(decode_frame(encode_frame(kAppTypeBase, 0, pattern(4)), kAnyToken)) == Errc::bad_token));
   BOOST_TEST((code_of(decode_header(f, ~kToken)) == Errc::bad_token));
   for (std::size_t i = kOffToken; i < kOffToken + 8; ++i) {
     Bytes g = f;

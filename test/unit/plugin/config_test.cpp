@@ -40,6 +40,7 @@ const IntVar kInts[] = {
     {"HA_NCCL_RETRY_WINDOW_MS", &Config::retry_window_ms, 1000, 86400000},
     {"HA_NCCL_FAILBACK_HOLD_MS", &Config::failback_hold_ms, 0, 3600000},
     {"HA_NCCL_FAILOVER_TIMEOUT_MS", &Config::failover_timeout_ms, 50, 60000},
+    {"HA_NCCL_RESCUE_TIMEOUT_MS", &Config::rescue_timeout_ms, 100, 600000},
     {"HA_NCCL_IB_TC", &Config::ib_tc, -1, 255},
     {"HA_NCCL_IB_SL", &Config::ib_sl, -1, 15},
     {"HA_NCCL_PROM_INTERVAL_MS", &Config::prom_interval_ms, 100, 3600000},
@@ -108,6 +109,7 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.failback_hold_ms == 5000);
   BOOST_TEST(c.use_progress_thread);
   BOOST_TEST(c.failover_timeout_ms == 1000);
+  BOOST_TEST(c.rescue_timeout_ms == 10000);
   BOOST_TEST(c.backup_map.empty());
   BOOST_TEST(c.island_prefix_len == -1);
   BOOST_TEST(c.stats_file.empty());
@@ -529,7 +531,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" HA_NCCL_SOCKET_FAMILY=any "
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=5000 "
-             "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_BACKUP_MAP=\"\" "
+             "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1 "
              "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2");

@@ -63,6 +63,7 @@ ConnRequest request(bool offer) {
   r.ctrl = {0x7f0000002000ull, {0xcccc, 0}};
   r.qos = {96, 5};
   r.candidates = connector_ports();
+  r.rescue = {0x1234, 0x0102030405060708ull};
   return r;
 }
 
@@ -72,6 +73,7 @@ ConnReply reply(bool standby) {
   if (standby) r.standby = StandbyOffer{{1, 0}, endpoint(0x44, 1), 0xffff};
   r.ctrl = {0x7f0000003000ull, {0xeeee, 0}};
   r.candidates = listener_ports();
+  if (standby) r.rescue = {0xbeef, 0x1122334455667788ull};  // none without: HA off there
   return r;
 }
 
@@ -186,7 +188,12 @@ BOOST_AUTO_TEST_CASE(sizes_and_layout_are_the_wire_format) {
   BOOST_TEST(kReplyHeadSize == 96u);
   BOOST_TEST(kReadySize == 44u);
   const auto b = encode_request(request(true));
-  BOOST_REQUIRE(b.size() == kRequestHeadSize + 4 * kCandidateSize);
+  BOOST_TEST(kRescueSize == 12u);
+  BOOST_REQUIRE(b.size() == kRequestHeadSize + 4 * kCandidateSize + kRescueSize);
+  const std::size_t rescue = kRequestHeadSize + 4 * kCandidateSize;  // the rescue point, last
+  BOOST_TEST(b[rescue] == 0x34);
+  BOOST_TEST(b[rescue + 1] == 0x12);
+  BOOST_TEST(get_u32(b, rescue + 4) == 0x05060708u);
   BOOST_TEST(b[0] == 0x11);  // primary QPN, little-endian
   BOOST_TEST(b[kFlagsOff] == kOfferStandby);
   BOOST_TEST(get_u32(b, kFifoOff + 8) == 0xaaaau);
@@ -214,7 +221,7 @@ BOOST_AUTO_TEST_CASE(sizes_and_layout_are_the_wire_format) {
   BOOST_TEST(b[req_cand(3) + kKnown] == 0);
 
   const auto r = encode_reply(reply(true));
-  BOOST_REQUIRE(r.size() == kReplyHeadSize + 4 * kCandidateSize);
+  BOOST_REQUIRE(r.size() == kReplyHeadSize + 4 * kCandidateSize + kRescueSize);
   BOOST_TEST(b[kFlagsOff] == kOfferStandby);
   BOOST_TEST(get_u32(r, kReplyCtrlOff + 8) == 0xeeeeu);
   BOOST_TEST(r[kOfferOff] == 1);      // pair.a
@@ -226,6 +233,7 @@ BOOST_AUTO_TEST_CASE(sizes_and_layout_are_the_wire_format) {
   const auto single = encode_reply(reply(false));
   BOOST_TEST(single[kFlagsOff] == 0);
   for (std::size_t i = kOfferOff; i < kReplyCountOff; ++i) BOOST_TEST(single[i] == 0, "byte " << i);
+  for (std::size_t i = single.size() - kRescueSize; i < single.size(); ++i) BOOST_TEST(single[i] == 0, "byte " << i);
 
   const auto y = encode_ready(ready(true));
   BOOST_REQUIRE(y.size() == kReadySize);
@@ -354,6 +362,10 @@ BOOST_AUTO_TEST_CASE(bad_request_fields_are_refused_by_name) {
       {"two preferred", [](auto& b) { b[req_cand(2) + kCFlags] |= kCandPreferred; }, "2 candidates flagged preferred (at most 1)"},
       {"primary of another link layer", [](auto& b) { b[req_cand(0) + kLink] = IBV_LINK_LAYER_INFINIBAND; },
        "candidate 0 (device 0) is the primary but of link layer 1, the primary endpoint's is 2"},
+      {"rescue reserved bytes", [](auto& b) { b[b.size() - 10] = 1; }, "bytes 2..3 of the rescue point not 0"},
+      {"rescue port without a token", [](auto& b) { put_u64(b, b.size() - 8, 0); }, "rescue port without a token"},
+      {"rescue token without a port", [](auto& b) { put_u32(b, b.size() - kRescueSize, b[b.size() - 10]); },
+       "rescue token without a port"},
   });
 }
 

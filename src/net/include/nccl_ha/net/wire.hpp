@@ -37,6 +37,8 @@ enum class MsgType : std::uint16_t {
   error = 2,     // payload: UTF-8 reason
 };
 constexpr std::uint16_t kAppTypeBase = 0x100;
+// As a reader's expected token: any token but 0 (a service that routes frames by their token).
+constexpr std::uint64_t kAnyToken = 0;
 
 struct FrameHeader {
   std::uint16_t type = 0;

@@ -1,0 +1,299 @@
+// The rescue service and the comm's side of it (rescue.hpp).
+#include "rescue.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstring>
+
+#include "control_plane.hpp"
+#include "nccl_ha/net/handshake.hpp"
+#include "state.hpp"
+
+namespace nccl_ha::plugin {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Millis = std::chrono::milliseconds;
+
+// Frame type of both directions: a ReprotectMsg (64 bytes). The token is the receiving comm's.
+constexpr std::uint16_t kRescueMsg = 0x240;
+// The receive side asks this often whether the peer's side of the connection still lives.
+constexpr std::uint64_t kCheckEveryNs = 1'000'000'000;
+
+struct RescueExchange {
+  explicit RescueExchange(const asio::any_io_executor& ex) : ready(ex) {}
+  asio::steady_timer ready;  // cancelled when `answer` is set
+  std::optional<std::vector<std::uint8_t>> answer;
+};
+
+struct RescueService::Impl {
+  explicit Impl(asio::io_context& io) : acceptor(io) {}
+  tcp::acceptor acceptor;
+};
+
+namespace {
+
+std::vector<std::uint8_t> bytes_of(const ReprotectMsg& m) {
+  std::vector<std::uint8_t> out(sizeof m);
+  std::memcpy(out.data(), &m, sizeof m);
+  return out;
+}
+
+Millis exchange_timeout() {
+  const State* st = state();
+  return Millis(st ? std::max(st->config.failover_timeout_ms * 5, 5000) : 5000);
+}
+
+asio::awaitable<void> refuse(tcp::socket& sock, std::uint64_t token, const std::string& why, Millis timeout) {
+  const std::vector<std::uint8_t> reason(why.begin(), why.end());
+  auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), token, reason, timeout);
+  (void)sent;
+}
+
+// One request: found by its token, handed to the comm, answered with what the comm answers.
+asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket sock, Millis timeout) {
+  auto f = co_await net::read_frame_of(sock, kRescueMsg, net::kAnyToken, timeout, sizeof(ReprotectMsg));
+  if (!f) co_return;
+  auto svc = weak.lock();
+  if (!svc) co_return;
+  std::shared_ptr<CommBase> c = svc->find(f->token);
+  svc.reset();
+  ReprotectMsg req;
+  if (!c || c->closing.load(std::memory_order_relaxed)) {
+    co_await refuse(sock, f->token, "no such connection here (closed)", timeout);
+  } else if (c->rescue.failed) {
+    co_await refuse(sock, f->token, "the connection failed here: " + c->rescue.cause, timeout);
+  } else if (f->payload.size() != sizeof req ||
+             !read_record(*reinterpret_cast<const ReprotectMsg*>(f->payload.data()), req)) {
+    co_await refuse(sock, f->token, "malformed rescue request", timeout);
+  } else if (req.ok == kRescueCheck) {
+    c.reset();
+    auto sent = co_await net::write_frame(sock, kRescueMsg, f->token, f->payload, timeout);  // alive: the echo
+    (void)sent;
+  } else {
+    auto ex = std::make_shared<RescueExchange>(co_await asio::this_coro::executor);
+    if (c->rescue.exchange) c->rescue.exchange->ready.cancel();  // an older one is left unanswered
+    c->rescue.exchange = ex;
+    c->rescue.mail = std::move(f->payload);
+    wake_here(*c);
+    c.reset();  // not kept alive by the wait
+    ex->ready.expires_after(timeout);
+    auto [ignored] = co_await ex->ready.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ignored;
+    if (ex->answer) {
+      auto sent = co_await net::write_frame(sock, kRescueMsg, f->token, *ex->answer, timeout);
+      (void)sent;
+    } else {
+      co_await refuse(sock, f->token, "no answer in time", timeout);
+    }
+  }
+}
+
+asio::awaitable<void> accept_loop(std::shared_ptr<RescueService::Impl> impl, std::weak_ptr<RescueService> svc) {
+  State* st = state();
+  for (;;) {
+    auto [ec, sock] = co_await impl->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+    if (ec == asio::error::operation_aborted || !impl->acceptor.is_open()) co_return;
+    if (ec) {  // a connection gone before it was taken, descriptors short for a moment: go on
+      asio::steady_timer pause(impl->acceptor.get_executor(), Millis(100));
+      auto [ignored] = co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      (void)ignored;
+      continue;
+    }
+    st->reactor.spawn("rescue request", serve_one(svc, std::move(sock), exchange_timeout()));
+  }
+}
+
+// Send side (or the receive side's check): one exchange; its outcome goes to the comm's mail.
+asio::awaitable<void> exchange(std::weak_ptr<CommBase> owner, tcp::endpoint peer, std::uint64_t token,
+                               std::vector<std::uint8_t> msg, Millis timeout) {
+  std::string why, fatal;
+  std::vector<std::uint8_t> answer;
+  auto sock = co_await net::connect_with_retry(peer, timeout);
+  if (!sock) {
+    fatal = "the peer's rescue service at " + peer.address().to_string() + ":" + std::to_string(peer.port()) +
+            " does not answer (" + sock.error().message + ")";
+  } else if (auto s = co_await net::write_frame(*sock, kRescueMsg, token, msg, timeout); !s) {
+    fatal = "sending to the peer's rescue service: " + s.error().message;
+  } else if (auto f = co_await net::read_frame_of(*sock, kRescueMsg, token, timeout, sizeof(ReprotectMsg)); !f) {
+    if (f.error().code == Errc::peer_error && f.error().message.find("no answer in time") == std::string::npos)
+      fatal = "the peer: " + f.error().message;  // its side of the connection is gone
+    else
+      why = "the peer's rescue service: " + f.error().message;
+  } else {
+    answer = std::move(f->payload);
+  }
+  auto c = owner.lock();
+  if (!c) co_return;
+  if (!fatal.empty()) {
+    c->rescue.fatal = fatal;
+  } else if (!why.empty()) {  // a refusal of this attempt, as the comm's own answer would be
+    ReprotectMsg sent;
+    std::memcpy(&sent, msg.data(), sizeof sent);
+    ReprotectMsg refusal;
+    refusal.gen = sent.gen;
+    seal(refusal);
+    c->rescue.why = why;
+    c->rescue.mail = bytes_of(refusal);
+  } else {
+    ReprotectMsg m;
+    std::memcpy(&m, answer.data(), sizeof m);
+    if (m.ok != kRescueCheck) c->rescue.mail = std::move(answer);
+  }
+  wake_here(*c);
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<RescueService>> RescueService::start(const std::string& ip) {
+  State* st = state();
+  auto svc = std::make_shared<RescueService>();
+  svc->impl_ = std::make_shared<Impl>(st->reactor.context());
+  tcp::acceptor& a = svc->impl_->acceptor;
+  boost::system::error_code ec;
+  const auto addr = asio::ip::make_address(ip, ec);
+  const tcp::endpoint ep(addr, 0);
+  if (!ec) a.open(ep.protocol(), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) svc->port_ = a.local_endpoint(ec).port();
+  if (ec) return make_error(Errc::system, "the rescue service on " + ip + ": " + ec.message());
+  st->reactor.spawn("rescue service", accept_loop(svc->impl_, svc));
+  return svc;
+}
+
+std::uint64_t RescueService::enroll(const std::shared_ptr<CommBase>& c) {
+  const std::uint64_t token = net::random_token();
+  std::lock_guard<std::mutex> lock(mutex_);
+  comms_[token] = c;
+  return token;
+}
+
+void RescueService::withdraw(std::uint64_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  comms_.erase(token);
+}
+
+std::shared_ptr<CommBase> RescueService::find(std::uint64_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = comms_.find(token);
+  return it == comms_.end() ? nullptr : it->second.lock();
+}
+
+void RescueService::stop() {
+  boost::system::error_code ignored;
+  impl_->acceptor.close(ignored);
+}
+
+RescuePoint rescue_point(const std::shared_ptr<CommBase>& c) {
+  State* st = state();
+  if (!st || !st->rescue || !st->config.enable_backup) return {};
+  c->rescue.token = st->rescue->enroll(c);
+  return {st->rescue->port(), c->rescue.token};
+}
+
+void take_rescue_point(CommBase& c, const asio::ip::address& addr, const RescuePoint& theirs) {
+  c.rescue.peer = tcp::endpoint(addr, theirs.port);
+  c.rescue.peer_token = theirs.token;
+}
+
+void withdraw_rescue(CommBase& c) {
+  if (State* st = state(); st && st->rescue && c.rescue.token) st->rescue->withdraw(c.rescue.token);
+}
+
+bool rescue_possible(const CommBase& c) {
+  const State* st = state();
+  if (!st || !st->rescue || c.rescue.token == 0 || c.rescue.peer.port() == 0 || !c.devs[c.standby_slot()]) return false;
+  for (const auto& d : st->devices)
+    if (d->port_up.load(std::memory_order_relaxed) && d->port.link_layer == c.home->port.link_layer) return true;
+  return false;
+}
+
+void rescue_send(CommBase& c) {
+  State* st = state();
+  st->reactor.spawn(c.id + " rescue", exchange(c.weak_from_this(), c.rescue.peer, c.rescue.peer_token,
+                                               bytes_of(c.ctrl_out.reprotect), exchange_timeout()));
+}
+
+bool rescue_answer(CommBase& c, const ReprotectMsg& m) {
+  if (!c.rescue.exchange || m.ok == kPortBack) return false;
+  const auto ex = std::move(c.rescue.exchange);
+  ex->answer = bytes_of(m);
+  ex->ready.cancel();
+  return true;
+}
+
+namespace {
+
+// The receive side asks the peer's service whether the connection lives there (the sender drives
+// the rescue; a sender that failed at once, its ports all down, never will).
+void check_peer(CommBase& c) {
+  ReprotectMsg q;
+  q.ok = kRescueCheck;
+  seal(q);
+  state()->reactor.spawn(c.id + " rescue check", exchange(c.weak_from_this(), c.rescue.peer, c.rescue.peer_token,
+                                                          bytes_of(q), exchange_timeout()));
+}
+
+// The first time: the rescue begins (send side: re-protection starts over, its messages over TCP).
+void begin_rescue(CommBase& c, const std::string& what, std::uint64_t now) {
+  RescueState& r = c.rescue;
+  r.on = true;
+  r.deadline_ns = now + c.rescue_timeout_ns;
+  r.cause = what;
+  r.why.clear();
+  r.fatal.clear();
+  r.next_check_ns = now;  // the receive side asks at once: a peer that failed at once never rescues
+  r.started_ns = now;
+  HA_WARN("NET/HA: %s: %s: no path left; building a new one on a pair of ports still up at both ends (over TCP, "
+          "within HA_NCCL_RESCUE_TIMEOUT_MS = %llu ms); traffic waits", c.id.c_str(), what.c_str(),
+          static_cast<unsigned long long>(c.rescue_timeout_ns / 1000000));
+  write_stats(c, "rescue", [&](net::JsonWriter& j) { j.kv("why", what); });
+  if (Path* sb = c.paths[c.standby_slot()].get()) sb->link.store(Path::failed, std::memory_order_relaxed);
+  restart_for_rescue(c, now);
+}
+
+}  // namespace
+
+bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& cause, std::uint64_t now,
+                     std::string& gave_up) {
+  RescueState& r = c.rescue;
+  if (!r.on) {
+    if (!rescue_possible(c)) return false;
+    begin_rescue(c, what, now);
+  } else if (!r.fatal.empty()) {
+    gave_up = r.fatal;
+    return false;
+  } else if (now >= r.deadline_ns) {
+    gave_up = "no new path within HA_NCCL_RESCUE_TIMEOUT_MS (" + std::to_string(c.rescue_timeout_ns / 1000000) + " ms)" +
+              (r.why.empty() ? std::string() : ": " + r.why);
+    return false;
+  }
+  if (c.kind == CommKind::recv && now >= r.next_check_ns) {
+    r.next_check_ns = now + kCheckEveryNs;
+    check_peer(c);
+  }
+  c.fo.requested = cause;  // again at the next step, until the new standby is up
+  return true;
+}
+
+void end_rescue(CommBase& c, std::uint64_t now) {
+  if (!c.rescue.on) return;
+  c.rescue.on = false;
+  const Path& p = *c.paths[c.standby_slot()];
+  HA_WARN("NET/HA: %s: rescued %.0f ms after the loss: a new path on %s <-> the peer's device %d; failing over to it",
+          c.id.c_str(), static_cast<double>(now - c.rescue.started_ns) / 1e6, p.dev->port.id().c_str(), p.peer_dev);
+}
+
+bool deliver_rescue_mail(CommBase& c) {
+  if (!c.rescue.mail) return false;
+  std::memcpy(static_cast<void*>(&c.ctrl.reprotect), c.rescue.mail->data(), sizeof(ReprotectMsg));
+  c.rescue.mail.reset();
+  c.inbox.reprotect = true;
+  return true;
+}
+
+}  // namespace nccl_ha::plugin

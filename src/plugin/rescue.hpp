@@ -1,0 +1,107 @@
+// Rescue: re-protection when no RDMA path of a connection is left.
+//
+// Re-protection (reprotect.cpp) talks over the active path. When the active path and the standby
+// are lost together (two ports at once, on one host or one on each, or the second before the
+// standby was rebuilt), there is no RDMA path to talk over, yet another pair of ports may be up at
+// both ends. Then the same conversation runs over TCP, between the two processes' rescue
+// services:
+//
+//   send side (drives)                            receive side (answers)
+//   the ReprotectMsg request, TCP, to the
+//   peer's rescue point (its handshake socket's
+//   address, the port and the comm's token
+//   from its handshake message) ----------->      the service finds the comm by token and hands
+//                                                 it the request as if it had come over RDMA;
+//                                <------------    the comm's answer (its endpoint or why not)
+//   the answer, handed to the comm                goes back over the same connection
+//   the hello over the new path, as always; the standby is up; then the ordinary failover onto
+//   it replays what the lost path had in flight, exactly once.
+//
+// One TCP connection per exchange, closed after the answer: no descriptor per connection in peace
+// time (the service's one listening socket per process). Everything here runs on the progress
+// thread; a comm's RescueState is touched only there, by the service and the control plane.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "conn_msg.hpp"
+#include "nccl_ha/reactor/expected.hpp"
+
+namespace nccl_ha::plugin {
+
+struct CommBase;
+struct ReprotectMsg;
+
+struct RescueExchange;  // one exchange of the receive side waiting for its comm's answer (rescue.cpp)
+
+// A comm's side of it (CommBase::rescue); progress thread only.
+struct RescueState {
+  std::uint64_t token = 0;             // ours (0: not enrolled: HA off, or no service)
+  boost::asio::ip::tcp::endpoint peer;  // the peer's rescue service (port 0: it has none)
+  std::uint64_t peer_token = 0;
+  // A failover found no path left and a pair may still be up at both ends: re-protection runs
+  // over TCP (send side) or is waited for (receive side) until `deadline_ns`.
+  bool on = false;
+  std::uint64_t deadline_ns = 0;
+  std::string cause;                   // what failed (the failover's words), for the final WARN
+  std::string why;                     // the last exchange's failure, for the attempt's message
+  std::string fatal;                   // the peer's side of the connection is gone: why (fail at once)
+  bool failed = false;                 // fail_comm ran: requests are refused at once
+  std::uint64_t next_check_ns = 0;     // receive side: when to ask again whether the peer lives
+  std::uint64_t started_ns = 0;
+  std::optional<std::vector<std::uint8_t>> mail;  // a message that came over TCP, not yet read
+  std::shared_ptr<RescueExchange> exchange;       // receive side: the peer waits for our answer
+};
+
+// The process's rescue service: a TCP listener on the handshake address, run on the reactor.
+class RescueService {
+ public:
+  // Listens on `ip` (the handshake address), any port, and starts accepting.
+  static Expected<std::shared_ptr<RescueService>> start(const std::string& ip);
+  std::uint16_t port() const noexcept { return port_; }
+  // A token for `c`, whose rescue requests the service hands it from now on; withdraw() at close.
+  std::uint64_t enroll(const std::shared_ptr<CommBase>& c);
+  void withdraw(std::uint64_t token);
+  std::shared_ptr<CommBase> find(std::uint64_t token);
+  void stop();  // progress thread: closes the listener
+
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+  std::uint16_t port_ = 0;
+  std::mutex mutex_;  // enroll / withdraw come from NCCL's thread and the handshakes
+  std::unordered_map<std::uint64_t, std::weak_ptr<CommBase>> comms_;
+};
+
+// The comm's rescue point for its handshake message (enrolls it; none when HA is off).
+RescuePoint rescue_point(const std::shared_ptr<CommBase>& c);
+// The peer's, from its handshake message, at `addr` (its handshake socket's address).
+void take_rescue_point(CommBase& c, const boost::asio::ip::address& addr, const RescuePoint& theirs);
+// Close: the service forgets the comm.
+void withdraw_rescue(CommBase& c);
+
+// Whether the comm can try a rescue: both sides have the service, and one of our ports is up.
+bool rescue_possible(const CommBase& c);
+// Send side, rescue on: sends the ReprotectMsg in c.ctrl_out.reprotect to the peer; its answer
+// (or a refusal with the reason in c.rescue.why) lands in c.rescue.mail and wakes the comm.
+void rescue_send(CommBase& c);
+// Receive side: whether an exchange waits for our answer; then the answer goes there.
+bool rescue_answer(CommBase& c, const ReprotectMsg& m);
+// start_failover, comm held: the failover found no usable standby (`what` says what failed).
+// True: it waits for a rescue (begun now, if possible; c.fo.requested holds `cause` again).
+// False: no rescue (not possible, or given up: `gave_up` says why) - the comm fails.
+bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& cause, std::uint64_t now,
+                     std::string& gave_up);
+// The failover goes ahead on the rescued standby: says so.
+void end_rescue(CommBase& c, std::uint64_t now);
+// Control plane, comm held: a message that came over TCP is moved to where RDMA would have
+// written it (ControlBlock::reprotect, the inbox). Returns true if one was delivered.
+bool deliver_rescue_mail(CommBase& c);
+
+}  // namespace nccl_ha::plugin

@@ -89,6 +89,30 @@ asio::awaitable<Expected<Frame>> read_frame_of(tcp::socket& socket, std::uint16_
   co_return f;
 }
 
+namespace {
+
+// One connect attempt of `s`, bounded by `left`; TCP_NODELAY on success.
+asio::awaitable<boost::system::error_code> attempt_connect(tcp::socket& s, tcp::endpoint peer, Millis left) {
+  auto [ec, n] = co_await with_deadline(
+      [](tcp::socket& sock, tcp::endpoint ep) -> asio::awaitable<IoResult> {
+        auto [e] = co_await sock.async_connect(ep, use_tuple);
+        co_return IoResult{e, 0};
+      }(s, peer),
+      left);
+  if (!ec) s.set_option(tcp::no_delay(true));
+  co_return ec;
+}
+
+}  // namespace
+
+asio::awaitable<Expected<tcp::socket>> connect_once(tcp::endpoint peer, Millis timeout) {
+  tcp::socket s(co_await asio::this_coro::executor);
+  const auto ec = co_await attempt_connect(s, peer, timeout);
+  if (!ec) co_return std::move(s);
+  co_return make_error(ec == asio::error::timed_out ? Errc::timeout : Errc::system,
+                       "connecting to " + peer.address().to_string() + ":" + std::to_string(peer.port()) + ": " + ec.message());
+}
+
 asio::awaitable<Expected<tcp::socket>> connect_with_retry(tcp::endpoint peer, Millis timeout, Millis retry_every) {
   auto ex = co_await asio::this_coro::executor;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -97,16 +121,8 @@ asio::awaitable<Expected<tcp::socket>> connect_with_retry(tcp::endpoint peer, Mi
     auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
     if (left <= Millis(0)) break;
     tcp::socket s(ex);
-    auto [ec, n] = co_await with_deadline(
-        [](tcp::socket& sock, tcp::endpoint ep) -> asio::awaitable<IoResult> {
-          auto [e] = co_await sock.async_connect(ep, use_tuple);
-          co_return IoResult{e, 0};
-        }(s, peer),
-        left);
-    if (!ec) {
-      s.set_option(tcp::no_delay(true));
-      co_return std::move(s);
-    }
+    const auto ec = co_await attempt_connect(s, peer, left);
+    if (!ec) co_return std::move(s);
     last = ec.message();
     if (ec == asio::error::timed_out) break;
     asio::steady_timer pause(ex, std::min(retry_every, left));

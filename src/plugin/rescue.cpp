@@ -42,13 +42,19 @@ std::vector<std::uint8_t> bytes_of(const ReprotectMsg& m) {
   return out;
 }
 
+std::uint32_t gen_of(const std::vector<std::uint8_t>& bytes) {
+  ReprotectMsg m;
+  std::memcpy(&m, bytes.data(), sizeof m);
+  return m.gen;
+}
+
 Millis exchange_timeout() {
   const State* st = state();
   return Millis(st ? std::max(st->config.failover_timeout_ms * 5, 5000) : 5000);
 }
 
 asio::awaitable<void> refuse(tcp::socket& sock, std::uint64_t token, const std::string& why, Millis timeout) {
-  const std::vector<std::uint8_t> reason(why.begin(), why.end());
+  const std::vector<std::uint8_t> reason(why.begin(), why.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(why.size(), 1024)));
   auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), token, reason, timeout);
   (void)sent;
 }
@@ -61,13 +67,13 @@ asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket s
   if (!svc) co_return;
   std::shared_ptr<CommBase> c = svc->find(f->token);
   svc.reset();
-  ReprotectMsg req;
+  ReprotectMsg raw, req;
+  if (f->payload.size() == sizeof raw) std::memcpy(&raw, f->payload.data(), sizeof raw);
   if (!c || c->closing.load(std::memory_order_relaxed)) {
     co_await refuse(sock, f->token, "no such connection here (closed)", timeout);
   } else if (c->rescue.failed) {
     co_await refuse(sock, f->token, "the connection failed here: " + c->rescue.cause, timeout);
-  } else if (f->payload.size() != sizeof req ||
-             !read_record(*reinterpret_cast<const ReprotectMsg*>(f->payload.data()), req)) {
+  } else if (f->payload.size() != sizeof raw || !read_record(raw, req)) {
     co_await refuse(sock, f->token, "malformed rescue request", timeout);
   } else if (req.ok == kRescueCheck) {
     c.reset();
@@ -112,27 +118,30 @@ asio::awaitable<void> exchange(std::weak_ptr<CommBase> owner, tcp::endpoint peer
                                std::vector<std::uint8_t> msg, Millis timeout) {
   std::string why, fatal;
   std::vector<std::uint8_t> answer;
-  auto sock = co_await net::connect_with_retry(peer, timeout);
+  auto sock = co_await net::connect_once(peer, timeout);  // refused: the peer's process is gone
   if (!sock) {
     fatal = "the peer's rescue service at " + peer.address().to_string() + ":" + std::to_string(peer.port()) +
             " does not answer (" + sock.error().message + ")";
   } else if (auto s = co_await net::write_frame(*sock, kRescueMsg, token, msg, timeout); !s) {
     fatal = "sending to the peer's rescue service: " + s.error().message;
-  } else if (auto f = co_await net::read_frame_of(*sock, kRescueMsg, token, timeout, sizeof(ReprotectMsg)); !f) {
+  } else if (auto f = co_await net::read_frame_of(*sock, kRescueMsg, token, timeout); !f) {
     if (f.error().code == Errc::peer_error && f.error().message.find("no answer in time") == std::string::npos)
       fatal = "the peer: " + f.error().message;  // its side of the connection is gone
     else
       why = "the peer's rescue service: " + f.error().message;
+  } else if (f->payload.size() != sizeof(ReprotectMsg)) {
+    fatal = "the peer's rescue service answered " + std::to_string(f->payload.size()) + " bytes";
   } else {
     answer = std::move(f->payload);
   }
   auto c = owner.lock();
   if (!c) co_return;
+  ReprotectMsg sent;
+  std::memcpy(&sent, msg.data(), sizeof sent);
+  if (c->rescue.mail && sent.gen < gen_of(*c->rescue.mail)) co_return;  // a newer attempt's outcome is waiting
   if (!fatal.empty()) {
     c->rescue.fatal = fatal;
   } else if (!why.empty()) {  // a refusal of this attempt, as the comm's own answer would be
-    ReprotectMsg sent;
-    std::memcpy(&sent, msg.data(), sizeof sent);
     ReprotectMsg refusal;
     refusal.gen = sent.gen;
     seal(refusal);

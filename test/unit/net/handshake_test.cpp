@@ -291,6 +291,19 @@ BOOST_AUTO_TEST_CASE(connect_to_a_port_without_listener_times_out_within_the_bou
   BOOST_TEST(ms < 5 * kBound.count());
 }
 
+BOOST_AUTO_TEST_CASE(connect_once_fails_at_once_where_nobody_listens) {
+  Fixture f;
+  const tcp::endpoint nobody(asio::ip::address_v4::loopback(), unused_port());
+  auto [res, ms] = run_co(f.r, [nobody]() -> asio::awaitable<std::pair<Expected<tcp::socket>, long long>> {
+    const auto t0 = Clock::now();
+    auto s = co_await connect_once(nobody, 10s);
+    co_return std::pair{std::move(s), ms_since(t0)};
+  });
+  BOOST_TEST((code_of(res) == Errc::system));  // refused: no retry, no waiting out the bound
+  BOOST_TEST(res.error().message.find(std::to_string(nobody.port())) != std::string::npos, res.error().message);
+  BOOST_TEST(ms < 5000);
+}
+
 BOOST_AUTO_TEST_CASE(connect_retries_until_a_late_listener_appears) {
   Fixture f;
   const std::uint16_t port = unused_port();

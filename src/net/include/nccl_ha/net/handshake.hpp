@@ -33,6 +33,9 @@ asio::awaitable<Expected<Frame>> read_frame_of(tcp::socket& socket, std::uint16_
 asio::awaitable<Expected<tcp::socket>> connect_with_retry(tcp::endpoint peer, Millis timeout,
                                                           Millis retry_every = Millis(200));
 
+// One attempt, bounded by `timeout`: a refused connection is an error at once (a peer that is gone).
+asio::awaitable<Expected<tcp::socket>> connect_once(tcp::endpoint peer, Millis timeout);
+
 // Exchanges Endpoints: writes ours, reads theirs.
 asio::awaitable<Expected<Endpoint>> exchange_endpoints(tcp::socket& socket, std::uint64_t token,
                                                        const Endpoint& local, Millis timeout);

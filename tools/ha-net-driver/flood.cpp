@@ -19,7 +19,7 @@ namespace {
 using handle_layout::kAddrOff, handle_layout::kFamilyOff, handle_layout::kPortOff, handle_layout::kScopeOff,
     handle_layout::kTokenOff;
 constexpr std::uint16_t kConnRequest = 0x200, kConnReady = 0x202;
-constexpr std::size_t kRequestSize = 72 + 52;  // conn_msg v4: the fixed part and one candidate
+constexpr std::size_t kRequestSize = 72 + 52 + 12;  // conn_msg v5: the fixed part, one candidate, the rescue point
 
 template <class T>
 T field(const std::string& h, std::size_t off) {
@@ -58,7 +58,7 @@ void endpoint(std::vector<std::uint8_t>& b, std::uint32_t qpn) {
   put(b, 0, 2);
 }
 
-// A connection request (src/plugin/conn_msg.hpp, v4) every field of which is fine, but the service level.
+// A connection request (src/plugin/conn_msg.hpp, v5) every field of which is fine, but the service level.
 std::vector<std::uint8_t> request_with_sl(std::uint8_t sl) {
   std::vector<std::uint8_t> b;
   endpoint(b, 0x101);
@@ -79,6 +79,8 @@ std::vector<std::uint8_t> request_with_sl(std::uint8_t sl) {
   put(b, 1, 4);                // NIC hash
   put(b, 0, 4);                // PCIe switch unknown
   put(b, 0xffffffffu, 4);      // NUMA node unknown
+  put(b, 0, 4);                // no rescue service (wire v5): port 0, 0,
+  put(b, 0, 8);                // token 0
   return b;
 }
 

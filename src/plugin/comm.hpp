@@ -42,6 +42,7 @@
 #include "config.hpp"
 #include "core.hpp"
 #include "device.hpp"
+#include "flush_plan.hpp"
 #include "rescue.hpp"
 #include "topology.hpp"
 #include "nccl_ha/net/qp.hpp"
@@ -50,6 +51,7 @@
 namespace nccl_ha::plugin {
 
 constexpr int kSlots = 2;  // primary + backup device
+static_assert(kSlots == kFlushSlots);
 
 // Records written by one RDMA write land in no defined byte order: every record carries a
 // checksum of its other bytes, and a reader copies it out and accepts it only when the copy's
@@ -236,6 +238,10 @@ struct Request {
   // afresh from it when the request is posted again after its slot moved (rebind.hpp).
   const RegHandle* mh[kMaxRecvs] = {};
   CommBase* comm = nullptr;
+  // flush: the device slots to read through and how far each is (flush_plan.hpp), and, while one
+  // waits for its loopback QP to be rebuilt, when the flush gives up (0: not waiting).
+  FlushState flush;
+  std::uint64_t wait_until_ns = 0;
 };
 
 enum class CommKind : std::uint8_t { send, recv };
@@ -408,6 +414,9 @@ struct CommStats {
   std::uint64_t bytes_received = 0;  // completed receives
   std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
   std::uint64_t flush_rebuilds[kSlots] = {};  // flush QPs replaced per device slot (flush.cpp)
+  // flushes that read through the active slot because the device that wrote on this slot could
+  // not be read through (its port down, or the slot moved to another device) (flush.cpp)
+  std::uint64_t flush_redirects[kSlots] = {};
 };
 
 // Everything one connection owns. Declaration order = reverse destruction order.
@@ -520,7 +529,7 @@ struct RecvComm : CommBase {
   std::uint64_t remote_fifo = 0;                     // the sender's FIFO (its address; rkeys in keys[])
   std::uint64_t seq = 0;  // next irecv
   std::array<Request, kMaxRequests> reqs{};
-  Request flushed{ReqType::flush};  // returned by iflush when nothing is to be read back: complete
+  Request flushed = [] { Request r; r.type = ReqType::flush; return r; }();  // returned by iflush when nothing is to be read back: complete
   // RDMA READ flushes (flush.cpp), with HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP per
   // device slot, the 8 bytes each READ lands in, and a ring of flush requests. The loopback QPs
   // are rebuilt by the control plane (with re-protection, or when one failed or its port came
@@ -537,6 +546,18 @@ struct RecvComm : CommBase {
   alignas(8) std::uint64_t flush_sink[kSlots] = {};  // registered as keys[s].flush_sink
   std::array<Request, kMaxRequests> flushes{};
   std::uint64_t flush_seq = 0;
+  // Since the last flush was posted: the slots that delivered data (bit per slot), and the device
+  // (Device::index) that wrote each one's, which the next flush reads through (p2p.cpp
+  // complete_recv, when flush_on; iflush takes and clears them).
+  std::uint8_t flush_wrote = 0;
+  std::int16_t flush_writer[kSlots] = {kAnyDevice, kAnyDevice};
+  // Slots a flush waits on for a new loopback QP: tend_flush rebuilds them even where it would
+  // leave it to re-protection (cleared when one is installed).
+  std::uint8_t flush_waiting = 0;
+  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS: when (now_ns) the active slot's loopback QP is moved to
+  // ERROR, and how many of them were done (tend_flush; control plane).
+  std::vector<std::uint64_t> test_flush_error_ns;
+  std::size_t test_flush_errors_done = 0;
 };
 
 constexpr int kControlWrs = 8;                                        // sync + heartbeats in flight

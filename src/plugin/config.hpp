@@ -96,6 +96,9 @@ struct Config {
   // HA_NCCL_TEST_STANDBY_DELAY_MS 0..60000, for tests only: every new comm connects its standby
   // this much later (the failover-standby-late VM test fails the primary inside that window).
   int test_standby_delay_ms = 0;
+  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS=T[,T...], for tests only: T ms after a receive comm's flush QPs
+  // were built, the active slot's loopback QP is moved to ERROR (flush.cpp; VM test failover-flush).
+  std::vector<int> test_flush_qp_error_ms;
   FailbackStall test_failback_stall_at = stall_switch;
 
   static Config from_env();

@@ -36,25 +36,41 @@
 namespace nccl_ha::plugin {
 namespace {
 
-constexpr int kFlushDepth = 2 * kMaxRequests;  // each flush may have two attempts outstanding
+constexpr int kFlushDepth = 2 * kMaxRequests;  // a READ of each flush outstanding, and abandoned ones
 constexpr std::uint64_t kFirstRebuildBackoffNs = 100'000'000;
 constexpr std::uint64_t kMaxRebuildBackoffNs = 5'000'000'000;
 constexpr std::uint64_t kDrainPollNs = 2'000'000;  // a new QP waits for the old one's reads
+// How long a flush waits for the loopback QP of a device that wrote its data, beyond the failover
+// timeout (a failover in progress holds the control plane, so no rebuild, that long at most): a
+// rebuild takes one worker job (milliseconds; Soft-RoCE about 100 ms) after the next control tick
+// (<= 250 ms), and a failed one is tried again after 100 ms, 200 ms, 400 ms ...: 5 s is several
+// attempts. Past it the flush fails, and with it the comm.
+constexpr std::uint64_t kFlushWaitNs = 5'000'000'000;
+
+std::uint8_t bit(int s) { return static_cast<std::uint8_t>(1u << s); }
 
 bool usable(const RecvComm& c, int slot) {
   const Path* p = c.flush_paths[slot].get();
   return p && p->link.load(std::memory_order_relaxed) != Path::failed;
 }
 
-// A flush request: seq = its number, index = the slot read on, done_mask = the attempt (0, 1).
-std::uint64_t flush_wr_value(const Request& r) { return (r.seq << 1) | r.done_mask; }
+FlushSlotView slot_view(const RecvComm& c, int s) {
+  const Device* d = c.devs[s];
+  if (!d) return {};
+  // A QP left on the slot's previous device (until re-protection brings one) reads no key of now.
+  return {d->index, d->port_up.load(std::memory_order_relaxed), usable(c, s) && c.flush_paths[s]->dev == d};
+}
 
+// A flush READ: the request's seq, and the slot it reads through.
+std::uint64_t flush_wr_value(const Request& r, int slot) { return (r.seq << 1) | static_cast<unsigned>(slot); }
+
+// Posts r's READ on `slot`; on failure the slot's QP has failed (it stays wanted: rebuilt).
 int post_flush_read(RecvComm& c, Request& r, int slot) {
   Path& p = *c.flush_paths[slot];
   ibv_sge sge{reinterpret_cast<std::uint64_t>(&c.flush_sink[slot]), sizeof c.flush_sink[slot],
               c.keys[slot].flush_sink->lkey};
   ibv_send_wr wr{};
-  wr.wr_id = make_wr_id(WrKind::flush, flush_wr_value(r));
+  wr.wr_id = make_wr_id(WrKind::flush, flush_wr_value(r, slot));
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_READ;
@@ -64,22 +80,15 @@ int post_flush_read(RecvComm& c, Request& r, int slot) {
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
   if (rc == 0) {
-    r.index = static_cast<std::uint8_t>(slot);
+    r.flush.want = static_cast<std::uint8_t>(r.flush.want & ~bit(slot));
+    r.flush.out = static_cast<std::uint8_t>(r.flush.out | bit(slot));
     ++p.sends_out;
   } else {
     p.link.store(Path::failed, std::memory_order_relaxed);  // the control plane replaces it
+    HA_INFO("NET/HA: %s: flush READ on %s not posted (%s); read there once its QP is rebuilt", c.id.c_str(),
+            p.dev->port.id().c_str(), std::strerror(rc));
   }
   return rc;
-}
-
-// The slot whose loopback QP reads for the active path: the active device's unless its QP failed
-// (then the other's, until the control plane has replaced it); -1: none at all.
-int flush_slot(const RecvComm& c) {
-  const int other = 1 - c.active;
-  if (usable(c, c.active)) return c.active;
-  if (usable(c, other)) return other;
-  if (c.flush_paths[c.active]) return c.active;
-  return c.flush_paths[other] ? other : -1;
 }
 
 ncclResult_t flush_failed(RecvComm& c, Request& r, const std::string& why) {
@@ -90,19 +99,53 @@ ncclResult_t flush_failed(RecvComm& c, Request& r, const std::string& why) {
   return c.error;
 }
 
-// The second attempt of r, on `slot`; the comm fails if there is none to make.
-ncclResult_t read_again(RecvComm& c, Request& r, int slot, const std::string& why) {
-  if (r.done_mask || slot < 0 || !c.flush_paths[slot]) return flush_failed(c, r, why);
-  if (r.buffers_gone) return flush_failed(c, r, why + "; its buffer was deregistered meanwhile");
-  r.done_mask = 1;
-  if (int rc = post_flush_read(c, r, slot); rc != 0)
-    return flush_failed(c, r, why + "; ibv_post_send on " + c.flush_paths[slot]->dev->port.id() + ": " + std::strerror(rc));
-  HA_INFO("NET/HA: %s: flush read %s, read again on %s", c.id.c_str(), why.c_str(),
-          c.flush_paths[slot]->dev->port.id().c_str());
+// Said once per flush: a device that wrote its data can no longer be read through.
+void note_lost(RecvComm& c, Request& r, int slot, std::int16_t writer) {
+  if (r.flush.redirected) return;
+  r.flush.redirected = true;
+  ++c.stats.flush_redirects[slot];
+  const Device* d = c.devs[slot];
+  const std::string active = c.devs[c.active] ? c.devs[c.active]->port.id() : "none";
+  if (d && d->index == writer)
+    HA_INFO("NET/HA: %s: flush: %s, which wrote the data, is down: read through %s", c.id.c_str(),
+            d->port.id().c_str(), active.c_str());
+  else
+    HA_INFO("NET/HA: %s: flush: slot %d moved from device %d, which wrote the data, to %s: read through %s",
+            c.id.c_str(), slot, writer, d ? d->port.id().c_str() : "none", active.c_str());
+}
+
+// Posts what r can read now (flush_plan.hpp); r completes once every wanted slot was read. A slot
+// waiting for its rebuilt loopback QP makes r fail past its deadline.
+ncclResult_t advance_flush(RecvComm& c, Request& r) {
+  FlushState& f = r.flush;
+  const std::int16_t writers[kSlots] = {f.dev[0], f.dev[1]};
+  const FlushSlotView v[kSlots] = {slot_view(c, 0), slot_view(c, 1)};
+  FlushPlan plan = plan_flush(f, v, c.active);
+  if (plan.lost >= 0) note_lost(c, r, plan.lost, writers[plan.lost]);
+  if (plan.post && r.buffers_gone) return flush_failed(c, r, "its buffer was deregistered meanwhile");
+  for (int s = 0; s < kSlots; ++s)
+    if ((plan.post & bit(s)) && post_flush_read(c, r, s) != 0) plan.wait = static_cast<std::uint8_t>(plan.wait | bit(s));
+  if (!plan.wait) {
+    r.wait_until_ns = 0;
+    if (!f.want && !f.out) r.completed = 1;
+    return ncclSuccess;
+  }
+  c.flush_waiting = static_cast<std::uint8_t>(c.flush_waiting | plan.wait);  // tend_flush: rebuild them now
+  const int s = (plan.wait & bit(0)) ? 0 : 1;
+  const std::string dev = c.devs[s] ? c.devs[s]->port.id() : "slot " + std::to_string(s);
+  const std::uint64_t now = now_ns();
+  if (r.wait_until_ns == 0) {
+    r.wait_until_ns = now + c.failover_timeout_ns + kFlushWaitNs;
+    HA_INFO("NET/HA: %s: flush waits for the flush QP on %s to be rebuilt", c.id.c_str(), dev.c_str());
+  } else if (now >= r.wait_until_ns) {
+    return flush_failed(c, r, "the flush QP on " + dev + " was not usable again within " +
+                                  std::to_string((c.failover_timeout_ns + kFlushWaitNs) / 1000000) + " ms");
+  }
   return ncclSuccess;
 }
 
-// Reaps the completions of one loopback QP: flush requests done, or read again on the other slot.
+// Reaps the completions of one loopback QP: a READ read its slot, or failed (its slot is wanted
+// again: read through the same device once the QP is rebuilt). Control plane or data path.
 ncclResult_t poll_flush(RecvComm& c, int slot) {
   Path& p = *c.flush_paths[slot];
   ibv_wc wcs[8];
@@ -115,15 +158,19 @@ ncclResult_t poll_flush(RecvComm& c, int slot) {
     --p.sends_out;
     const std::uint64_t value = wr_value(wcs[i].wr_id);
     Request& r = c.flushes[(value >> 1) % c.flushes.size()];
-    if (r.type != ReqType::flush || r.completed || flush_wr_value(r) != value) continue;  // a stale attempt
+    // A READ given up (its device went down), or of a flush that failed, is stale.
+    if (r.type != ReqType::flush || flush_wr_value(r, slot) != value || !(r.flush.out & bit(slot))) continue;
+    r.flush.out = static_cast<std::uint8_t>(r.flush.out & ~bit(slot));
     if (wcs[i].status == IBV_WC_SUCCESS) {
-      r.completed = 1;
+      r.flush.done = static_cast<std::uint8_t>(r.flush.done | bit(slot));
+      if (!r.flush.want && !r.flush.out) r.completed = 1;
       ++c.stats.flush_reads[slot];
       continue;
     }
     p.link.store(Path::failed, std::memory_order_relaxed);  // in ERROR now: the control plane replaces it
-    const std::string why = std::string("failed (") + ibv_wc_status_str(wcs[i].status) + " on " + p.dev->port.id() + ")";
-    if (auto rc = read_again(c, r, 1 - slot, why); rc != ncclSuccess) return rc;
+    r.flush.want = static_cast<std::uint8_t>(r.flush.want | bit(slot));
+    HA_INFO("NET/HA: %s: flush READ on %s failed (%s); read there again once its QP is rebuilt", c.id.c_str(),
+            p.dev->port.id().c_str(), ibv_wc_status_str(wcs[i].status));
   }
   return ncclSuccess;
 }
@@ -138,6 +185,7 @@ bool install_next(RecvComm& c, int s) {
   retire(std::move(c.flush_paths[s]));
   c.flush_paths[s] = std::move(c.flush_next[s]);
   if (replaced) ++c.stats.flush_rebuilds[s];
+  c.flush_waiting = static_cast<std::uint8_t>(c.flush_waiting & ~bit(s));
   HA_INFO("NET/HA: %s: flush QP %u on %s %s", c.id.c_str(), c.flush_paths[s]->local.qpn,
           c.devs[s]->port.id().c_str(), replaced ? "replaces the old one" : "installed");
   return true;
@@ -157,6 +205,22 @@ void start_rebuild(RecvComm& c, int s) {
     job.flush_gen = gen;
     return {};
   });
+}
+
+// HA_NCCL_TEST_FLUSH_QP_ERROR_MS: the active slot's loopback QP moved to ERROR, as a fault would
+// leave it (the next READ on it fails), at each of the given times. Returns the next one (0: none).
+std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
+  auto& at = c.test_flush_error_ns;
+  for (; c.test_flush_errors_done < at.size() && now >= at[c.test_flush_errors_done]; ++c.test_flush_errors_done) {
+    Path* p = c.flush_paths[c.active].get();
+    if (!p) continue;
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    const int rc = ibv_modify_qp(p->qp.get(), &attr, IBV_QP_STATE);
+    HA_INFO("NET/HA: %s: test: flush QP %u on %s moved to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS)%s", c.id.c_str(),
+            p->local.qpn, p->dev->port.id().c_str(), rc ? (std::string(": ") + std::strerror(rc)).c_str() : "");
+  }
+  return c.test_flush_errors_done < at.size() ? at[c.test_flush_errors_done] : 0;
 }
 
 }  // namespace
@@ -202,6 +266,9 @@ Status setup_flush(RecvComm& c) {
     }
   }
   for (auto& r : c.flushes) r.comm = &c;
+  const std::uint64_t start = now_ns();
+  for (const int ms : st->config.test_flush_qp_error_ms)
+    c.test_flush_error_ns.push_back(start + static_cast<std::uint64_t>(ms) * 1000000ull);
   return {};
 }
 
@@ -237,6 +304,7 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
   if (!c.flush_on || c.error != ncclSuccess) return 0;
   std::uint64_t next = 0;
   const auto soonest = [&next](std::uint64_t t) { next = next == 0 ? t : std::min(next, t); };
+  if (const std::uint64_t at = inject_flush_errors(c, now)) soonest(at);
   for (int s = 0; s < kSlots; ++s) {
     Device* d = c.devs[s];
     if (!d || !c.keys[s].flush_sink) continue;
@@ -273,8 +341,10 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
       c.flush_backoff_ns[s] = 0;
       continue;
     }
-    // The standby's device without a standby up: re-protection builds it, with the flush QP.
-    if (s == c.standby_slot() && (c.rp.job || c.standby.state != StandbyHealth::up)) continue;
+    // The standby's device without a standby up: re-protection builds it, with the flush QP;
+    // unless a flush waits for it (its device wrote the data): then now.
+    if (s == c.standby_slot() && (c.rp.job || c.standby.state != StandbyHealth::up) && !(c.flush_waiting & bit(s)))
+      continue;
     if (!d->port_up.load(std::memory_order_relaxed)) continue;  // PORT_ACTIVE brings us back
     if (now < c.flush_retry_ns[s]) {
       soonest(c.flush_retry_ns[s]);
@@ -298,11 +368,6 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
   }
   const HoldWait held(c);  // iflush may not answer "not yet" (a NULL request means "nothing to flush")
   if (c.error != ncclSuccess) return c.error;
-  const int slot = flush_slot(c);
-  if (slot < 0) {
-    HA_WARN("NET/HA: %s: iflush needs an RDMA READ but the comm has no flush QP", c.id.c_str());
-    return ncclInternalError;
-  }
   Request& r = c.flushes[c.flush_seq % c.flushes.size()];
   if (r.type != ReqType::free) {  // a NULL request would tell NCCL "nothing to flush": never that
     HA_WARN("NET/HA: %s: more than %zu flushes in flight", c.id.c_str(), c.flushes.size());
@@ -311,14 +376,19 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
   r.type = ReqType::flush;
   r.nreqs = 1;
   r.completed = 0;
-  r.done_mask = 0;
   r.buffers_gone = false;
   r.seq = c.flush_seq;
   r.raddr = reinterpret_cast<std::uint64_t>(data[last]);
   r.mh[0] = mh;
-  if (int rc = post_flush_read(c, r, slot); rc != 0)
-    return flush_failed(c, r, std::string("ibv_post_send: ") + std::strerror(rc));
+  r.wait_until_ns = 0;
+  // Through every device that wrote since the last flush (nothing new: through the active one).
+  r.flush = FlushState{};
+  r.flush.want = c.flush_wrote ? c.flush_wrote : bit(c.active);
+  for (int s = 0; s < kSlots; ++s)
+    if (c.flush_wrote & bit(s)) r.flush.dev[s] = c.flush_writer[s];
+  c.flush_wrote = 0;  // a READ issued after those completions orders every earlier write
   ++c.flush_seq;
+  if (auto rc = advance_flush(c, r); rc != ncclSuccess) return rc;
   *request = &r;
   return ncclSuccess;
 }
@@ -334,12 +404,10 @@ ncclResult_t test_flush(Request& r, int* done) {
     for (int s = 0; s < kSlots; ++s)
       if (c.flush_paths[s] && c.flush_paths[s]->sends_out > 0)
         if (auto rc = poll_flush(c, s); rc != ncclSuccess) return rc;
-    // Still outstanding on a device that is no longer the active one (a failover since): the
-    // writes to order came through the new one.
-    if (!r.completed && !r.done_mask && c.error == ncclSuccess && r.index != flush_slot(c)) {
-      const std::string why = "outstanding on " + c.flush_paths[r.index]->dev->port.id() + " after the failover";
-      if (auto rc = read_again(c, r, flush_slot(c), why); rc != ncclSuccess) return rc;
-    }
+    if (c.error != ncclSuccess) return c.error;
+    // Reads still to post (a QP rebuilt meanwhile, a device gone), or outstanding on one gone.
+    if (!r.completed && (r.flush.want || r.flush.out))
+      if (auto rc = advance_flush(c, r); rc != ncclSuccess) return rc;
     if (!r.completed) return c.error;
   }
   r.type = ReqType::free;

@@ -40,7 +40,8 @@ void complete_send(SendComm& c, std::uint64_t id) {
   c.stats.bytes_sent += static_cast<std::uint64_t>(r.sizes[0]);
 }
 
-void complete_recv(RecvComm& c, std::uint32_t imm, const ibv_wc& wc) {
+// A data write of the peer arrived on p (its imm names the receive and buffer).
+void complete_recv(RecvComm& c, const Path& p, std::uint32_t imm, const ibv_wc& wc) {
   const std::uint32_t index = imm & (kMaxRecvs - 1);
   const std::uint32_t seq_low = imm >> kImmIndexBits;
   Request& r = c.reqs[seq_low % kMaxRequests];
@@ -61,6 +62,10 @@ void complete_recv(RecvComm& c, std::uint32_t imm, const ibv_wc& wc) {
   ++r.completed;
   ++c.stats.messages;
   c.stats.bytes_received += wc.byte_len;
+  if (c.flush_on) {  // the next flush reads through the device that wrote this (flush.cpp)
+    c.flush_wrote = static_cast<std::uint8_t>(c.flush_wrote | (1u << p.slot));
+    c.flush_writer[p.slot] = static_cast<std::int16_t>(p.dev->index);
+  }
 }
 
 // A control write of the peer arrived on p (its data is in our ControlBlock: the completion
@@ -285,7 +290,7 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
       if (!(wc.wc_flags & IBV_WC_WITH_IMM) || (imm & kCtlImm) || c.kind == CommKind::send)
         on_control(c, p, imm & ~kCtlImm);
       else
-        complete_recv(static_cast<RecvComm&>(c), imm, wc);
+        complete_recv(static_cast<RecvComm&>(c), p, imm, wc);
       break;
     }
     case WrKind::heartbeat:

@@ -182,6 +182,7 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.kv("reprotect_attempts", c.rp.attempts);
   j.kv_list("flush_reads", c.stats.flush_reads);  // per device slot
   j.kv_list("flush_rebuilds", c.stats.flush_rebuilds);
+  j.kv_list("flush_redirects", c.stats.flush_redirects);
   if (extra) extra(j);
   if (with_ports(event)) write_ports(j, *st);
   j.close('}');

@@ -405,6 +405,24 @@ BOOST_FIXTURE_TEST_CASE(failback_stall_point, CleanEnv) {
   BOOST_TEST(!contains(describe(Config{}), "HA_NCCL_TEST_FAILBACK_STALL"));  // a test setting: only when set
 }
 
+// HA_NCCL_TEST_FLUSH_QP_ERROR_MS: a sorted list of times; anything malformed is ignored as a whole.
+BOOST_FIXTURE_TEST_CASE(flush_qp_error_times, CleanEnv) {
+  MapEnv m;
+  m.vars = {{"HA_NCCL_TEST_FLUSH_QP_ERROR_MS", "14000,7000"}};
+  const Config c = Config::from_lookup(m.lookup());
+  BOOST_TEST((c.test_flush_qp_error_ms == std::vector<int>{7000, 14000}));
+  BOOST_TEST(contains(describe(c), "HA_NCCL_TEST_FLUSH_QP_ERROR_MS=7000,14000"));
+  BOOST_TEST(!contains(describe(Config{}), "HA_NCCL_TEST_FLUSH_QP_ERROR_MS"));  // a test setting: only when set
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  for (const char* bad : {"7000,", "x", "-1", "600001", "1,2,3,4,5,6,7,8,9", "7000;8000"}) {
+    MapEnv b;
+    b.vars = {{"HA_NCCL_TEST_FLUSH_QP_ERROR_MS", bad}};
+    log.clear();
+    BOOST_TEST(Config::from_lookup(b.lookup()).test_flush_qp_error_ms.empty(), bad);
+    BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_TEST_FLUSH_QP_ERROR_MS", bad}) == 1u, log.dump());
+  }
+}
+
 // HA_NCCL_IB_MERGE_VFS overrides NCCL_IB_MERGE_VFS; default 1 (NCCL's); a bad value WARNs naming
 // the variable it came from, the value and the default, and keeps the default.
 BOOST_FIXTURE_TEST_CASE(ib_merge_vfs, CleanEnv) {

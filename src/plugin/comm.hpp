@@ -550,6 +550,7 @@ struct RecvComm : CommBase {
   // (Device::index) that wrote each one's, which the next flush reads through (p2p.cpp
   // complete_recv, when flush_on; iflush takes and clears them).
   std::uint8_t flush_wrote = 0;
+  std::uint8_t flush_last = 0;  // the marks the last flush took (iflush: a flush with none new reads those)
   std::int16_t flush_writer[kSlots] = {kAnyDevice, kAnyDevice};
   // Slots a flush waits on for a new loopback QP: tend_flush rebuilds them even where it would
   // leave it to re-protection (cleared when one is installed).

@@ -4,14 +4,26 @@
 // buffer's memory: for GPU memory written through GPUDirect RDMA the PCIe writes may still be in
 // flight when the GPU reads. An RDMA READ of the buffer by the same NIC, issued after the
 // completion, is ordered behind those writes; its completion is the flush. The READ goes over a
-// QP connected to itself (loopback) on the device of the active path, into an 8-byte sink.
+// QP connected to itself (loopback) into an 8-byte sink. It orders the writes of its own NIC only.
 //
 // Host memory needs none of this, so iflush returns an already complete request, unless
 // HA_NCCL_FORCE_FLUSH=1 (reported as forceFlush), which reads back every flushed receive. The
 // loopback QPs exist when a GPU peer-memory client is loaded (gdr.hpp) or the flush is forced.
-// After a failover the reads go to the new active device: a READ still outstanding on the old one, or
-// one that fails, is posted once more on the other device's loopback QP (a late completion of the
-// first attempt is recognised by its wr_id and ignored) before the comm fails.
+//
+// Which devices a flush reads through (flush_plan.hpp): each data completion marks its slot, and
+// the device that wrote, in the comm (p2p.cpp complete_recv); iflush takes the marks (a READ
+// issued now orders every earlier write of that device) and posts a READ on each marked slot, and
+// the flush is done when each one completed. Nothing marked since the previous flush (it took the
+// marks of this one's data too): the same slots again, so that this flush completes behind that
+// one's READs on the same QPs; nothing marked ever: the active slot. A marked slot
+// whose loopback QP failed or is being rebuilt (its device the one that wrote, its port up) is
+// waited for: test() posts the READ once the control plane installed the new QP, and past
+// HA_NCCL_FAILOVER_TIMEOUT_MS + 5 s the flush fails (WARN, the comm's ncclSystemError). A READ
+// that fails leaves its QP failed and the slot wanted again, on the same device. Only when no
+// READ can reach the device that wrote any more (its port down, or the slot moved to another
+// device) does the flush read through the active slot instead (one INFO per flush,
+// CommStats::flush_redirects). A failover changes nothing of this: the writes to order are where
+// they were made.
 //
 // The loopback QPs follow the comm. A READ posted while its port's link is down (its GID gone)
 // fails and leaves that QP in ERROR for good, and a port that came back may have a new GID: so
@@ -22,7 +34,8 @@
 // worker thread when the port is up (backoff 100 ms .. 5 s after a failed attempt). A new QP
 // waits in flush_next until no READ is outstanding on the one it replaces, then the control plane
 // swaps it in while it holds the comm (CommBase::owned): iflush / test just use flush_paths, with
-// no lock and no allocation of their own. Meanwhile reads prefer a QP that has not failed.
+// no lock and no allocation of their own. A slot a flush waits for is rebuilt at once, even the
+// standby's (whose QP re-protection would otherwise bring with the standby).
 #include <cstring>
 
 #include "core.hpp"
@@ -106,7 +119,10 @@ void note_lost(RecvComm& c, Request& r, int slot, std::int16_t writer) {
   ++c.stats.flush_redirects[slot];
   const Device* d = c.devs[slot];
   const std::string active = c.devs[c.active] ? c.devs[c.active]->port.id() : "none";
-  if (d && d->index == writer)
+  if (d && d->index == writer && slot == c.active)  // the comm is still on it: its failover follows
+    HA_INFO("NET/HA: %s: flush: %s, which wrote the data, is down: read through the device the comm fails over to",
+            c.id.c_str(), d->port.id().c_str());
+  else if (d && d->index == writer)
     HA_INFO("NET/HA: %s: flush: %s, which wrote the data, is down: read through %s", c.id.c_str(),
             d->port.id().c_str(), active.c_str());
   else
@@ -381,12 +397,15 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
   r.raddr = reinterpret_cast<std::uint64_t>(data[last]);
   r.mh[0] = mh;
   r.wait_until_ns = 0;
-  // Through every device that wrote since the last flush (nothing new: through the active one).
-  r.flush = FlushState{};
-  r.flush.want = c.flush_wrote ? c.flush_wrote : bit(c.active);
-  for (int s = 0; s < kSlots; ++s)
-    if (c.flush_wrote & bit(s)) r.flush.dev[s] = c.flush_writer[s];
+  // Through every device that wrote since the last flush. Nothing new (an earlier flush, posted
+  // after these completions, took their marks): through the devices that flush read, behind its
+  // READs on the same QPs. No data at all yet: through the active device.
+  if (c.flush_wrote) c.flush_last = c.flush_wrote;
   c.flush_wrote = 0;  // a READ issued after those completions orders every earlier write
+  r.flush = FlushState{};
+  r.flush.want = c.flush_last ? c.flush_last : bit(c.active);
+  for (int s = 0; s < kSlots; ++s)
+    if (c.flush_last & bit(s)) r.flush.dev[s] = c.flush_writer[s];
   ++c.flush_seq;
   if (auto rc = advance_flush(c, r); rc != ncclSuccess) return rc;
   *request = &r;

@@ -17,9 +17,10 @@
 #                                                the hold: flushes read through rxe0 again
 #   the same at 25 s / 27.5 s and 38 s / 40.5 s
 # and the active device's loopback QP goes to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS, times after
-# the receive comm's flush QPs were built): at 7 s on rxe0 (the comm there), at 14 s on rxe1 while
-# failed over (rxe0 still down until 14.5 s). The flushes of data rxe0 / rxe1 wrote wait for that
-# QP's rebuild and read through it again, never through the other device.
+# the receive comm's flush QPs were built, ~0.6 s before the faults' clock starts; the first
+# rail-down takes ~1.5 s to act, so the comm is failed over from ~14 s to ~18.5 s of its own): at
+# 7 s on rxe0 (the comm there), at 16 s on rxe1 while failed over. The flushes of data that device
+# wrote wait for its loopback QP's rebuild and read through it again, never through the other one.
 # checks/failover_flush.py judges the run.
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
@@ -27,7 +28,7 @@ pl_failover_env
 export HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=2000
 # Failovers 13 s apart are no flapping here: the hold stays 2 s for each cycle (no dampening).
 export HA_NCCL_RETRY_WINDOW_MS=10000
-PL_ENV=(HA_NCCL_FORCE_FLUSH=1 HA_NCCL_TEST_FLUSH_QP_ERROR_MS=7000,14000)
+PL_ENV=(HA_NCCL_FORCE_FLUSH=1 HA_NCCL_TEST_FLUSH_QP_ERROR_MS=7000,16000)
 PL_FAULTS=("a 2000 flap 1 1 500")
 for t in 12000 25000 38000; do PL_FAULTS+=("a $t rail-down 0" "a $((t + 2500)) rail-up 0"); done
 pl_stream fault 18721 --one-way --dev 0 --sizes 8,4K,64K --group 2 --inflight 8 --messages 200 --timeout 120 \

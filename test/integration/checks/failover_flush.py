@@ -9,8 +9,8 @@ its own), instead of every later flush failing there. No flush failed for good (
 WARN) and no comm was lost.
 
 Each flush reads through the devices that wrote its data (issue #19 item 6). The active device's
-loopback QP moved to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS: on rxe0 at 7 s, on rxe1 at 14 s while
-failed over, rxe0 down): a flush's READ there fails, the flush waits for that QP's rebuild and reads
+loopback QP moved to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS: on rxe0 at 7 s, on rxe1 at 16 s while
+failed over): a flush's READ there fails, the flush waits for that QP's rebuild and reads
 through it ('flush waits for the flush QP on X', then 'flush QP ... on X replaces the old one'). A
 flush reads through the active device instead only when the one that wrote is down (rxe0 around
 its rail-downs): flush_redirects counts them, one INFO each, never for rxe1 (never down)."""

@@ -21,9 +21,12 @@ def check(run):
                f"{name}: {got['flushes']} flushes waited for, one per received group ({msgs} messages, groups of <= {GROUP})")
         closes = [e for e in stats(run, "a", name) if e["event"] == "close" and e["kind"] == "recv"]
         reads = [sum(e["flush_reads"][i] for e in closes) for i in (0, 1)]
-        # + 1: the driver's iflush of the last group at the end of the phase ("flush": "completed")
-        expect(sum(reads) == got["flushes"] + 1 and got["flush"] == "completed",
-               f"{name}: the plugin completed {reads[0]} flush reads on rxe0 and {reads[1]} on rxe1, one per flush")
+        # + 1: the driver's iflush of the last group at the end of the phase ("flush": "completed");
+        # a flush of a group both devices wrote (across the failover) reads through both, if both are up
+        extra = 0 if name == "baseline" else 4
+        expect(got["flushes"] + 1 <= sum(reads) <= got["flushes"] + 1 + extra and got["flush"] == "completed",
+               f"{name}: the plugin completed {reads[0]} flush reads on rxe0 and {reads[1]} on rxe1, one per flush "
+               f"(+ at most {extra} around the failover: one per device that wrote)")
         if name == "fault":
             expect(reads[0] > 0 and reads[1] > 0, "fault: flushes read through rxe0 before the failover, rxe1 after")
         else:

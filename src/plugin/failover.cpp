@@ -249,8 +249,11 @@ std::uint64_t switch_lost(CommBase& c, const std::string& why, std::uint64_t now
   if (auto s = net::qp_to_error(target.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
   if (Path* left = c.paths[fo.from].get()) left->link.store(Path::failed, std::memory_order_relaxed);  // in ERROR, drained
   set_standby(c, StandbyHealth::down, "lost with the active path", /*said=*/true);
-  start_failover(c, what);
-  return c.error == ncclSuccess ? now + 1 : 0;
+  // The failover from the lost target (the active slot now) waits in fo.requested for the rescue.
+  std::string gave_up;
+  if (wait_for_rescue(c, what, why, now, gave_up)) return now + 1;
+  fail_comm(c, what + (gave_up.empty() ? "" : "; " + gave_up));
+  return 0;
 }
 
 // A fault of the new path during the switch: back to the path a failback left, else both are lost.

@@ -94,6 +94,11 @@ constexpr std::uint32_t kMove = 3;
 // ReprotectMsg::ok of the receive side's question over TCP, while it waits for a rescue (rescue.hpp):
 // does the peer's side of the connection still live? Answered by the peer's rescue service itself.
 constexpr std::uint32_t kRescueCheck = 4;
+// ReprotectMsg::ok of a rescue's request (over TCP): kRescueSlot + the sender's slot of the new path.
+// Both ends must number a path's slot alike (FifoEntry::rkey is indexed by it), and after a switch
+// whose target was lost the two ends may disagree on which slot is active (the sender moved, the
+// receiver never saw the notice, or did): the receiver adopts the sender's numbering (take_request).
+constexpr std::uint32_t kRescueSlot = 8;
 struct ReprotectMsg {
   std::uint8_t endpoint[net::kEndpointSize] = {};  // the writer's new standby QP
   std::uint32_t ok = 0;                            // answer: 1 = connected, 0 = cannot (port down ...);
@@ -317,6 +322,7 @@ struct StandbyHealth {
   std::uint64_t next_ns = 0;         // next heartbeat due
   std::uint64_t up_since_ns = 0;     // failback hysteresis
   bool lost = false;                 // loss of protection said at WARN; its return will be too
+  std::uint64_t lost_ns = 0;         // when it was lost (CLOCK_MONOTONIC ns)
   // Down only because heartbeats went unanswered (its path connected, its port up: maybe just a
   // congested link): a failover still tries it, bounded by HA_NCCL_FAILOVER_TIMEOUT_MS.
   bool silent = false;

@@ -156,6 +156,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.test_ack_delay_ms = env_int(env, "HA_NCCL_TEST_ACK_DELAY_MS", c.test_ack_delay_ms, 0, 60000);
   c.test_failback_stall_ms = env_int(env, "HA_NCCL_TEST_FAILBACK_STALL_MS", c.test_failback_stall_ms, 0, 60000);
   c.test_standby_delay_ms = env_int(env, "HA_NCCL_TEST_STANDBY_DELAY_MS", c.test_standby_delay_ms, 0, 60000);
+  c.test_reprotect_delay_ms = env_int(env, "HA_NCCL_TEST_REPROTECT_DELAY_MS", c.test_reprotect_delay_ms, 0, 60000);
   read_flush_qp_errors(env, c);
   if (auto at = net::env_string(env, {"HA_NCCL_TEST_FAILBACK_STALL_AT"})) {
     const std::string v = lower(*at);
@@ -252,6 +253,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   if (c.test_ack_delay_ms) add("HA_NCCL_TEST_ACK_DELAY_MS", std::to_string(c.test_ack_delay_ms));
   if (c.test_standby_delay_ms) add("HA_NCCL_TEST_STANDBY_DELAY_MS", std::to_string(c.test_standby_delay_ms));
+  if (c.test_reprotect_delay_ms) add("HA_NCCL_TEST_REPROTECT_DELAY_MS", std::to_string(c.test_reprotect_delay_ms));
   if (!c.test_flush_qp_error_ms.empty()) {
     std::string list;
     for (const int ms : c.test_flush_qp_error_ms) list += (list.empty() ? "" : ",") + std::to_string(ms);

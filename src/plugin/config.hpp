@@ -96,6 +96,10 @@ struct Config {
   // HA_NCCL_TEST_STANDBY_DELAY_MS 0..60000, for tests only: every new comm connects its standby
   // this much later (the failover-standby-late VM test fails the primary inside that window).
   int test_standby_delay_ms = 0;
+  // HA_NCCL_TEST_REPROTECT_DELAY_MS 0..60000, for tests only: re-protection makes no attempt until
+  // this long after the standby was lost (a rescue's and a move's attempts are not held): a second
+  // loss within that time finds no standby (VM test rails-sequential, double-host / double-split).
+  int test_reprotect_delay_ms = 0;
   // HA_NCCL_TEST_FLUSH_QP_ERROR_MS=T[,T...], for tests only: T ms after a receive comm's flush QPs
   // were built, the active slot's loopback QP is moved to ERROR (flush.cpp; VM test failover-flush).
   std::vector<int> test_flush_qp_error_ms;

@@ -272,6 +272,9 @@ void take_port_back(CommBase& c, std::uint64_t now) {
 std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   if (now < rp.next_try_ns) return rp.next_try_ns;
+  if (const auto hold = static_cast<std::uint64_t>(state()->config.test_reprotect_delay_ms) * 1'000'000;
+      hold && !rp.move && !c.rescue.on && now < c.standby.lost_ns + hold)
+    return c.standby.lost_ns + hold;  // test setting HA_NCCL_TEST_REPROTECT_DELAY_MS
   const AttemptPorts ports = choose_standby_ports(c);
   if (!ports.dev) {
     back_off(c, now, "re-protection: " + ports.why);
@@ -316,7 +319,8 @@ std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
     return attempt_failed(c, now, "re-protection on " + rp.port + ": " + rp.job->why);
   }
   c.inbox.reprotect = false;  // answers to older attempts are of no interest
-  if (post_reprotect(c, rp.job.get(), rp.move ? kMove : 1, ++rp.gen, rp.peer_dev) != 0) {
+  const std::uint32_t kind = rp.move ? kMove : c.rescue.on ? kRescueSlot + static_cast<std::uint32_t>(c.standby_slot()) : 1;
+  if (post_reprotect(c, rp.job.get(), kind, ++rp.gen, rp.peer_dev) != 0) {
     back_off(c, now, "re-protection: the request could not be posted");
     return rp.next_try_ns;
   }
@@ -463,6 +467,25 @@ void note_port_back(CommBase& c) {
 
 // A new request: whatever was under way for an older one is dropped; our side of the attempt is
 // built by a job (or refused).
+// A rescue's request names the sender's slot of the new path (kRescueSlot): ours must be the same.
+// Both of our paths are lost by then; if the sender builds in the slot we count as active (it
+// switched to its standby before that was lost, we never saw its notice - or the other way round),
+// our active slot becomes the other one, so the new path is our standby, as at the sender.
+bool follow_rescue_slot(CommBase& c, const ReprotectMsg& req, std::string& why) {
+  if (req.ok != kRescueSlot && req.ok != kRescueSlot + 1) return true;
+  const int slot = static_cast<int>(req.ok - kRescueSlot);
+  if (slot == c.standby_slot()) return true;
+  if (c.fo.phase != FailoverState::normal) {
+    why = "a rescue's request for slot " + std::to_string(slot) + " during a failover here";
+    return false;
+  }
+  HA_INFO("NET/HA: %s: the peer rebuilds its slot %d (%s here): slot %d counts as active, as at the peer", c.id.c_str(),
+          slot, c.devs[slot] ? c.devs[slot]->port.id().c_str() : "-", 1 - slot);
+  c.active = 1 - slot;
+  account_ports(c);
+  return true;
+}
+
 void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   rp.gen = req.gen;
@@ -473,14 +496,14 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   rp.port.clear();
   auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
   std::string why;
-  Device* d = remote ? requested_device(c, req, why) : nullptr;
+  Device* d = remote && follow_rescue_slot(c, req, why) ? requested_device(c, req, why) : nullptr;
   if (remote && d && (req.ctrl_rkey == 0 || req.fifo_rkey == 0)) {
     why = "no keys in the request";
     d = nullptr;
   }
   if (!d) {
     post_reprotect(c, nullptr, 0, req.gen, -1);
-    if (!remote) why = remote.error().message;
+    if (!remote) why = remote.error().message;  // else set by follow_rescue_slot or requested_device
     if (rp.move)
       end_move(c, now, why);
     else

@@ -97,6 +97,7 @@ void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why
   bool loud = false;
   if (state == StandbyHealth::down && !c.standby.lost) {
     c.standby.lost = true;
+    c.standby.lost_ns = now_ns();
     loud = !said;
   } else if (state == StandbyHealth::up && c.standby.lost) {
     c.standby.lost = false;

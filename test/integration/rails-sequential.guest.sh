@@ -21,6 +21,9 @@
 #               rail, b its standby's rail, at the same moment (a barrier). The port events come
 #               up to seconds apart on the emulated guests, so the standby is lost during or right
 #               after the failover to it, before re-protection rebuilt one: either way no path is left.
+#               In both, re-protection is held 6 s after a standby was lost (the test setting
+#               HA_NCCL_TEST_REPROTECT_DELAY_MS), so that "before re-protection finished" holds
+#               however far apart the port events come; a rescue is required in both.
 #               After each, the rails taken down come back up.
 #   sequential  a --one-way stream b -> a on rxe0, every byte verified; the rail the stream's comm
 #               runs on is pulled three times, 7 s apart (on b, a, b): after each failover
@@ -64,10 +67,15 @@ rails_up() { # NAME
   vm_barrier "$1-rails-up"
 }
 
+# Re-protection held 6 s after a standby is lost (test setting): on the emulated guests the two
+# port events of a double fault can come seconds apart, and a re-protection finished in between
+# would leave a standby for the second loss: no rescue to test. A rescue's own attempts are not held.
+PL_ENV=(HA_NCCL_TEST_REPROTECT_DELAY_MS=6000)
 PL_FAULTS=("b 3000 both-paths-down")
 pl_stream double-host 18763 "${PL_STREAM_ARGS[@]}" --min-seconds 12
 rails_up double-host
 
+PL_ENV=(HA_NCCL_TEST_REPROTECT_DELAY_MS=6000)
 PL_FAULTS=("a 3000 barrier split" "a 0 active-down" "b 3000 barrier split" "b 0 standby-down")
 pl_stream double-split 18764 "${PL_STREAM_ARGS[@]}" --min-seconds 12
 rails_up double-split

@@ -93,7 +93,9 @@ set_rail() { # RAIL: dev, rxe
   [[ -d /sys/class/net/$dev ]] || die "$dev not found: run this inside a test-bed guest"
 }
 if [[ $rails == *+* && $cmd == rail-down ]]; then # at once: every link down, then the waits
-  for r in ${rails//+/ }; do set_rail "$r"; ip link set "$dev" down; done
+  batch=''
+  for r in ${rails//+/ }; do set_rail "$r"; batch+="link set $dev down"$'\n'; done
+  ip -batch - <<<"$batch" # one process: the links go down back to back (an exec each costs ~0.1 s here)
   for r in ${rails//+/ }; do set_rail "$r"; wait_port DOWN; echo "fault.sh: rail-down rail $rail ($dev, $rxe)" >&2; done
   exit 0
 fi

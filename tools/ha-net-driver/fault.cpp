@@ -1159,11 +1159,11 @@ void check_fault_options(const Options& o) {
   const FaultScenario* f = find_fault(o.fault);
   if (f && f->needs_comms && o.comms < 1)
     fail(Fail::usage, "--fault " + o.fault + " needs --comms N >= 1 (the comm pairs it opens)");
-  if (!o.wait_file.empty() && !(f && f->wait_file)) {
+  if (!o.wait_file.empty() && !(f && f->wait_file) && o.comms_hold_s <= 0) {
     std::string with;
     for (const FaultScenario& w : fault_scenarios())
       if (w.wait_file) with += (with.empty() ? "--fault " : " or ") + std::string(w.name);
-    fail(Fail::usage, "--wait-file is for " + with);
+    fail(Fail::usage, "--wait-file is for --comms-hold or " + with);
   }
   if (f && o.messages < f->min_messages)
     fail(Fail::usage, strf("--fault %s needs --messages >= %llu (%s)", f->name,

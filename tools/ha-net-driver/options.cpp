@@ -84,7 +84,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --json FILE          write the JSON report to FILE
   --phase-file F       write "<phase> <unix_ms>" to F (atomically) whenever a phase starts
   --wait-file F        --fault dead-rail: after the traffic, wait until F exists (a script faults the
-                       rail meanwhile), then close every comm
+                       rail meanwhile), then close every comm; with --comms-hold: the hold ends
+                       early once F exists (each rank's own F; both then close at a barrier)
   --outlive-peer S     if the peer aborts during a data phase, keep driving this rank's plugin for up
                        to S s, so that its own error is reported (exit 3) rather than the abort (5)
   --idle AT:DUR        integrity phase, this rank only: AT ms after the phase start, make no plugin

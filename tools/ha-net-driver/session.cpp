@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -150,9 +151,14 @@ void comms_messages(Plugin& net, Mgmt& mgmt, const Options& o, int rank, std::ve
 void comms_hold(Mgmt& mgmt, const Options& o, const std::function<void()>& hold_started, CommsResult& r) {
   mgmt.barrier("comms hold", o.timeout_s);
   if (hold_started) hold_started();
-  const std::int64_t until = now_ns() + static_cast<std::int64_t>(o.comms_hold_s * 1e9);
+  const std::int64_t start = now_ns();
+  const std::int64_t until = start + static_cast<std::int64_t>(o.comms_hold_s * 1e9);
   while (now_ns() < until) {
     mgmt.check_abort();
+    if (!o.wait_file.empty() && ::access(o.wait_file.c_str(), F_OK) == 0) {  // --wait-file: ended early
+      r.held_s = static_cast<double>(now_ns() - start) / 1e9;
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   r.held_s = o.comms_hold_s;

@@ -170,6 +170,11 @@ run_pair comms-hold 0 0 "$FAKE10" --messages 0 --comms 4 --comms-hold 1.5 --time
 check_pair comms-hold 'a["comms_test"]["held_s"] == 1.5 and b["comms_test"]["held_s"] == 1.5' \
   'a["comms_test"]["messages_ok"] == 4 and a["comms_test"]["fds_returned"]' \
   '"comms_hold=1.5" in a["params"]'
+# ... and with --wait-file it ends early, once the file exists (here: from the start).
+touch "$WORK/hold-end"
+run_pair comms-hold-end 0 0 "$FAKE10" --messages 0 --comms 2 --comms-hold 60 --wait-file "$WORK/hold-end" --timeout 30
+check_pair comms-hold-end 'a["comms_test"]["held_s"] < 5 and b["comms_test"]["held_s"] < 5' \
+  'a["comms_test"]["messages_ok"] == 2'
 # --outlive-peer: rank 1 keeps driving its plugin after the abort, until its own error (exit 3) ...
 RANK0_ENV=FAKE_FAIL_AFTER=40 RANK1_ARGS="--outlive-peer 10" run_pair outlive 3 3 "$FAKE10" --one-way \
   --min-seconds 5 --messages 10 --sizes 64K --timeout 30

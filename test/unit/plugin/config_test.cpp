@@ -47,6 +47,7 @@ const IntVar kInts[] = {
     {"HA_NCCL_TEST_ACK_DELAY_MS", &Config::test_ack_delay_ms, 0, 60000},
     {"HA_NCCL_TEST_FAILBACK_STALL_MS", &Config::test_failback_stall_ms, 0, 60000},
     {"HA_NCCL_TEST_STANDBY_DELAY_MS", &Config::test_standby_delay_ms, 0, 60000},
+    {"HA_NCCL_TEST_REPROTECT_DELAY_MS", &Config::test_reprotect_delay_ms, 0, 60000},
 };
 
 struct BoolVar {

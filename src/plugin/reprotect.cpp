@@ -465,8 +465,6 @@ void note_port_back(CommBase& c) {
   }
 }
 
-// A new request: whatever was under way for an older one is dropped; our side of the attempt is
-// built by a job (or refused).
 // A rescue's request names the sender's slot of the new path (kRescueSlot): ours must be the same.
 // Both of our paths are lost by then; if the sender builds in the slot we count as active (it
 // switched to its standby before that was lost, we never saw its notice - or the other way round),
@@ -486,6 +484,8 @@ bool follow_rescue_slot(CommBase& c, const ReprotectMsg& req, std::string& why) 
   return true;
 }
 
+// A new request: whatever was under way for an older one is dropped; our side of the attempt is
+// built by a job (or refused).
 void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   rp.gen = req.gen;

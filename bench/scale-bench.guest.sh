@@ -30,6 +30,9 @@ SAMPLE=${NCCL_HA_BENCH_SAMPLE:-10}  # s of CPU sampling
 DOWN=${NCCL_HA_BENCH_DOWN:-5}       # s rail 0 stays down
 REPROTECT_MAX=${NCCL_HA_BENCH_REPROTECT_MAX:-240}
 [[ -x $DRIVER ]] || { vm_log "missing driver $DRIVER"; exit 1; }
+# The driver listens once per pair while it connects, and every handshake holds a socket for a
+# moment: 1024 pairs need more than the default 1024 descriptors (a large job raises it too).
+ulimit -n 65536
 port=18790
 TICK=$(getconf CLK_TCK)
 echo "$TICK" >"$VM_OUT/clk_tck"
@@ -37,10 +40,11 @@ echo "$TICK" >"$VM_OUT/clk_tck"
 now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo "${t:0:-3}"; }
 
 cpu_sample() { # PID OUT: per-thread CPU ticks of PID and the guest's busy/total ticks
-  local pid=$1 out=$2 t s rest name
+  local pid=$1 out=$2 t s rest name u n sy id io irq sirq st
+  local -a f
   : >"$out"
   for t in /proc/"$pid"/task/*; do
-    s=$(<"$t/stat") 2>/dev/null || continue
+    read -r s <"$t/stat" 2>/dev/null || continue  # (no such thread, or no process: the glob as is)
     name=${s#*(}
     name=${name%)*}
     rest=${s##*) }
@@ -51,9 +55,13 @@ cpu_sample() { # PID OUT: per-thread CPU ticks of PID and the guest's busy/total
   echo "guest $((u + n + sy + irq + sirq + st)) $((u + n + sy + id + io + irq + sirq + st))" >>"$out"
 }
 
-count_res() { # KIND PID: objects of KIND (qp, cq, mr) that rdma res lists for PID
-  local n
-  n=$(rdma -j res show "$1" 2>/dev/null | grep -o "\"pid\":$2[,}]" | wc -l) || n=-1
+count_res() { # KIND PID: objects of KIND (qp, cq, mr) that rdma res lists for any thread of PID
+  local json t n=0 c   # (an object's "pid" is the thread that created it: a worker's for most QPs)
+  json=$(rdma -j res show "$1" 2>/dev/null) || { echo -1; return; }
+  for t in /proc/"$2"/task/*; do
+    c=$(grep -o "\"pid\":${t##*/}[,}]" <<<"$json" | wc -l || true)
+    n=$((n + c))
+  done
   echo "$n"
 }
 
@@ -68,15 +76,6 @@ resources() { # PID OUT
     echo "mrs $(count_res mr "$pid")"
     awk '/^MemAvailable:/ { print "guest_mem_available_kib", $2 }' /proc/meminfo
   } >"$out"
-}
-
-wait_active() { # RAIL: until its rxe port is ACTIVE (20 s at most)
-  local f=/sys/class/infiniband/$(vm_rdma_dev "$1")/ports/1/state i
-  for ((i = 0; i < 2000; i++)); do
-    grep -q ACTIVE "$f" && return 0
-    sleep 0.01
-  done
-  return 1
 }
 
 # Until every comm of this rank (2N) has a standby record "up" after T_MS (rail 0 went down: on two
@@ -100,11 +99,10 @@ run() { # N VARIANT
   local n=$1 v=$2 name="n$1-$2" hold backup=1 t0 t_down
   [[ $v == off ]] && backup=0
   port=$((port + 1))
-  # The hold must outlast the measurement; the driver closes at its end. With HA on: + the fault
-  # and the re-protection, which grows with N; the driver pair is told to hold long enough and
-  # this script ends the wait itself.
-  hold=$((SETTLE + SAMPLE + 5))
-  [[ $v == on ]] && hold=$((hold + DOWN + REPROTECT_MAX + 10))
+  # The hold must outlast the measurement (reading the resources takes seconds here); this script
+  # ends it (--wait-file) once both ranks are done. With HA on: + the fault and the re-protection.
+  hold=$((SETTLE + SAMPLE + 120))
+  [[ $v == on ]] && hold=$((hold + DOWN + REPROTECT_MAX))
   rm -f "$VM_OUT/$name".*
   PL_ENV=("HA_NCCL_ENABLE_BACKUP=$backup" "HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
   pl_driver_start "$name" "$port" --dev 0 --messages 0 --comms "$n" --comms-hold "$hold" \

@@ -43,6 +43,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
     c.max_retries = static_cast<std::uint32_t>(cfg.max_retries);
     c.retry_window_ns = static_cast<std::uint64_t>(cfg.retry_window_ms) * 1000000ull;
     c.failback = cfg.enable_failback;
+    c.watch_pairs = cfg.enable_backup;
     c.failback_hold_ns = static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000ull;
     c.test_failback_stall_ns = static_cast<std::uint64_t>(cfg.test_failback_stall_ms) * 1000000ull;
     c.test_failback_stall_at = static_cast<std::uint8_t>(cfg.test_failback_stall_at);

@@ -43,6 +43,7 @@
 #include "core.hpp"
 #include "device.hpp"
 #include "flush_plan.hpp"
+#include "liveness.hpp"
 #include "rescue.hpp"
 #include "topology.hpp"
 #include "nccl_ha/net/qp.hpp"
@@ -293,6 +294,10 @@ struct Path {
   std::uint32_t fault_gen = 0;          // dev->fault_gen when the path came up
   Qos qos;                              // the comm's, set before the QP is connected
   int peer_dev = -1;                    // the peer's NCCL device index at the other end (-1: not known)
+  // The pair of ports it runs on (liveness.hpp), once connected and with HA on: set by the control
+  // plane (join_pair), read by whoever reaps a heartbeat's completion (PairLiveness::acked).
+  std::shared_ptr<PairLiveness> pair;
+  std::uint64_t pair_heartbeat = 0;     // the pair's heartbeat outstanding on it (its number; 0: none)
 };
 
 // The RC attributes `p`'s QP is connected with: its port's timeouts, the comm's QoS.
@@ -315,16 +320,13 @@ struct StandbyHealth {
   };
   State state = none;
   std::string why;
-  std::uint64_t heartbeats = 0;      // written
-  std::uint64_t failures = 0;        // missed or failed
-  int misses = 0;                    // consecutive intervals without a completed heartbeat
-  bool outstanding = false;          // a heartbeat write is in flight
-  std::uint64_t next_ns = 0;         // next heartbeat due
+  std::uint64_t heartbeats = 0;      // written on this comm's paths (by their pairs: liveness.hpp)
+  std::uint64_t failures = 0;        // lost: a failed heartbeat, or its pair silent
   std::uint64_t up_since_ns = 0;     // failback hysteresis
   bool lost = false;                 // loss of protection said at WARN; its return will be too
   std::uint64_t lost_ns = 0;         // when it was lost (CLOCK_MONOTONIC ns)
-  // Down only because heartbeats went unanswered (its path connected, its port up: maybe just a
-  // congested link): a failover still tries it, bounded by HA_NCCL_FAILOVER_TIMEOUT_MS.
+  // Down only because its pair's heartbeats went unanswered (its path connected, its port up: maybe
+  // just a congested link): a failover still tries it, bounded by HA_NCCL_FAILOVER_TIMEOUT_MS.
   bool silent = false;
 };
 
@@ -352,6 +354,10 @@ struct ReprotectState {
   int dev = -1;
   int peer_dev = -1;
   std::uint64_t rebind = 0;          // the attempt's move of the slot to another device (rebind.hpp); 0: none
+  // Send side: its place among the process's attempts in flight (State::attempts, attempt_gate.hpp),
+  // or its place in the line for one.
+  bool admitted = false;
+  bool queued = false;
   std::uint32_t peer_ctrl = 0;       // the peer's keys on its device of the attempt
   std::uint32_t peer_fifo = 0;       // (receive side: the sender's FIFO)
   std::string port;                  // "rxe1:1": the attempt's port here (log lines)
@@ -471,6 +477,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::uint64_t rescue_timeout_ns = 10'000'000'000;  // HA_NCCL_RESCUE_TIMEOUT_MS (rescue.hpp)
   std::uint32_t max_retries = 0;
   std::uint64_t retry_window_ns = 0;
+  bool watch_pairs = false;  // HA on: its paths join their pairs' heartbeats (liveness.hpp)
 
   StandbyHealth standby;
   Inbox inbox;

@@ -58,13 +58,17 @@ asio::awaitable<void> control_loop(std::shared_ptr<CommBase> comm) {
       if (cs.cancelled() != asio::cancellation_type::none) co_return;  // the reactor stops
     }
     t.pending = false;
-    if (c.closing.load(std::memory_order_relaxed)) co_return;
+    if (c.closing.load(std::memory_order_relaxed)) break;
     const std::uint64_t now = now_ns();
     std::uint64_t next = now + kBusyRetryNs;
-    if (Hold hold{c}) next = control_step(c, now);
-    if (c.closing.load(std::memory_order_relaxed)) co_return;
+    if (Hold hold{c}) {
+      next = control_step(c, now);
+      settle_attempt(c);
+    }
+    if (c.closing.load(std::memory_order_relaxed)) break;
     t.timer.expires_at(next ? at_ns(next) : asio::steady_timer::time_point::max());
   }
+  settle_attempt(c);  // closed: its place in the line of re-protection attempts goes to the next
 }
 
 }  // namespace

@@ -67,10 +67,12 @@ struct WriteKeys {
   std::uint32_t lkey = 0;  // ctrl_out on p's device
   std::uint32_t rkey = 0;  // the peer's ControlBlock on its device of p
 };
+// `value`: the low bits of the WR's wr_id (make_wr_id).
 int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify = {},
-                 const WriteKeys* keys = nullptr);
-// One heartbeat write on p (the standby's health probe, the idle active path's liveness probe).
-int post_heartbeat(CommBase& c, Path& p);
+                 const WriteKeys* keys = nullptr, std::uint64_t value = 0);
+// One heartbeat write on p: its pair's (liveness.hpp; `seq` its number there, back in the
+// completion's wr_id), or a failover's probe of its new path (seq 0).
+int post_heartbeat(CommBase& c, Path& p, std::uint64_t seq = 0);
 
 // ---- completions (p2p.cpp, progress.cpp)
 // A successful completion on path p.

@@ -133,10 +133,7 @@ void finish(CommBase& c, std::uint32_t replayed) {
             c.id.c_str(), to_dev.c_str(), fo.cause.c_str(), replayed, stall);
   } else {
     ++(fo.planned ? c.stats.failbacks : c.stats.failovers);
-    c.standby.outstanding = false;
-    c.standby.misses = 0;
     if (fo.keep_from) {  // the failback's old path, still connected, is the standby now
-      c.standby.next_ns = now;
       set_standby(c, StandbyHealth::up, "kept: the path the failback left", /*said=*/true);
     } else {
       retire(std::move(c.paths[from]));  // in ERROR; re-protection builds a new one

@@ -98,12 +98,11 @@ void on_control(CommBase& c, Path& p, std::uint32_t kind) {
   if (const State* st = state(); st && !st->reactor.in_progress_thread()) wake(c);
 }
 
-void heartbeat_done(CommBase& c, Path& p) {
-  if (c.paths[c.standby_slot()].get() != &p) return;  // an idle probe of the active path: its completion is enough
-  c.standby.outstanding = false;
-  c.standby.misses = 0;
-  if (c.standby.state == StandbyHealth::down && p.link.load(std::memory_order_relaxed) == Path::up)
-    set_standby(c, StandbyHealth::up, "heartbeats answered again");
+// A heartbeat's completion: its pair hears of the answer (a failover's probe, seq 0, needs nothing).
+void heartbeat_done(Path& p, std::uint64_t seq) {
+  if (!p.pair || seq == 0) return;
+  p.pair->acked(seq);
+  if (p.pair_heartbeat == seq) p.pair_heartbeat = 0;
 }
 
 // Quiet endings: an orderly close (the comm healthy, no failover under way, no request in flight,
@@ -256,12 +255,12 @@ int post_cts(RecvComm& c, Path& p, std::uint64_t slot) {
 }
 
 int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify,
-                 const WriteKeys* keys) {
+                 const WriteKeys* keys, std::uint64_t value) {
   auto* src = reinterpret_cast<std::uint8_t*>(&c.ctrl_out) + offset;
   const WriteKeys k = keys ? *keys : WriteKeys{c.keys[p.slot].ctrl_out->lkey, c.keys[p.slot].peer_ctrl};
   ibv_sge sge{reinterpret_cast<std::uint64_t>(src), static_cast<std::uint32_t>(len), k.lkey};
   ibv_send_wr wr{};
-  wr.wr_id = make_wr_id(kind, 0);
+  wr.wr_id = make_wr_id(kind, value);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = notify != CtlKind{} ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
@@ -275,9 +274,9 @@ int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::siz
   return rc;
 }
 
-int post_heartbeat(CommBase& c, Path& p) {
+int post_heartbeat(CommBase& c, Path& p, std::uint64_t seq) {
   c.ctrl_out.heartbeat = ++c.standby.heartbeats;
-  return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t));
+  return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t), {}, nullptr, seq);
 }
 
 void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
@@ -294,7 +293,7 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
       break;
     }
     case WrKind::heartbeat:
-      heartbeat_done(c, p);
+      heartbeat_done(p, wr_value(wc.wr_id));
       break;
     case WrKind::sync:
       if (c.fo.phase == FailoverState::syncing && &p == c.paths[c.active].get()) c.fo.proven = true;

@@ -11,11 +11,17 @@
 //   * the soft RTO (HA_NCCL_RTO_MS): send work outstanding and no completion for that long, plus
 //     the time the largest outstanding write takes at a tenth of the port's rate (a silent black
 //     hole, not a large write) - only while a healthy standby exists: the last path is left to
-//     the hardware's retry window. An idle path is probed with a heartbeat write every
-//     HA_NCCL_HEARTBEAT_MS so that a dead peer is found even with nothing in flight.
-// The standby gets a heartbeat write every HA_NCCL_HEARTBEAT_MS; three intervals without a
-// completed one, an error completion or a port event on its device mark it down (reported
-// at once, before it is needed).
+//     the hardware's retry window;
+//   * the active path's pair of ports lost (liveness.hpp): its heartbeats, shared by every comm
+//     between the two ports, unanswered for the soft RTO, and no completion on the path itself
+//     for as long: a dead peer or link is found even with nothing in flight.
+// The standby is marked down (reported at once, before it is needed) by an error completion, a
+// port event on its device, or its pair gone silent; up again when the pair answers.
+//
+// A comm that is idle (NCCL polled nothing since the last step, nothing outstanding, no HA work
+// under way) arms its CQs and runs no timer: an idle comm costs nothing per period, whatever
+// their number. Completion-channel events, port events, its pairs, verbs jobs and the data path
+// wake it.
 #include <cstdio>
 #include <cstring>
 
@@ -26,13 +32,11 @@
 namespace nccl_ha::plugin {
 namespace {
 
-constexpr int kMissesForDown = 3;
 constexpr std::uint64_t kMinTickNs = 5'000'000;
 
 // The standby path is dead (an error completion, a failed post, a fault of its device): down
 // until re-protection replaces it (reprotect.cpp drives a path whose link failed).
 void standby_failed(CommBase& c, Path& sb, const std::string& why) {
-  c.standby.outstanding = false;
   ++c.standby.failures;
   sb.fault_gen = sb.dev->fault_gen.load(std::memory_order_relaxed);
   sb.link.store(Path::failed, std::memory_order_relaxed);
@@ -40,8 +44,8 @@ void standby_failed(CommBase& c, Path& sb, const std::string& why) {
   set_standby(c, StandbyHealth::down, why);
 }
 
-// Heartbeats and health of the standby path.
-void tend_standby(CommBase& c, std::uint64_t now) {
+// Health of the standby path: its device's events, its completions, its pair's heartbeats.
+void tend_standby(CommBase& c) {
   StandbyHealth& h = c.standby;
   if (h.state == StandbyHealth::none) return;
   Path* sb = c.paths[c.standby_slot()].get();
@@ -55,7 +59,6 @@ void tend_standby(CommBase& c, std::uint64_t now) {
       return;
     }
     sb->fault_gen = sb->dev->fault_gen.load(std::memory_order_relaxed);
-    h.next_ns = now;
     set_standby(c, StandbyHealth::up, "connected on " + sb->dev->port.id());
   }
   if (sb->link.load(std::memory_order_relaxed) != Path::up) return;  // dead until re-protected
@@ -72,20 +75,37 @@ void tend_standby(CommBase& c, std::uint64_t now) {
     standby_failed(c, *sb, "heartbeat failed: " + describe_error(*sb, err));
     return;
   }
-  if (now < h.next_ns) return;
-  h.next_ns = now + c.heartbeat_ns;
-  if (h.outstanding) {
+  if (!sb->pair) return;
+  if (sb->pair->silent() && h.state == StandbyHealth::up) {
     ++h.failures;
-    if (++h.misses >= kMissesForDown && h.state == StandbyHealth::up) {
-      set_standby(c, StandbyHealth::down, std::to_string(h.misses) + " heartbeats unanswered");
-      h.silent = true;
-    }
-    return;
+    set_standby(c, StandbyHealth::down, sb->pair->why());
+    h.silent = true;
+  } else if (!sb->pair->silent() && h.state == StandbyHealth::down && h.silent) {
+    set_standby(c, StandbyHealth::up, "heartbeats answered again");
   }
-  if (const int rc = post_heartbeat(c, *sb); rc != 0)  // no event, no completion: the post says it
-    standby_failed(c, *sb, "posting a heartbeat on " + sb->dev->port.id() + " failed: " + std::strerror(rc));
-  else
-    h.outstanding = true;
+}
+
+// The active path cannot be trusted (the soft RTO, its pair silent): a failover with a healthy
+// standby; the last path is left to the hardware's retries (said once), which an idle path gets
+// a heartbeat of its own for: they end in an error completion if the path is dead.
+void suspect_active_path(CommBase& c, Path& p, const std::string& silent) {
+  const Path* sb = c.paths[c.standby_slot()].get();
+  if (sb && c.standby.state == StandbyHealth::up) {
+    start_failover(c, "soft RTO: " + silent);
+  } else if (!c.rto_noted) {
+    c.rto_noted = true;
+    const auto& t = p.dev->timeouts;
+    HA_WARN("NET/HA: %s: %s and no healthy standby (%s): left to the hardware retry window "
+            "(4.096 us x 2^%u x %u tries)", c.id.c_str(), silent.c_str(),
+            sb ? standby_name(c.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
+    if (p.sends_out == 0 && post_heartbeat(c, p) != 0) start_failover(c, "probing the path failed on " + p.dev->port.id());
+  }
+}
+
+// The comm's connected paths on their pairs of ports (once each: a path is replaced whole).
+void join_pairs(CommBase& c) {
+  for (const auto& p : c.paths)
+    if (p && !p->pair && p->link.load(std::memory_order_acquire) == Path::up) join_pair(c, p);
 }
 
 std::uint64_t soonest(std::uint64_t a, std::uint64_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
@@ -178,8 +198,7 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
   }
   if (p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
   const std::uint64_t rto_at = p.last_progress_ns + c.rto_ns + p.rto_allowance_ns;
-  tend_standby(c, now);  // first: it reaps what came over the standby (the peer's notice, heartbeats)
-  const Path* sb = c.paths[c.standby_slot()].get();
+  tend_standby(c);  // first: it reaps what came over the standby (the peer's notice, heartbeats)
   if (n < 0) {
     start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
   } else if (err.status != IBV_WC_SUCCESS) {
@@ -190,24 +209,11 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
   } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
     start_failover(c, describe_fault(*p.dev));
   } else if (p.sends_out > 0 && now > rto_at) {
-    const std::string silent = "no completion on " + p.dev->port.id() + " for " +
-                               std::to_string((now - p.last_progress_ns) / 1000000) + " ms with " +
-                               std::to_string(p.sends_out) + " work request(s) outstanding";
-    if (sb && c.standby.state == StandbyHealth::up) {
-      start_failover(c, "soft RTO: " + silent);
-    } else if (!c.rto_noted) {  // the last path: its hardware retries decide, not a guess
-      c.rto_noted = true;
-      const auto& t = p.dev->timeouts;
-      HA_WARN("NET/HA: %s: %s and no healthy standby (%s): left to the hardware retry window "
-              "(4.096 us x 2^%u x %u tries)", c.id.c_str(), silent.c_str(),
-              sb ? standby_name(c.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
-    }
-  } else {
-    if (p.sends_out == 0 && now - p.last_completion_ns > c.heartbeat_ns) {  // idle: probe the peer
-      if (post_heartbeat(c, p) != 0)
-        start_failover(c, "probing the idle path failed on " + p.dev->port.id());
-      p.last_completion_ns = now;
-    }
+    suspect_active_path(c, p, "no completion on " + p.dev->port.id() + " for " +
+                                  std::to_string((now - p.last_progress_ns) / 1000000) + " ms with " +
+                                  std::to_string(p.sends_out) + " work request(s) outstanding");
+  } else if (p.pair && p.pair->lost() && now - p.last_completion_ns >= c.rto_ns) {
+    suspect_active_path(c, p, p.pair->why());  // and nothing came over the path itself for as long
   }
 }
 
@@ -237,8 +243,13 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   if (c.error == ncclSuccess && c.fo.phase == FailoverState::normal) watch_active_path(c, now, data_idle);
   if (c.error != ncclSuccess) return 0;
   if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);
+  join_pairs(c);
 
-  std::uint64_t next = now + std::max(kMinTickNs, std::min(c.heartbeat_ns, c.rto_ns / 4));
+  // In use (NCCL polled since the last step: its CQ is not armed), or a standby connecting in the
+  // background (it publishes its link without a wake): look again. Idle: no timer of its own.
+  std::uint64_t next = 0;
+  if (!data_idle || c.standby.state == StandbyHealth::connecting)
+    next = now + std::max(kMinTickNs, std::min(c.heartbeat_ns, c.rto_ns / 4));
   next = soonest(next, reprotect(c, now));
   if (c.error != ncclSuccess) return 0;
   if (c.kind == CommKind::recv) next = soonest(next, tend_flush(static_cast<RecvComm&>(c), now));
@@ -255,15 +266,13 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
                                                              " failovers in HA_NCCL_RETRY_WINDOW_MS)" : ""),
                      true);
     else
-      next = std::min(next, at);
+      next = soonest(next, at);
     if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);
   }
-  if (c.standby.state == StandbyHealth::up || c.standby.state == StandbyHealth::down)
-    if (c.standby.next_ns > now) next = std::min(next, c.standby.next_ns);
   const Path& p = c.path();
-  if (p.sends_out > 0) next = std::min(next, std::max(now + kMinTickNs, p.last_progress_ns + c.rto_ns + p.rto_allowance_ns));
-  if (c.inbox.sync) next = std::min(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
-  if (!c.fo.requested.empty()) next = std::min(next, now + kMinTickNs);  // a failover waiting for its standby
+  if (p.sends_out > 0) next = soonest(next, std::max(now + kMinTickNs, p.last_progress_ns + c.rto_ns + p.rto_allowance_ns));
+  if (c.inbox.sync) next = soonest(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
+  if (!c.fo.requested.empty()) next = soonest(next, now + kMinTickNs);  // a failover waiting for its standby
   return next;
 }
 

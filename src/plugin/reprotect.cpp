@@ -141,9 +141,6 @@ bool install(CommBase& c, PathJob& job, std::uint64_t now) {
   const std::string dev = p->dev->port.id();
   retire(std::move(c.paths[slot]));  // the standby it replaces
   c.paths[slot] = std::move(p);
-  c.standby.outstanding = false;
-  c.standby.misses = 0;
-  c.standby.next_ns = now;
   ++c.rp.done;
   c.rp.step = ReprotectState::idle;
   c.rp.backoff_ns = 0;
@@ -275,6 +272,7 @@ std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
   if (const auto hold = static_cast<std::uint64_t>(state()->config.test_reprotect_delay_ms) * 1'000'000;
       hold && !rp.move && !c.rescue.on && now < c.standby.lost_ns + hold)
     return c.standby.lost_ns + hold;  // test setting HA_NCCL_TEST_REPROTECT_DELAY_MS
+  if (State* st = state(); st && !c.rescue.on && !st->attempts.enter(c, rp.move)) return 0;  // woken in its turn
   const AttemptPorts ports = choose_standby_ports(c);
   if (!ports.dev) {
     back_off(c, now, "re-protection: " + ports.why);

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "attempt_gate.hpp"
 #include "comm.hpp"
 #include "config.hpp"
 #include "device.hpp"
+#include "liveness.hpp"
 #include "monitor.hpp"
 #include "reaper.hpp"
 #include "nccl_ha/reactor/reactor.hpp"
@@ -63,6 +65,8 @@ struct State {
   std::string stats_path;  // HA_NCCL_STATS_FILE with %h / %p expanded ("": no stats records)
   std::string prom_path;   // HA_NCCL_PROM_FILE with %h / %p expanded ("": no snapshot)
   CommRegistry comms;
+  LivenessRegistry pairs;  // heartbeats per pair of ports (liveness.hpp), progress thread only
+  AttemptGate attempts;    // re-protection attempts in flight (attempt_gate.hpp), progress thread only
   StatsOutbox stats_out;
   // Re-protection over TCP when a connection has no path left (rescue.hpp), with HA on. It lives
   // on the reactor: destroy_state() stops and drops it before the reactor goes.

@@ -19,7 +19,7 @@
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
-silent='"kind":"recv".*"state":"down","why":"3.heartbeats.unanswered"'
+silent='"kind":"recv".*"state":"down","why":"no.heartbeat.answered.for'
 PL_ENV=(HA_NCCL_HEARTBEAT_MS=100 HA_NCCL_FAILOVER_TIMEOUT_MS=15000 HA_NCCL_QP_TIMEOUT=19)
 PL_FAULTS=("a 3000 delay 1 6000" "a 0 stats-wait $silent 1" "a 0 rail-down 0" "a 0 pause 5000" "a 0 clear 1")
 pl_stream slow 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 12

@@ -361,7 +361,7 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   run_ring(o, rep, *mgmt, *net, max_size);
   if (o.comms > 0) {
     note_phase(o, rep, "comms test");
-    rep.comms = run_comms_test(*net, *mgmt, o, o.rank, [&] { note_phase(o, rep, "comms hold"); });
+    rep.comms = run_comms_test(*net, *mgmt, o, o.rank, [&](const char* phase) { note_phase(o, rep, phase); });
   }
   finish(o, rep, *net);
 }
@@ -377,8 +377,12 @@ void evaluate(const Options& o, Report& rep) {
                    static_cast<unsigned long long>(all.mismatches), static_cast<unsigned long long>(all.mismatched_bytes),
                    static_cast<unsigned long long>(all.size_errors), static_cast<unsigned long long>(all.overruns)));
   if (rep.comms.ran) {
-    rep.check("comms test: every comm carried a verified message", rep.comms.messages_ok == static_cast<std::uint64_t>(rep.comms.n),
-              strf("%llu of %d", static_cast<unsigned long long>(rep.comms.messages_ok), rep.comms.n));
+    const auto want = static_cast<std::uint64_t>(rep.comms.n) * static_cast<std::uint64_t>(o.comms_rounds);
+    rep.check(o.comms_rounds > 1 ? strf("comms test: every comm carried its %d verified messages", o.comms_rounds)
+                                 : std::string("comms test: every comm carried a verified message"),
+              rep.comms.messages_ok == want,
+              strf("%llu of %llu", static_cast<unsigned long long>(rep.comms.messages_ok),
+                   static_cast<unsigned long long>(want)));
     rep.check("comms test: fd count returned after closing", rep.comms.fds_returned,
               strf("%d before, %d after close (waited %.0f ms, bound 10 s)", rep.comms.before.fds,
                    rep.comms.after_close.fds, rep.comms.fds_wait_ms));

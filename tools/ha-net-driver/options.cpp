@@ -70,6 +70,9 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --bw-messages N      messages per size and direction (default 64; capped at 1 GiB, at least W)
   --bw-bytes B         instead: B / size messages per size and direction (e.g. 64M; same caps)
   --comms N            open N send/recv comm pairs at once, measure RSS and fds, close them
+  --comms-rounds R     the comms test moves R verified messages over each pair and direction, each
+                       pair its next as soon as its last completed (phase 'comms rounds' with R > 1;
+                       a copy delivered twice or lost fails: each round's bytes are its own)
   --comms-hold S       after their messages, keep the N pairs open S seconds without any plugin
                        call (phase 'comms hold'), e.g. to fault the rails under many live comms
   --churn N            integrity phase: open and close N extra comm pairs one after another while the
@@ -217,6 +220,7 @@ bool parse_valued(const std::string& a, Value&& val, Options& o) {
   }
   else if (a == "--comms") o.comms = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
   else if (a == "--comms-hold") o.comms_hold_s = parse_seconds(a, val(), true);
+  else if (a == "--comms-rounds") o.comms_rounds = static_cast<int>(parse_num(a, val(), 1, 1 << 20));
   else if (a == "--churn") o.churn = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
   else if (a == "--churn-dev") o.churn_dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
   else if (a == "--traffic-class") o.traffic_class = static_cast<int>(parse_num(a, val(), -1, 255));
@@ -270,6 +274,7 @@ void check_options(Options& o) {
   if (o.min_seconds > 0 && o.messages == 0) fail(Fail::usage, "--min-seconds needs an integrity phase (--messages >= 1)");
   if (!o.stop_file.empty() && o.min_seconds <= 0) fail(Fail::usage, "--stop-file needs --min-seconds (an open-ended stream)");
   if (o.comms_hold_s > 0 && (o.comms == 0 || !o.fault.empty())) fail(Fail::usage, "--comms-hold needs --comms N (and no --fault)");
+  if (o.comms_rounds > 1 && o.comms == 0) fail(Fail::usage, "--comms-rounds needs --comms N");
   if (o.min_seconds >= o.timeout_s)
     fail(Fail::usage, strf("--min-seconds %g must be below --timeout %g (the bound of the whole phase)", o.min_seconds,
                            o.timeout_s));
@@ -319,6 +324,7 @@ std::string shared_params(const Options& o) {
   if (o.min_seconds > 0) s += strf(" min_seconds=%g", o.min_seconds);
   if (o.pingpong) s += strf(" lat_ahead=%d", o.lat_ahead);
   if (o.comms_hold_s > 0) s += strf(" comms_hold=%g", o.comms_hold_s);
+  if (o.comms_rounds > 1) s += strf(" comms_rounds=%d", o.comms_rounds);
   if (o.churn) s += strf(" churn=%d%s", o.churn, o.churn_retry ? " churn_retry=1" : "");
   return s;
 }

@@ -38,6 +38,7 @@ struct Options {
   std::uint64_t bw_bytes = 0;         // --bw-bytes B: per size, B / size messages instead (0: off)
   int comms = 0;                      // --comms N (0: skip)
   double comms_hold_s = 0;            // --comms-hold S: keep the N pairs open (no plugin call) S seconds
+  int comms_rounds = 1;               // --comms-rounds R: verified messages per pair and direction
   int churn = 0;                      // --churn N: open/close N extra comm pairs during the integrity phase
   int churn_dev = -1;                 // --churn-dev N: their device (-1: --dev)
   bool churn_retry = false;           // --churn-retry: a failed connect/accept of a pair is retried

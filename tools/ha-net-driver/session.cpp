@@ -84,7 +84,9 @@ void close_link(Plugin& net, Link& l) {
 
 namespace {
 
-// The comms test: one 64-byte message per link and direction; each comm registers its own page.
+// The comms test: --comms-rounds 64-byte messages per link and direction, one at a time; each comm
+// registers its own page. Round k's bytes are seeded by (sender, epoch + k, link): a copy of an
+// earlier round delivered again, or one of another link, fails the check.
 constexpr std::size_t kCommsMsg = 64, kCommsPage = 4096;
 constexpr std::uint32_t kEpochComms = 300;
 
@@ -94,7 +96,7 @@ std::uint8_t* comms_rbuf(std::uint8_t* base, std::size_t i) { return base + i * 
 // One turn on link i: posts what is not posted, tests what is outstanding, verifies a completed
 // receive. Returns how many of its two requests completed in this turn.
 std::size_t comms_turn(Plugin& net, int rank, Link& link, std::uint8_t* base, std::size_t i, PairMessage& q,
-                       CommsResult& r) {
+                       int round, CommsResult& r) {
   std::size_t completed = 0;
   if (!q.rreq) {
     void* data = comms_rbuf(base, i);
@@ -111,9 +113,9 @@ std::size_t comms_turn(Plugin& net, int rank, Link& link, std::uint8_t* base, st
       q.rdone = true;
       ++completed;
       pattern::Mismatch m;
-      pattern::verify(comms_rbuf(base, i), 0, kCommsMsg, pattern::seed(1 - rank, kEpochComms, i), &m);
+      pattern::verify(comms_rbuf(base, i), 0, kCommsMsg, pattern::seed(1 - rank, kEpochComms + round, i), &m);
       if (m.bytes == 0 && q.rsize == static_cast<int>(kCommsMsg)) ++r.messages_ok;
-      else log::warn("comms test: link %zu: %d bytes reported, %llu wrong bytes", i, q.rsize,
+      else log::warn("comms test: link %zu round %d: %d bytes reported, %llu wrong bytes", i, round, q.rsize,
                      static_cast<unsigned long long>(m.bytes));
       if (net.has_irecvConsumed()) check(net.irecvConsumed(link.recv, 1, q.rreq), "irecvConsumed");
     }
@@ -129,7 +131,8 @@ std::size_t comms_turn(Plugin& net, int rank, Link& link, std::uint8_t* base, st
   return completed;
 }
 
-// Registers each link's pages, then moves the messages until every request completed.
+// Registers each link's pages, then moves the messages until every request of every round
+// completed; a link starts its next round as soon as both requests of its last one completed.
 void comms_messages(Plugin& net, Mgmt& mgmt, const Options& o, int rank, std::vector<Link>& links, std::uint8_t* base,
                     std::vector<PairMessage>& p, CommsResult& r) {
   for (std::size_t i = 0; i < links.size(); ++i) {
@@ -137,20 +140,29 @@ void comms_messages(Plugin& net, Mgmt& mgmt, const Options& o, int rank, std::ve
     check(net.regMr(links[i].recv, comms_rbuf(base, i), kCommsPage, NCCL_PTR_HOST, &p[i].rmh), "regMr(recv comm)");
     pattern::fill(comms_sbuf(base, i), 0, kCommsMsg, pattern::seed(rank, kEpochComms, i));
   }
+  std::vector<int> round(links.size(), 0);
   Deadline d(o.timeout_s);
-  std::size_t left = 2 * links.size();
+  std::size_t left = 2 * links.size() * static_cast<std::size_t>(o.comms_rounds);
   unsigned turn = 0;
   while (left > 0) {
-    for (std::size_t i = 0; i < links.size(); ++i) left -= comms_turn(net, rank, links[i], base, i, p[i], r);
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      left -= comms_turn(net, rank, links[i], base, i, p[i], round[i], r);
+      if (p[i].sdone && p[i].rdone && round[i] + 1 < o.comms_rounds) {  // the link's next round
+        p[i].sreq = p[i].rreq = nullptr;
+        p[i].sdone = p[i].rdone = false;
+        p[i].rsize = -1;
+        pattern::fill(comms_sbuf(base, i), 0, kCommsMsg, pattern::seed(rank, kEpochComms + ++round[i], i));
+      }
+    }
     if ((++turn & 63) == 0) mgmt.check_abort();
-    d.check(o.timeout_s, "moving one message over each comm of the comms test");
+    d.check(o.timeout_s, o.comms_rounds > 1 ? "moving the comms test's rounds" : "moving one message over each comm of the comms test");
   }
 }
 
 // --comms-hold: the pairs stay open, untouched: the plugin's control plane alone tends them.
-void comms_hold(Mgmt& mgmt, const Options& o, const std::function<void()>& hold_started, CommsResult& r) {
+void comms_hold(Mgmt& mgmt, const Options& o, const std::function<void(const char*)>& phase, CommsResult& r) {
   mgmt.barrier("comms hold", o.timeout_s);
-  if (hold_started) hold_started();
+  if (phase) phase("comms hold");
   const std::int64_t start = now_ns();
   const std::int64_t until = start + static_cast<std::int64_t>(o.comms_hold_s * 1e9);
   while (now_ns() < until) {
@@ -186,7 +198,7 @@ void comms_fds_after_close(CommsResult& r) {
 }  // namespace
 
 CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
-                           const std::function<void()>& hold_started) {
+                           const std::function<void(const char*)>& phase) {
   CommsResult r;
   r.ran = true;
   r.n = o.comms;
@@ -200,9 +212,11 @@ CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) fail(Fail::usage, "cannot allocate comms-test buffers");
   std::vector<PairMessage> p(links.size());
+  if (o.comms_rounds > 1 && phase) phase("comms rounds");
   comms_messages(net, mgmt, o, rank, links, static_cast<std::uint8_t*>(mem), p, r);
   r.after_open = snapshot(false);
-  if (o.comms_hold_s > 0) comms_hold(mgmt, o, hold_started, r);
+  if (o.comms_hold_s > 0) comms_hold(mgmt, o, phase, r);
+  if (phase) phase("comms close");
   mgmt.barrier("comms close", o.timeout_s);
   for (std::size_t i = 0; i < links.size(); ++i) {
     check(net.deregMr(links[i].send, p[i].smh), "deregMr(send comm)");

@@ -42,10 +42,11 @@ void close_link(Plugin& net, Link& l);
 // scripts can time faults against the phases. Also sets rep.phase.
 void note_phase(const Options& o, Report& rep, const std::string& phase, std::int64_t unix_ms = 0);  // closeSend, closeRecv, closeListen (whichever are open)
 
-// --comms N: open N links, move one verified 64-byte message over each in both directions,
-// snapshot RSS/fds, close them all, snapshot again.
-// `hold_started`: called when the --comms-hold wait begins (after both ranks' messages).
+// --comms N: open N links, move --comms-rounds verified 64-byte messages over each in both
+// directions, snapshot RSS/fds, close them all, snapshot again.
+// `phase`: called with "comms rounds" when the messages start (with R > 1), "comms hold" when the
+// --comms-hold wait begins (after both ranks' messages) and "comms close" when this rank is done.
 CommsResult run_comms_test(Plugin& net, Mgmt& mgmt, const Options& o, int rank,
-                           const std::function<void()>& hold_started = {});
+                           const std::function<void(const char*)>& phase = {});
 
 }  // namespace hnd

@@ -189,6 +189,11 @@ check_pair outlive-expires 'a["plugin_error"]["code"] == 2 and a["integrity"]["m
   '"no plugin error here within --outlive-peer 1 s" in b["errors"][0]' \
   'b["exit_unix_ms"] - b["peer_abort"]["unix_ms"] >= 1000'
 
+# --comms-rounds: every pair moves R messages each way, each round's bytes its own.
+run_pair comms-rounds 0 0 "$FAKE10" --messages 0 --comms 3 --comms-rounds 5 --timeout 30
+check_pair comms-rounds 'a["comms_test"]["messages_ok"] == 15 and b["comms_test"]["messages_ok"] == 15' \
+  '"comms_rounds=5" in a["params"]'
+
 # --churn: 12 extra pairs opened and closed one after another during a 2 s stream (both ways),
 # with every 2nd isend/irecv NULL on rank 1 (so every pair retries one); --check-resources: fds and threads after the stream == after connect.
 RANK1_ENV=FAKE_RETRY_EVERY=2 run_pair churn 0 0 "$FAKE10" --min-seconds 2 --messages 10 --sizes 0,8,4K,64K \

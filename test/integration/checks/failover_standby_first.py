@@ -29,7 +29,7 @@ def check_slow(run):
         if role == "a":  # a's own port event started it: its standby was down, for silence alone
             # (the switch itself writes the path it left as the standby, "failed, ...": not that one)
             before = [e for e in mine[:fo[0]] if e["event"] == "standby" and not e["why"].startswith("failed")] if fo else []
-            expect(before and before[-1]["state"] == "down" and "heartbeats unanswered" in before[-1]["why"],
+            expect(before and before[-1]["state"] == "down" and "no heartbeat answered" in before[-1]["why"],
                    f"a slow: the standby was down for unanswered heartbeats when the failover began "
                    f"({[(e['state'], e['why']) for e in before[-2:]]})")
         expect(not [e for e in mine if e["event"] == "fatal"], f"{role} slow: no fatal record")

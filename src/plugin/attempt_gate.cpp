@@ -1,0 +1,52 @@
+// The line of re-protection attempts (attempt_gate.hpp).
+#include "attempt_gate.hpp"
+
+#include <algorithm>
+
+#include "control_plane.hpp"
+#include "state.hpp"
+
+namespace nccl_ha::plugin {
+
+bool AttemptGate::enter(CommBase& c, bool move) {
+  if (c.rp.admitted) return true;
+  if (!c.rp.queued) {
+    waiting_[move ? 1 : 0].push_back(c.weak_from_this());
+    c.rp.queued = true;
+  }
+  dispatch(&c);
+  return c.rp.admitted;
+}
+
+void AttemptGate::leave(CommBase& c) {
+  if (!c.rp.admitted) return;
+  c.rp.admitted = false;
+  std::erase_if(admitted_, [&c](const std::weak_ptr<CommBase>& w) { return w.expired() || w.lock().get() == &c; });
+  dispatch(&c);
+}
+
+void AttemptGate::dispatch(const CommBase* caller) {
+  std::erase_if(admitted_, [](const std::weak_ptr<CommBase>& w) {
+    const auto c = w.lock();
+    return !c || !c->rp.admitted || c->closing.load(std::memory_order_relaxed);
+  });
+  while (admitted_.size() < limit_) {
+    auto& line = !waiting_[0].empty() ? waiting_[0] : waiting_[1];
+    if (line.empty()) return;
+    const auto c = line.front().lock();
+    line.pop_front();
+    if (!c || c->closing.load(std::memory_order_relaxed)) continue;
+    c->rp.queued = false;
+    c->rp.admitted = true;
+    admitted_.push_back(c);
+    if (c.get() != caller) wake_here(*c);
+  }
+}
+
+void settle_attempt(CommBase& c) {
+  if (!c.rp.admitted) return;
+  if (c.rp.step != ReprotectState::idle && c.error == ncclSuccess && !c.closing.load(std::memory_order_relaxed)) return;
+  if (State* st = state()) st->attempts.leave(c);
+}
+
+}  // namespace nccl_ha::plugin

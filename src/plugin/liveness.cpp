@@ -58,16 +58,7 @@ void PairLiveness::join(const std::shared_ptr<CommBase>& c, const std::shared_pt
   members_.push_back({c, p});
 }
 
-void PairLiveness::prune() {
-  std::erase_if(members_, [](const Member& m) {
-    const auto c = m.comm.lock();
-    const auto p = m.path.lock();
-    return !c || !p || c->closing.load(std::memory_order_relaxed) || c->peer_closed || !holds(*c, *p);
-  });
-}
-
 bool PairLiveness::tick(std::uint64_t now, std::uint64_t late_ns) {
-  prune();
   if (members_.empty()) {
     unanswered_.clear();  // nothing to judge: the comms are gone (closed in order, most likely)
     return ++empty_ticks_ < 2;
@@ -90,11 +81,20 @@ bool PairLiveness::tick(std::uint64_t now, std::uint64_t late_ns) {
 
 bool PairLiveness::post_next(std::uint64_t now) {
   constexpr std::size_t kMaxUnanswered = 64;
-  for (std::size_t tries = 0; tries < members_.size(); ++tries) {
-    const Member& m = members_[next_++ % members_.size()];
-    const auto c = m.comm.lock();
-    const auto p = m.path.lock();
-    if (!c || !p || p->link.load(std::memory_order_acquire) != Path::up) continue;
+  // A few members per period, whatever their number: one that is gone leaves the list when the
+  // rotation reaches it (the cost of a period does not grow with the comms on the pair).
+  constexpr int kLooksPerPeriod = 8;
+  for (int looks = 0; looks < kLooksPerPeriod && !members_.empty(); ++looks) {
+    const std::size_t i = next_ % members_.size();
+    const auto c = members_[i].comm.lock();
+    const auto p = members_[i].path.lock();
+    if (!c || !p || c->closing.load(std::memory_order_relaxed) || c->peer_closed || !holds(*c, *p)) {
+      members_[i] = std::move(members_.back());
+      members_.pop_back();
+      continue;
+    }
+    ++next_;
+    if (p->link.load(std::memory_order_acquire) != Path::up) continue;
     Hold hold{*c};
     if (!hold) continue;  // the data path has it: another member
     // A path with work outstanding is skipped: a heartbeat completes after the writes before it (a

@@ -80,8 +80,9 @@ class PairLiveness {
   std::size_t members() const noexcept { return members_.size(); }
   // `p` (a connected path of `c`) runs on this pair.
   void join(const std::shared_ptr<CommBase>& c, const std::shared_ptr<Path>& p);
-  // One period, `late_ns` after it was due: the heartbeats answered or missed, the next one posted.
-  // Returns false once the pair has had no member for a whole period (its loop ends).
+  // One period, `late_ns` after it was due: the heartbeats answered or missed, the next one posted
+  // (members that are gone leave as the rotation reaches them). Returns false once the pair has
+  // had no member for a whole period (its loop ends).
   bool tick(std::uint64_t now, std::uint64_t late_ns);
 
  private:
@@ -93,7 +94,6 @@ class PairLiveness {
     std::uint64_t seq;
     std::uint64_t ns;
   };
-  void prune();
   bool post_next(std::uint64_t now);
   enum class Level : std::uint8_t { answering, silent, lost };
   void set_level(Level level, std::uint64_t age_ns);

@@ -13,7 +13,7 @@ pl_failover_env
 export NCCL_DEBUG=WARN  # 512 comms' INFO lines would cost more than the test: the stats file tells
 N=256
 ulimit -n 4096 2>/dev/null || true  # a listen comm and a handshake socket per pair while connecting
-ROUNDS=${NCCL_HA_SCALE_ROUNDS:-100}
+ROUNDS=${NCCL_HA_SCALE_ROUNDS:-70}
 FAULT_MS=3000
 name=scale
 PL_ENV=("HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl" "HA_NCCL_ENABLE_FAILBACK=0")

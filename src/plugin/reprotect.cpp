@@ -272,7 +272,10 @@ std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
   if (const auto hold = static_cast<std::uint64_t>(state()->config.test_reprotect_delay_ms) * 1'000'000;
       hold && !rp.move && !c.rescue.on && now < c.standby.lost_ns + hold)
     return c.standby.lost_ns + hold;  // test setting HA_NCCL_TEST_REPROTECT_DELAY_MS
-  if (State* st = state(); st && !c.rescue.on && !st->attempts.enter(c, rp.move)) return 0;  // woken in its turn
+  if (State* st = state(); st && !c.rescue.on && !st->attempts.enter(c, rp.move)) {
+    rp.move = false;  // nothing started: a move is decided again in its turn (move_home)
+    return 0;         // woken in its turn
+  }
   const AttemptPorts ports = choose_standby_ports(c);
   if (!ports.dev) {
     back_off(c, now, "re-protection: " + ports.why);

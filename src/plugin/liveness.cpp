@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "control_plane.hpp"
 #include "datapath.hpp"
@@ -26,9 +27,18 @@ bool holds(const CommBase& c, const Path& p) {
   return p.slot >= 0 && p.slot < kSlots && c.paths[p.slot].get() == &p;
 }
 
-bool may_probe(const CommBase& c) {
-  return !c.closing.load(std::memory_order_relaxed) && c.error == ncclSuccess && !c.peer_closed &&
-         c.fo.phase == FailoverState::normal && c.fo.requested.empty();
+// A member the pair has no more use for: its comm or path gone, closing, closed by the peer, or
+// the path replaced. Read with the comm held.
+bool gone(const CommBase& c, const Path& p) {
+  return c.closing.load(std::memory_order_relaxed) || c.peer_closed || !holds(c, p);
+}
+
+// The comm (held) may carry a heartbeat on `p` now: no failover under way, the path up and idle
+// (a heartbeat completes after the writes before it - a 4 MiB write takes a while - and the path's
+// own completions and soft RTO watch a busy one), without the pair's last heartbeat still out.
+bool may_probe(const CommBase& c, const Path& p) {
+  return c.error == ncclSuccess && c.fo.phase == FailoverState::normal && c.fo.requested.empty() &&
+         p.link.load(std::memory_order_acquire) == Path::up && p.pair_heartbeat == 0 && p.sends_out == 0;
 }
 
 std::string pair_name(const Device& d, const Path& p, const std::string& peer) {
@@ -88,18 +98,19 @@ bool PairLiveness::post_next(std::uint64_t now) {
     const std::size_t i = next_ % members_.size();
     const auto c = members_[i].comm.lock();
     const auto p = members_[i].path.lock();
-    if (!c || !p || c->closing.load(std::memory_order_relaxed) || c->peer_closed || !holds(*c, *p)) {
+    std::optional<Hold> hold;
+    if (c && p) hold.emplace(*c);
+    if (hold && !*hold) {  // the data path has it: another member
+      ++next_;
+      continue;
+    }
+    if (!hold || gone(*c, *p)) {
       members_[i] = std::move(members_.back());
       members_.pop_back();
       continue;
     }
     ++next_;
-    if (p->link.load(std::memory_order_acquire) != Path::up) continue;
-    Hold hold{*c};
-    if (!hold) continue;  // the data path has it: another member
-    // A path with work outstanding is skipped: a heartbeat completes after the writes before it (a
-    // 4 MiB write takes a while), and the path's own completions and soft RTO watch it.
-    if (!may_probe(*c) || !holds(*c, *p) || p->pair_heartbeat != 0 || p->sends_out != 0) continue;
+    if (!may_probe(*c, *p)) continue;
     if (post_heartbeat(*c, *p, seq_ + 1) != 0) {
       wake_here(*c);  // its path is broken: the comm's own control plane finds out
       continue;

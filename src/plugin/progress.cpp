@@ -23,7 +23,6 @@
 // their number. Completion-channel events, port events, its pairs, verbs jobs and the data path
 // wake it.
 #include <cstdio>
-#include <cstring>
 
 #include "control_plane.hpp"
 #include "nccl_ha/reactor/async_events.hpp"

@@ -101,6 +101,9 @@ def ha_figures(recs, n, t_down, t_active):
         "last_reprotected_after_active_ms": (ups[-1] - t_active) if ups and t_active else None,
         "median_reprotected_after_fault_ms": ups[len(ups) // 2] - t_down if ups else None,
         "attempts": sum(r.get("reprotect_attempts", 0) for r in _last_per_comm(recs).values()),
+        # attempts given up for want of the peer's answer, and requests written again meanwhile
+        "timed_out": len([r for r in recs if r.get("event") == "standby" and "did not answer" in r.get("why", "")]),
+        "reminders": sum(r.get("reprotect_reminders", 0) for r in _last_per_comm(recs).values()),
     }
     return fig
 
@@ -185,8 +188,8 @@ def markdown(runs, meta):
               "Times in ms after the fault. Resume = the failover record (the comm carries traffic again); "
               "protected = the comm's first standby \"up\" record after the fault.", "",
               "| N | rank | comms | failed over | fatal | first resume | median | last resume | last / first | "
-              "protected | last protected | after ACTIVE | attempts |",
-              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "protected | last protected | after ACTIVE | attempts | timed out | reminders |",
+              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for run in runs:
         for role, r in run["ranks"].items():
             h = r.get("ha")
@@ -196,7 +199,7 @@ def markdown(runs, meta):
                          f"{fmt(h['first_resume_ms'])} | {fmt(h['median_resume_ms'])} | {fmt(h['last_resume_ms'])} | "
                          f"{fmt(h['spread_last_over_first'])} | {h['reprotected_comms']} | "
                          f"{fmt(h['last_reprotected_after_fault_ms'])} | {fmt(h['last_reprotected_after_active_ms'])} | "
-                         f"{h['attempts']} |")
+                         f"{h['attempts']} | {h.get('timed_out', '-')} | {h.get('reminders', '-')} |")
     failed = [f"{run['name']} {role}: exit {r['rc']}" for run in runs for role, r in run["ranks"].items() if r["rc"] != 0]
     lines += ["", "Driver exits other than 0: " + (", ".join(failed) if failed else "none") + ".", ""]
     return "\n".join(lines) + "\n"

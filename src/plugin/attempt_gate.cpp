@@ -25,6 +25,15 @@ void AttemptGate::leave(CommBase& c) {
   dispatch(&c);
 }
 
+std::uint64_t AttemptGate::defer(std::uint64_t now, std::uint64_t& since_ns) const noexcept {
+  if (now >= quiet_at_ || (since_ns != 0 && now - since_ns >= kMaxFailoverDeferNs)) {
+    since_ns = 0;
+    return 0;
+  }
+  if (since_ns == 0) since_ns = now;
+  return std::min(quiet_at_, since_ns + kMaxFailoverDeferNs);
+}
+
 void AttemptGate::dispatch(const CommBase* caller) {
   std::erase_if(admitted_, [](const std::weak_ptr<CommBase>& w) {
     const auto c = w.lock();
@@ -47,6 +56,12 @@ void settle_attempt(CommBase& c) {
   if (!c.rp.admitted) return;
   if (c.rp.step != ReprotectState::idle && c.error == ncclSuccess && !c.closing.load(std::memory_order_relaxed)) return;
   if (State* st = state()) st->attempts.leave(c);
+}
+
+bool keep_waiting_for_answer(std::uint64_t requested_ns, std::uint64_t heard_ns, std::uint64_t now,
+                             std::uint64_t timeout_ns) noexcept {
+  const bool heard_lately = heard_ns != 0 && (heard_ns >= now || now - heard_ns < timeout_ns);
+  return heard_lately && now - requested_ns < kAnswerWaitTimeouts * timeout_ns;
 }
 
 }  // namespace nccl_ha::plugin

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -24,6 +26,10 @@ namespace nccl_ha::plugin {
 struct CommBase;
 
 constexpr std::size_t kAttemptsInFlight = 4;
+// Failovers first: no attempt starts until the process's failovers have been quiet this long
+// (none begun), for at most kMaxFailoverDeferNs per comm.
+constexpr std::uint64_t kFailoverQuietNs = 300'000'000;
+constexpr std::uint64_t kMaxFailoverDeferNs = 30'000'000'000;
 
 class AttemptGate {
  public:
@@ -33,6 +39,15 @@ class AttemptGate {
   bool enter(CommBase& c, bool move);
   // `c` gives its place (or its turn) up: the next in line is admitted.
   void leave(CommBase& c);
+  // A failover of one of the process's comms began at `now`.
+  void failover_begun(std::uint64_t now) noexcept { quiet_at_ = std::max(quiet_at_, now + kFailoverQuietNs); }
+  // Failovers first: 0 when an attempt may start now, else when to ask again. A port event moves
+  // every comm on the port, and each failover is the progress thread's work (here and at the
+  // peer): an attempt started meanwhile waits behind that work on both sides, its request
+  // unanswered for as long as the storm lasts (tens of seconds at 1024 comms under emulation).
+  // `since_ns` (the comm's, 0 when not deferred) keeps a comm from waiting more than
+  // kMaxFailoverDeferNs for a quiet that never comes.
+  std::uint64_t defer(std::uint64_t now, std::uint64_t& since_ns) const noexcept;
   std::size_t in_flight() const noexcept { return admitted_.size(); }
   std::size_t waiting() const noexcept { return waiting_[0].size() + waiting_[1].size(); }
 
@@ -42,10 +57,22 @@ class AttemptGate {
   std::size_t limit_;
   std::vector<std::weak_ptr<CommBase>> admitted_;
   std::deque<std::weak_ptr<CommBase>> waiting_[2];  // [0] without a usable standby, [1] moves
+  std::uint64_t quiet_at_ = 0;                       // the failovers' quiet begins (failover_begun)
 };
 
 // After a control step of `c` (held): its place is given up once its attempt is over, or the comm
 // failed or closes.
 void settle_attempt(CommBase& c);
+
+// The request's deadline follows the peer's progress. An answer overdue after
+// HA_NCCL_FAILOVER_TIMEOUT_MS (`timeout_ns`) is still waited for - the request reminded, the
+// deadline one timeout further - while the peer's control plane was heard from (any control write
+// of that process read here, `heard_ns`) within the last timeout, up to kAnswerWaitTimeouts
+// timeouts after the request (`requested_ns`): a peer that works through a line of jobs answers
+// late, and giving up would throw its finished job away and queue another. A peer heard from no
+// more is given up on at the first deadline, as before.
+constexpr std::uint64_t kAnswerWaitTimeouts = 16;
+bool keep_waiting_for_answer(std::uint64_t requested_ns, std::uint64_t heard_ns, std::uint64_t now,
+                             std::uint64_t timeout_ns) noexcept;
 
 }  // namespace nccl_ha::plugin

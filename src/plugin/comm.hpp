@@ -347,6 +347,9 @@ struct ReprotectState {
   std::uint64_t next_try_ns = 0;
   std::uint64_t backoff_ns = 0;
   std::uint64_t deadline_ns = 0;
+  std::uint64_t requested_ns = 0;    // send side: when the attempt's request was first written
+  std::uint32_t reminders = 0;       // send side: the request written again (an answer overdue)
+  std::uint32_t refused_gen = 0;     // receive side: the last request refused (a reminder is refused again)
   std::uint64_t attempts = 0;
   std::uint64_t done = 0;            // standbys re-established
   std::shared_ptr<PathJob> job;      // the path being built / connected
@@ -358,6 +361,7 @@ struct ReprotectState {
   // or its place in the line for one.
   bool admitted = false;
   bool queued = false;
+  std::uint64_t deferred_ns = 0;     // since when it waits for the process's failovers to end (0: not)
   std::uint32_t peer_ctrl = 0;       // the peer's keys on its device of the attempt
   std::uint32_t peer_fifo = 0;       // (receive side: the sender's FIFO)
   std::string port;                  // "rxe1:1": the attempt's port here (log lines)

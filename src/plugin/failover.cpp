@@ -174,6 +174,7 @@ void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::P
   fo.drain_seen = c.paths[c.active] ? c.paths[c.active]->completions : 0;
   fo.requested.clear();  // a request still waiting (for a standby being connected) is this one now
   fo.awaiting_standby = false;
+  if (State* st = state()) st->attempts.failover_begun(now);  // re-protection waits (attempt_gate.hpp)
 }
 
 void record_failed_failback(CommBase& c, const std::string& why, const char* stage, const std::string& from,
@@ -302,6 +303,7 @@ const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch) {
   SyncMsg m;
   if (!c.inbox.sync || !read_record(c.ctrl.sync, m)) return nullptr;
   c.peer_sync = m;  // only a whole one
+  heard_from_peer(c, now_ns());
   if (m.epoch >= min_epoch) return &c.peer_sync;
   c.inbox.sync = false;  // stale: an earlier failover's
   return nullptr;

@@ -156,4 +156,9 @@ void join_pair(CommBase& c, const std::shared_ptr<Path>& p) {
   p->pair = std::move(pair);
 }
 
+void heard_from_peer(CommBase& c, std::uint64_t now) {
+  if (c.active < 0 || c.active >= kSlots) return;
+  if (const Path* p = c.paths[c.active].get(); p && p->pair) p->pair->heard(now);
+}
+
 }  // namespace nccl_ha::plugin

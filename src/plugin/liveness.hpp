@@ -78,6 +78,11 @@ class PairLiveness {
   const std::string& why() const noexcept { return why_; }
   std::uint64_t heartbeats() const noexcept { return seq_; }
   std::size_t members() const noexcept { return members_.size(); }
+  // The peer process's control plane is running: one of its control records (a failover notice, a
+  // re-protection request or answer) was read by a member comm at `now`. Its requests' deadlines
+  // follow it (keep_waiting_for_answer, attempt_gate.hpp).
+  void heard(std::uint64_t now) noexcept { heard_ns_ = std::max(heard_ns_, now); }
+  std::uint64_t heard_ns() const noexcept { return heard_ns_; }
   // `p` (a connected path of `c`) runs on this pair.
   void join(const std::shared_ptr<CommBase>& c, const std::shared_ptr<Path>& p);
   // One period, `late_ns` after it was due: the heartbeats answered or missed, the next one posted
@@ -108,6 +113,7 @@ class PairLiveness {
   std::uint64_t seen_ack_ = 0;         // acked_ at the last tick
   std::deque<Posted> unanswered_;      // posted after the newest answer, oldest first (capped)
   std::uint64_t lost_ns_;              // unanswered this long: lost
+  std::uint64_t heard_ns_ = 0;         // the peer's control plane last heard from (heard())
   Level level_ = Level::answering;
   std::string why_;
   int empty_ticks_ = 0;
@@ -121,5 +127,9 @@ struct LivenessRegistry {
 // Progress thread: puts the connected path `p` of `c` on its pair (found, or created with its
 // heartbeat loop started), unless it is there already. A comm with HA off joins none.
 void join_pair(CommBase& c, const std::shared_ptr<Path>& p);
+
+// Progress thread: `c` read a control record of its peer at `now`: the pair of its active path
+// hears of it (PairLiveness::heard).
+void heard_from_peer(CommBase& c, std::uint64_t now);
 
 }  // namespace nccl_ha::plugin

@@ -210,6 +210,7 @@ std::uint64_t attempt_failed(CommBase& c, std::uint64_t now, const std::string& 
 bool read_reprotect(CommBase& c, ReprotectMsg& out) {
   if (!c.inbox.reprotect || !read_record(c.ctrl.reprotect, out)) return false;
   c.inbox.reprotect = false;
+  heard_from_peer(c, now_ns());
   return true;
 }
 
@@ -250,9 +251,9 @@ void retry_now(CommBase& c, std::uint64_t now, const std::string& what) {
 // ---- send side: the receiver's note that a port of its came back: every pair may be tried again, now.
 void take_port_back(CommBase& c, std::uint64_t now) {
   ReprotectMsg m;
-  if (c.rp.step != ReprotectState::idle || !c.inbox.reprotect || !read_record(c.ctrl.reprotect, m) || m.ok != kPortBack)
-    return;  // an answer is drive()'s
-  c.inbox.reprotect = false;
+  if (c.rp.step != ReprotectState::idle || !c.inbox.reprotect || !read_record(c.ctrl.reprotect, m)) return;  // an answer is drive()'s
+  c.inbox.reprotect = false;  // idle: an answer now is a late one (a reminder's second), of no use
+  if (m.ok != kPortBack) return;
   standby_ports_reset(c);
   // Its ports as its handshake listed them may say down (a connection opened while one was): every
   // pair may be tried again, and one whose port is still down is refused and skipped as any other.
@@ -272,9 +273,15 @@ std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
   if (const auto hold = static_cast<std::uint64_t>(state()->config.test_reprotect_delay_ms) * 1'000'000;
       hold && !rp.move && !c.rescue.on && now < c.standby.lost_ns + hold)
     return c.standby.lost_ns + hold;  // test setting HA_NCCL_TEST_REPROTECT_DELAY_MS
-  if (State* st = state(); st && !c.rescue.on && !st->attempts.enter(c, rp.move)) {
-    rp.move = false;  // nothing started: a move is decided again in its turn (move_home)
-    return 0;         // woken in its turn
+  if (State* st = state(); st && !c.rescue.on) {
+    if (const std::uint64_t later = st->attempts.defer(now, rp.deferred_ns); later != 0) {
+      rp.move = false;  // nothing started: a move is decided again then (move_home)
+      return later;     // failovers first
+    }
+    if (!st->attempts.enter(c, rp.move)) {
+      rp.move = false;  // nothing started: a move is decided again in its turn (move_home)
+      return 0;         // woken in its turn
+    }
   }
   const AttemptPorts ports = choose_standby_ports(c);
   if (!ports.dev) {
@@ -311,6 +318,31 @@ std::uint64_t move_home(CommBase& c, std::uint64_t now) {
   return start_attempt(c, now);
 }
 
+// The attempt's request (generation rp.gen): our endpoint and keys, what it is for, the peer's device.
+int post_request(CommBase& c) {
+  ReprotectState& rp = c.rp;
+  const std::uint32_t kind = rp.move ? kMove : c.rescue.on ? kRescueSlot + static_cast<std::uint32_t>(c.standby_slot()) : 1;
+  return post_reprotect(c, rp.job.get(), kind, rp.gen, rp.peer_dev);
+}
+
+// The answer is overdue: while the peer's control plane is heard from, the request is written again
+// (a receiver that answered already answers again: an answer written on a path that failed since is
+// not lost) and waited for one more timeout (keep_waiting_for_answer, attempt_gate.hpp).
+bool remind(CommBase& c, std::uint64_t now) {
+  ReprotectState& rp = c.rp;
+  const Path* active = c.paths[c.active].get();
+  const std::uint64_t heard = active && active->pair ? active->pair->heard_ns() : 0;
+  if (c.rescue.on || !keep_waiting_for_answer(rp.requested_ns, heard, now, c.failover_timeout_ns)) return false;
+  if (post_request(c) != 0) return false;
+  ++rp.reminders;
+  rp.deadline_ns = now + c.failover_timeout_ns;
+  HA_INFO("NET/HA: %s: re-protection on %s: no answer after %llu ms, the peer's control plane is busy (heard from "
+          "%llu ms ago): request %u written again", c.id.c_str(), rp.port.c_str(),
+          static_cast<unsigned long long>((now - rp.requested_ns) / 1000000),
+          static_cast<unsigned long long>(now > heard ? (now - heard) / 1000000 : 0), rp.gen);
+  return true;
+}
+
 // building: once the job built our side, the request to the peer (our endpoint and keys).
 std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
@@ -320,12 +352,13 @@ std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
     return attempt_failed(c, now, "re-protection on " + rp.port + ": " + rp.job->why);
   }
   c.inbox.reprotect = false;  // answers to older attempts are of no interest
-  const std::uint32_t kind = rp.move ? kMove : c.rescue.on ? kRescueSlot + static_cast<std::uint32_t>(c.standby_slot()) : 1;
-  if (post_reprotect(c, rp.job.get(), kind, ++rp.gen, rp.peer_dev) != 0) {
+  ++rp.gen;
+  if (post_request(c) != 0) {
     back_off(c, now, "re-protection: the request could not be posted");
     return rp.next_try_ns;
   }
   rp.step = ReprotectState::requested;
+  rp.requested_ns = now;
   // Over TCP the exchange bounds itself (its outcome always comes as mail), within the rescue's deadline.
   rp.deadline_ns = c.rescue.on ? c.rescue.deadline_ns : now + c.failover_timeout_ns;
   return rp.deadline_ns;
@@ -337,8 +370,9 @@ std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   ReprotectMsg answer;
   if (!read_reprotect(c, answer) || answer.gen != rp.gen || answer.ok == kPortBack) {
-    if (now > rp.deadline_ns) {
-      back_off(c, now, "re-protection: the peer did not answer");
+    if (now > rp.deadline_ns && !remind(c, now)) {
+      back_off(c, now, "re-protection: the peer did not answer within " +
+                           std::to_string((now - rp.requested_ns) / 1000000) + " ms");
       return rp.next_try_ns;
     }
     return rp.deadline_ns + 1;  // its completion wakes us before
@@ -503,6 +537,7 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
     d = nullptr;
   }
   if (!d) {
+    rp.refused_gen = req.gen;
     post_reprotect(c, nullptr, 0, req.gen, -1);
     if (!remote) why = remote.error().message;  // else set by follow_rescue_slot or requested_device
     if (rp.move)
@@ -526,13 +561,27 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
     set_standby(c, StandbyHealth::connecting, "re-protecting on " + d->port.id());
 }
 
+// A reminder of the request we work on (the sender saw no answer in time): the answer given is given
+// again - our finished job is what the sender waits for, not a new one; one still being built
+// answers when done.
+void answer_again(CommBase& c) {
+  ReprotectState& rp = c.rp;
+  if (rp.step == ReprotectState::hello && rp.job)
+    post_reprotect(c, rp.job.get(), 1, rp.gen, -1);
+  else if (rp.step == ReprotectState::idle && rp.refused_gen == rp.gen)
+    post_reprotect(c, nullptr, 0, rp.gen, -1);
+}
+
 std::uint64_t answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = c.rp;
   note_port_back(c);
   ReprotectMsg req;
-  if (read_reprotect(c, req) && req.gen != rp.gen) {
-    take_request(c, req, now);
-    return 0;
+  if (read_reprotect(c, req)) {
+    if (req.gen != rp.gen) {
+      take_request(c, req, now);
+      return 0;
+    }
+    answer_again(c);
   }
   if (rp.step == ReprotectState::building) {
     const int o = job_outcome(*rp.job);
@@ -547,6 +596,7 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
       return 0;
     }
     if (!ok) {
+      rp.refused_gen = rp.gen;
       set_standby(c, StandbyHealth::down, "re-protection on " + rp.port + ": " + why);
       retire_job(c);
       rp.step = ReprotectState::idle;

@@ -181,6 +181,7 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.kv("failbacks", c.stats.failbacks);
   j.kv("reprotections", c.rp.done);
   j.kv("reprotect_attempts", c.rp.attempts);
+  j.kv("reprotect_reminders", c.rp.reminders);
   j.kv_list("flush_reads", c.stats.flush_reads);  // per device slot
   j.kv_list("flush_rebuilds", c.stats.flush_rebuilds);
   j.kv_list("flush_redirects", c.stats.flush_redirects);

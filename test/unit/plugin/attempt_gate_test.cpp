@@ -74,4 +74,43 @@ BOOST_AUTO_TEST_CASE(a_closed_or_destroyed_comm_gives_its_place_back) {
   BOOST_TEST(gate.enter(*c[3], false));
 }
 
+// The request's deadline follows the peer's progress: waited on while its control plane was heard
+// from within the last timeout, never beyond kAnswerWaitTimeouts timeouts; never heard: given up.
+BOOST_AUTO_TEST_CASE(an_overdue_answer_is_waited_for_while_the_peer_is_heard_from) {
+  constexpr std::uint64_t ms = 1'000'000, timeout = 1000 * ms, t0 = 5'000 * ms;
+  const std::uint64_t late = t0 + timeout + 1;
+  BOOST_TEST(keep_waiting_for_answer(t0, t0 + 300 * ms, late, timeout));    // heard since the request
+  BOOST_TEST(keep_waiting_for_answer(t0, t0 - 500 * ms, late - 600 * ms, timeout));  // heard just before it
+  BOOST_TEST(!keep_waiting_for_answer(t0, 0, late, timeout));               // never heard from
+  BOOST_TEST(!keep_waiting_for_answer(t0, t0 - 10 * ms, late, timeout));    // quiet for a whole timeout
+  BOOST_TEST(keep_waiting_for_answer(t0, late + 5 * ms, late, timeout));    // heard "after now" (another clock read)
+  const std::uint64_t cap = t0 + kAnswerWaitTimeouts * timeout;
+  BOOST_TEST(keep_waiting_for_answer(t0, cap - 2 * ms, cap - 1 * ms, timeout));
+  BOOST_TEST(!keep_waiting_for_answer(t0, cap, cap, timeout));              // the cap, however busy the peer
+}
+
+// Failovers first: an attempt waits until the process's failovers are quiet for kFailoverQuietNs,
+// each new failover pushing the quiet back, but no comm waits longer than kMaxFailoverDeferNs.
+BOOST_AUTO_TEST_CASE(attempts_wait_for_the_failovers_to_be_quiet_within_a_bound) {
+  constexpr std::uint64_t ms = 1'000'000, t0 = 1'000 * ms;
+  AttemptGate gate;
+  std::uint64_t since = 0;
+  BOOST_TEST(gate.defer(t0, since) == 0u);  // no failover yet
+  gate.failover_begun(t0);
+  BOOST_TEST(gate.defer(t0 + 10 * ms, since) == t0 + kFailoverQuietNs);
+  BOOST_TEST(since == t0 + 10 * ms);
+  gate.failover_begun(t0 + 200 * ms);  // the storm goes on: the quiet moves
+  BOOST_TEST(gate.defer(t0 + kFailoverQuietNs, since) == t0 + 200 * ms + kFailoverQuietNs);
+  BOOST_TEST(gate.defer(t0 + 200 * ms + kFailoverQuietNs, since) == 0u);
+  BOOST_TEST(since == 0u);
+  // A storm without end: the bound.
+  std::uint64_t t = t0 + 10'000 * ms, waited = 0;
+  for (; t < t0 + 10'000 * ms + 2 * kMaxFailoverDeferNs; t += 100 * ms) {
+    gate.failover_begun(t);
+    if (gate.defer(t, waited) == 0) break;
+    BOOST_TEST(gate.defer(t, waited) <= waited + kMaxFailoverDeferNs);
+  }
+  BOOST_TEST(t - (t0 + 10'000 * ms) == kMaxFailoverDeferNs);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -17,7 +17,9 @@
 #   Failback stays off (pl_failover_env): the comms stay where the failover put them.
 # Files per run NAME (n<N>-<variant>) in $VM_OUT: NAME.{json,log,rc,ms,phase,stats.jsonl} (the
 # driver's), NAME.res (key value lines), NAME.cpu0/.cpu1 (the two /proc samples: "<tid> <name>
-# <utime+stime ticks>" lines, "guest <busy> <total>"), on a NAME.faults ("<what> <unix ms>").
+# <utime+stime ticks>" lines, "guest <busy> <total>"), on a NAME.faults ("<what> <unix ms>"); with
+# NCCL_HA_BENCH_PERF=1 NAME.perf.txt / .perf-tree.txt (perf report: where the fault's first seconds go)
+# and NAME.perf-seconds.txt ("<second> <thread name> <samples>": when each thread was busy).
 set -euo pipefail
 export NCCL_HA_VM_BARRIER_TIMEOUT=${NCCL_HA_VM_BARRIER_TIMEOUT:-1800}  # thousands of comms open and close slowly
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver_*
@@ -29,11 +31,20 @@ SETTLE=${NCCL_HA_BENCH_SETTLE:-5}   # s after the hold began before anything is 
 SAMPLE=${NCCL_HA_BENCH_SAMPLE:-10}  # s of CPU sampling
 DOWN=${NCCL_HA_BENCH_DOWN:-5}       # s rail 0 stays down
 REPROTECT_MAX=${NCCL_HA_BENCH_REPROTECT_MAX:-240}
+PERF=${NCCL_HA_BENCH_PERF:-0}       # 1: a system-wide profile of the fault's first PERF_S s (perf)
+PERF_S=${NCCL_HA_BENCH_PERF_S:-20}
 [[ -x $DRIVER ]] || { vm_log "missing driver $DRIVER"; exit 1; }
 # The driver listens once per pair while it connects, and every handshake holds a socket for a
 # moment: 1024 pairs need more than the default 1024 descriptors (a large job raises it too).
 ulimit -n 65536
 port=18790
+# The driver's log and the stats file live in the guest's tmpfs while the driver runs, and are
+# copied to $VM_OUT (a 9p share) afterwards: under TCG every write to the share is a slow round trip
+# to the host, and the plugin's log lines come from its progress thread (a thousand failover lines
+# at once would time the share, not the plugin).
+LOCAL=/tmp/scale-bench
+mkdir -p "$LOCAL"
+export PL_LOG_DIR=$LOCAL
 TICK=$(getconf CLK_TCK)
 echo "$TICK" >"$VM_OUT/clk_tck"
 
@@ -81,7 +92,7 @@ resources() { # PID OUT
 # Until every comm of this rank (2N) has a standby record "up" after T_MS (rail 0 went down: on two
 # rails re-protection waits for its return, on four it finds another rail at once), or the bound.
 wait_reprotected() { # NAME N T_MS
-  local f=$VM_OUT/$1.stats.jsonl want=$((2 * $2)) deadline=$((SECONDS + REPROTECT_MAX)) got=0
+  local f=$LOCAL/$1.stats.jsonl want=$((2 * $2)) deadline=$((SECONDS + REPROTECT_MAX)) got=0
   while ((SECONDS < deadline)); do
     got=$(awk -v t="$3" 'index($0, "\"event\":\"standby\"") && index($0, "\"state\":\"up\"") {
             if (match($0, /"time_unix_ms":[0-9]+/) && substr($0, RSTART + 15, RLENGTH - 15) + 0 >= t &&
@@ -104,7 +115,8 @@ run() { # N VARIANT
   hold=$((SETTLE + SAMPLE + 120))
   [[ $v == on ]] && hold=$((hold + DOWN + REPROTECT_MAX))
   rm -f "$VM_OUT/$name".*
-  PL_ENV=("HA_NCCL_ENABLE_BACKUP=$backup" "HA_NCCL_STATS_FILE=$VM_OUT/$name.stats.jsonl")
+  rm -f "$LOCAL/$name".*
+  PL_ENV=("HA_NCCL_ENABLE_BACKUP=$backup" "HA_NCCL_STATS_FILE=$LOCAL/$name.stats.jsonl")
   pl_driver_start "$name" "$port" --dev 0 --messages 0 --comms "$n" --comms-hold "$hold" \
     --timeout $((hold + 1800)) --phase-file "$VM_OUT/$name.phase" --wait-file "$VM_OUT/$name.end"
   PL_ENV=()
@@ -116,6 +128,12 @@ run() { # N VARIANT
     sleep "$SAMPLE"
     cpu_sample "$PL_PID" "$VM_OUT/$name.cpu1"
     if [[ $v == on ]]; then
+      local perf_pid=''
+      if [[ $PERF == 1 ]]; then  # every thread and the kernel (rxe), sampled by the clock (no PMU under TCG)
+        perf record -q -a -g -e cpu-clock -F 250 -o "$LOCAL/$name.perf.data" -- sleep "$PERF_S" \
+          >"$VM_OUT/$name.perf.log" 2>&1 &
+        perf_pid=$!
+      fi
       if [[ $VM_ROLE == a ]]; then
         echo "rail0-down $(now_ms)" >>"$VM_OUT/$name.faults"
         ip link set "$(vm_rail_if 0)" down
@@ -127,6 +145,19 @@ run() { # N VARIANT
       t_down=$(vm_exchange "$name-down" "$(grep -s '^rail0-down ' "$VM_OUT/$name.faults" | cut -d' ' -f2)")
       [[ $VM_ROLE == a ]] && t_down=$(grep '^rail0-down ' "$VM_OUT/$name.faults" | cut -d' ' -f2)
       wait_reprotected "$name" "$n" "$t_down" || true
+      if [[ -n $perf_pid ]]; then
+        wait "$perf_pid" || true
+        perf report -q -i "$LOCAL/$name.perf.data" --stdio --no-children --sort comm,dso,sym -g none \
+          --percent-limit 0.3 >"$VM_OUT/$name.perf.txt" 2>>"$VM_OUT/$name.perf.log" || true
+        perf report -q -i "$LOCAL/$name.perf.data" --stdio --children --sort sym -g caller,0.5,callee,function,percent \
+          --percent-limit 2 >"$VM_OUT/$name.perf-tree.txt" 2>>"$VM_OUT/$name.perf.log" || true
+        # Samples per thread name and second of the profile: when each thread was busy.
+        perf script -i "$LOCAL/$name.perf.data" -F comm,time 2>>"$VM_OUT/$name.perf.log" |
+          awk '{ t = $NF + 0; if (t0 == "") t0 = t; $NF = ""; sub(/ +$/, ""); gsub(/ /, "_");
+                 n[int(t - t0) " " $0]++ } END { for (k in n) print k, n[k] }' |
+          sort -n -k1,1 -k3,3nr >"$VM_OUT/$name.perf-seconds.txt" || true
+        rm -f "$LOCAL/$name.perf.data"
+      fi
     fi
     vm_barrier "$name-measured"
     touch "$VM_OUT/$name.end"  # the driver's --abort-file: end the hold now
@@ -134,6 +165,8 @@ run() { # N VARIANT
     vm_log "$name: the hold never began here"
   fi
   pl_driver_wait
+  cp "$LOCAL/$name".* "$VM_OUT/" 2>/dev/null || true
+  rm -f "$LOCAL/$name".*
   echo "$PL_RC" >"$VM_OUT/$name.rc"
   echo "$PL_MS" >"$VM_OUT/$name.ms"
   vm_log "$name: exit $PL_RC after $PL_MS ms"

@@ -16,7 +16,7 @@
 #   NCCL_HA_BENCH_OUT          output prefix        bench/results/scale-<date>[-4rails]
 #   NCCL_HA_BENCH_NO_BUILD=1   use the build dir as it is
 #   NCCL_HA_BUILD_DIR          build dir (build/)
-#   (the guest's NCCL_HA_BENCH_SETTLE / _SAMPLE / _DOWN / _REPROTECT_MAX: scale-bench.guest.sh)
+#   (the guest's NCCL_HA_BENCH_SETTLE / _SAMPLE / _DOWN / _REPROTECT_MAX / _PERF: scale-bench.guest.sh)
 # Absolute figures are emulation artefacts (TCG, one vCPU per VM); the growth with N is the result.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -27,7 +27,7 @@ struct CommBase;
 
 constexpr std::size_t kAttemptsInFlight = 4;
 // Failovers first: no attempt starts until the process's failovers have been quiet this long
-// (none begun), for at most kMaxFailoverDeferNs per comm.
+// (none begun or finished), for at most kMaxFailoverDeferNs per comm.
 constexpr std::uint64_t kFailoverQuietNs = 300'000'000;
 constexpr std::uint64_t kMaxFailoverDeferNs = 30'000'000'000;
 
@@ -39,8 +39,9 @@ class AttemptGate {
   bool enter(CommBase& c, bool move);
   // `c` gives its place (or its turn) up: the next in line is admitted.
   void leave(CommBase& c);
-  // A failover of one of the process's comms began at `now`.
-  void failover_begun(std::uint64_t now) noexcept { quiet_at_ = std::max(quiet_at_, now + kFailoverQuietNs); }
+  // A failover of one of the process's comms began or finished at `now`: a port event begins every
+  // failover on the port at once, and they finish over seconds.
+  void failover_activity(std::uint64_t now) noexcept { quiet_at_ = std::max(quiet_at_, now + kFailoverQuietNs); }
   // Failovers first: 0 when an attempt may start now, else when to ask again. A port event moves
   // every comm on the port, and each failover is the progress thread's work (here and at the
   // peer): an attempt started meanwhile waits behind that work on both sides, its request
@@ -57,7 +58,7 @@ class AttemptGate {
   std::size_t limit_;
   std::vector<std::weak_ptr<CommBase>> admitted_;
   std::deque<std::weak_ptr<CommBase>> waiting_[2];  // [0] without a usable standby, [1] moves
-  std::uint64_t quiet_at_ = 0;                       // the failovers' quiet begins (failover_begun)
+  std::uint64_t quiet_at_ = 0;                       // the failovers' quiet begins (failover_activity)
 };
 
 // After a control step of `c` (held): its place is given up once its attempt is over, or the comm

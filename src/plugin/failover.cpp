@@ -154,6 +154,7 @@ void finish(CommBase& c, std::uint32_t replayed) {
   fo.keep_from = false;
   fo.in_place = false;
   fo.stall_until_ns = 0;
+  if (State* st = state()) st->attempts.failover_activity(now);  // the storm goes on: re-protection waits
 }
 
 void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::Phase phase, std::uint64_t now) {
@@ -174,7 +175,7 @@ void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::P
   fo.drain_seen = c.paths[c.active] ? c.paths[c.active]->completions : 0;
   fo.requested.clear();  // a request still waiting (for a standby being connected) is this one now
   fo.awaiting_standby = false;
-  if (State* st = state()) st->attempts.failover_begun(now);  // re-protection waits (attempt_gate.hpp)
+  if (State* st = state()) st->attempts.failover_activity(now);  // re-protection waits (attempt_gate.hpp)
 }
 
 void record_failed_failback(CommBase& c, const std::string& why, const char* stage, const std::string& from,

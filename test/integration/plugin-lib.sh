@@ -75,15 +75,15 @@ PL_STREAM_ARGS=(--one-way --dev 0 --sizes 0,8,4K,64K,1M,4M --group 4 --inflight 
 
 pl_now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
 
-pl_driver_start() { # NAME PORT ARGS...
-  local name=$1 port=$2
+pl_driver_start() { # NAME PORT ARGS...   (its stderr: $PL_LOG_DIR/NAME.log, default $VM_OUT)
+  local name=$1 port=$2 log=${PL_LOG_DIR:-$VM_OUT}/$1.log
   shift 2
   local args=(--plugin "$PLUGIN" --json "$VM_OUT/$name.json" "$@")
   PL_T0=${EPOCHREALTIME/[.,]/}
   if [[ $VM_ROLE == a ]]; then
     (
       ((${#PL_ENV[@]} == 0)) || export "${PL_ENV[@]}"
-      exec "$DRIVER" "${args[@]}" --rank 0 --listen-port "$port" 2>"$VM_OUT/$name.log"
+      exec "$DRIVER" "${args[@]}" --rank 0 --listen-port "$port" 2>"$log"
     ) &
     PL_PID=$!
     vm_wait_listen "$port"
@@ -92,7 +92,7 @@ pl_driver_start() { # NAME PORT ARGS...
     vm_barrier "$name"
     (
       ((${#PL_ENV[@]} == 0)) || export "${PL_ENV[@]}"
-      exec "$DRIVER" "${args[@]}" --rank 1 --peer "$VM_PEER_MGMT:$port" 2>"$VM_OUT/$name.log"
+      exec "$DRIVER" "${args[@]}" --rank 1 --peer "$VM_PEER_MGMT:$port" 2>"$log"
     ) &
     PL_PID=$!
   fi

@@ -96,17 +96,17 @@ BOOST_AUTO_TEST_CASE(attempts_wait_for_the_failovers_to_be_quiet_within_a_bound)
   AttemptGate gate;
   std::uint64_t since = 0;
   BOOST_TEST(gate.defer(t0, since) == 0u);  // no failover yet
-  gate.failover_begun(t0);
+  gate.failover_activity(t0);
   BOOST_TEST(gate.defer(t0 + 10 * ms, since) == t0 + kFailoverQuietNs);
   BOOST_TEST(since == t0 + 10 * ms);
-  gate.failover_begun(t0 + 200 * ms);  // the storm goes on: the quiet moves
+  gate.failover_activity(t0 + 200 * ms);  // the storm goes on: the quiet moves
   BOOST_TEST(gate.defer(t0 + kFailoverQuietNs, since) == t0 + 200 * ms + kFailoverQuietNs);
   BOOST_TEST(gate.defer(t0 + 200 * ms + kFailoverQuietNs, since) == 0u);
   BOOST_TEST(since == 0u);
   // A storm without end: the bound.
   std::uint64_t t = t0 + 10'000 * ms, waited = 0;
   for (; t < t0 + 10'000 * ms + 2 * kMaxFailoverDeferNs; t += 100 * ms) {
-    gate.failover_begun(t);
+    gate.failover_activity(t);
     if (gate.defer(t, waited) == 0) break;
     BOOST_TEST(gate.defer(t, waited) <= waited + kMaxFailoverDeferNs);
   }

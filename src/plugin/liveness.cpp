@@ -89,7 +89,7 @@ bool PairLiveness::tick(std::uint64_t now, std::uint64_t late_ns) {
   return true;
 }
 
-bool PairLiveness::post_next(std::uint64_t now) {
+void PairLiveness::post_next(std::uint64_t now) {
   constexpr std::size_t kMaxUnanswered = 64;
   // A few members per period, whatever their number: one that is gone leaves the list when the
   // rotation reaches it (the cost of a period does not grow with the comms on the pair).
@@ -118,9 +118,8 @@ bool PairLiveness::post_next(std::uint64_t now) {
     p->pair_heartbeat = ++seq_;
     if (unanswered_.size() == kMaxUnanswered) unanswered_.erase(unanswered_.begin() + 1);  // the oldest's time stays
     unanswered_.push_back({seq_, now});
-    return true;
+    return;
   }
-  return false;
 }
 
 void PairLiveness::set_level(Level level, std::uint64_t age_ns) {

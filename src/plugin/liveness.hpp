@@ -99,7 +99,7 @@ class PairLiveness {
     std::uint64_t seq;
     std::uint64_t ns;
   };
-  bool post_next(std::uint64_t now);
+  void post_next(std::uint64_t now);
   enum class Level : std::uint8_t { answering, silent, lost };
   void set_level(Level level, std::uint64_t age_ns);
 

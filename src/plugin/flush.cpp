@@ -242,13 +242,13 @@ std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
 }  // namespace
 
 Expected<std::shared_ptr<Path>> build_flush_path(Reaper* reaper, Device& d, int slot) {
-  auto port = net::query_port(d.ctx.get(), d.port.device, d.port.port);  // the GID as it is now
-  if (!port) return std::move(port).error();
-  if (!port->active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port->state));
+  net::PortInfo port = d.port;  // the state and GID as they are now
+  if (auto s = net::refresh_address(d.ctx.get(), port); !s) return std::move(s).error();
+  if (!port.active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port.state));
   auto p = make_path(reaper, d, slot, kFlushDepth, 1);
   if (!p) return std::move(p).error();
   Path& path = **p;
-  path.local = net::local_endpoint(path.qp.get(), *port, path.local.psn);
+  path.local = net::local_endpoint(path.qp.get(), port, path.local.psn);
   if (auto s = net::connect_rc_qp(path.qp.get(), path.local, path.local, d.timeouts); !s) return std::move(s).error();
   path.link.store(Path::up, std::memory_order_relaxed);
   return std::move(p).value();

@@ -25,12 +25,15 @@
 // (flush.cpp) the same job builds a new loopback QP on the standby's device, installed with the
 // standby: a flush QP never outlives the port state it was built in.
 // A PORT_ACTIVE or GID-change event of one of the comm's candidate ports starts the next attempt
-// at once; the backoff only paces attempts that failed.
+// at once; the backoff only paces attempts that failed. A receiver whose device the request names
+// is down refuses with kPortDown: the sender leaves that device out (no QP built only to be refused)
+// until the receiver's kPortBack note that a port came back, or kPeerPortDownNs.
 // With failback, a standby that is up but not on the connection's own pair is moved there once that
 // pair is usable (a move: the same steps, the request's ok = kMove): make-before-break, the old
 // standby serves until the install and stays if the move fails; the failback then follows.
 // A failover during a move gives it up, except in the hello step, where the peer may already have
 // installed the new path: the failover waits for the hello's outcome (failover_waits_for_move).
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -49,17 +52,21 @@ namespace {
 constexpr std::uint64_t kFirstBackoffNs = 100'000'000;
 constexpr std::uint64_t kMaxBackoffNs = 5'000'000'000;
 constexpr std::uint64_t kMoveRetryNs = 1'000'000'000;  // after a failed move
+// How long a peer's device it said is down (kPortDown) is left out without its kPortBack note.
+constexpr std::uint64_t kPeerPortDownNs = kMaxBackoffNs;
 
-// A fresh path on `dev`, with the port (and its GID) queried again.
+// A fresh path on `dev`, its port's state and address (GID) queried again: the state and address
+// only (refresh_address), not the whole of discovery's query (the device's attributes, sysfs),
+// which was most of a worker's time in a re-protection storm (scale bench profile).
 Status build_path(PathJob& job, Reaper* reaper, Device& d, int slot, int send_depth, int recv_depth,
                   std::weak_ptr<CommBase> owner) {
   if (!d.port_up.load(std::memory_order_relaxed)) return make_error(Errc::unsupported, d.port.id() + " is not active");
-  auto port = net::query_port(d.ctx.get(), d.port.device, d.port.port);
-  if (!port) return std::move(port).error();
-  if (!port->active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port->state));
+  net::PortInfo port = d.port;
+  if (auto s = net::refresh_address(d.ctx.get(), port); !s) return s;
+  if (!port.active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port.state));
   auto p = make_path(reaper, d, slot, send_depth, recv_depth, std::move(owner));
   if (!p) return std::move(p).error();
-  (*p)->local = net::local_endpoint((*p)->qp.get(), *port, (*p)->local.psn);
+  (*p)->local = net::local_endpoint((*p)->qp.get(), port, (*p)->local.psn);
   job.path = std::move(p).value();
   return {};
 }
@@ -248,6 +255,29 @@ void retry_now(CommBase& c, std::uint64_t now, const std::string& what) {
   c.rp.next_try_ns = now;
 }
 
+// ---- send side: the receiver refused because its device `dev` is down (kPortDown): no pair with it
+// until its note that a port came back, or kPeerPortDownNs.
+void peer_port_down(CommBase& c, int dev, std::uint64_t now) {
+  bool known = false;
+  for (Candidate& theirs : c.peer_cands)
+    if (theirs.dev == dev) {
+      theirs.flags &= static_cast<std::uint8_t>(~kCandUp);
+      known = true;
+    }
+  if (!known) return;
+  if (std::find(c.rp.peer_down.begin(), c.rp.peer_down.end(), dev) == c.rp.peer_down.end()) c.rp.peer_down.push_back(dev);
+  c.rp.peer_down_until_ns = now + kPeerPortDownNs;
+}
+
+// The peer's devices it said are down, after kPeerPortDownNs without its note: tried again.
+void peer_ports_expire(CommBase& c, std::uint64_t now) {
+  if (c.rp.peer_down.empty() || now < c.rp.peer_down_until_ns) return;
+  for (Candidate& theirs : c.peer_cands)
+    if (std::find(c.rp.peer_down.begin(), c.rp.peer_down.end(), theirs.dev) != c.rp.peer_down.end())
+      theirs.flags |= kCandUp;
+  c.rp.peer_down.clear();
+}
+
 // ---- send side: the receiver's note that a port of its came back: every pair may be tried again, now.
 void take_port_back(CommBase& c, std::uint64_t now) {
   ReprotectMsg m;
@@ -255,9 +285,11 @@ void take_port_back(CommBase& c, std::uint64_t now) {
   c.inbox.reprotect = false;  // idle: an answer now is a late one (a reminder's second), of no use
   if (m.ok != kPortBack) return;
   standby_ports_reset(c);
-  // Its ports as its handshake listed them may say down (a connection opened while one was): every
-  // pair may be tried again, and one whose port is still down is refused and skipped as any other.
+  // Its ports as its handshake listed them (or its kPortDown answers) may say down (a connection
+  // opened while one was): every pair may be tried again, and one whose port is still down is
+  // refused and skipped as any other.
   for (Candidate& theirs : c.peer_cands) theirs.flags |= kCandUp;
+  c.rp.peer_down.clear();
   c.rp.next_move_ns = 0;
   if (c.standby.state == StandbyHealth::down) retry_now(c, now, "a port of the peer");
 }
@@ -283,6 +315,7 @@ std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
       return 0;         // woken in its turn
     }
   }
+  peer_ports_expire(c, now);
   const AttemptPorts ports = choose_standby_ports(c);
   if (!ports.dev) {
     back_off(c, now, "re-protection: " + ports.why);
@@ -377,6 +410,10 @@ std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
     }
     return rp.deadline_ns + 1;  // its completion wakes us before
   }
+  if (answer.ok == kPortDown) {
+    peer_port_down(c, rp.peer_dev, now);
+    return attempt_failed(c, now, "re-protection: the peer's port of that pair is down (it says when it is back)");
+  }
   if (!answer.ok)  // over TCP, a refusal of the exchange itself says why
     return attempt_failed(c, now, "re-protection: " + (c.rescue.why.empty() ? std::string("the peer cannot build its side")
                                                                             : c.rescue.why));
@@ -459,7 +496,7 @@ std::uint64_t drive(CommBase& c, std::uint64_t now) {
 
 // The receive side's device for a request: the one it names (kSameDevice: the slot's), if it can
 // carry a standby of this comm; else nullptr with the reason.
-Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why) {
+Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why, bool& down) {
   Device* d = c.devs[c.standby_slot()];
   if (req.dev != kSameDevice) {
     const State* st = state();
@@ -483,6 +520,7 @@ Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why)
       }
   if (!d->port_up.load(std::memory_order_relaxed)) {
     why = d->port.id() + ": the port is not active";
+    down = true;
     return nullptr;
   }
   return d;
@@ -531,14 +569,16 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   rp.port.clear();
   auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
   std::string why;
-  Device* d = remote && follow_rescue_slot(c, req, why) ? requested_device(c, req, why) : nullptr;
+  bool down = false;
+  Device* d = remote && follow_rescue_slot(c, req, why) ? requested_device(c, req, why, down) : nullptr;
   if (remote && d && (req.ctrl_rkey == 0 || req.fifo_rkey == 0)) {
     why = "no keys in the request";
     d = nullptr;
   }
   if (!d) {
     rp.refused_gen = req.gen;
-    post_reprotect(c, nullptr, 0, req.gen, -1);
+    rp.refused_ok = down ? kPortDown : 0;  // down: our kPortBack note follows when a port comes back
+    post_reprotect(c, nullptr, rp.refused_ok, req.gen, -1);
     if (!remote) why = remote.error().message;  // else set by follow_rescue_slot or requested_device
     if (rp.move)
       end_move(c, now, why);
@@ -569,7 +609,7 @@ void answer_again(CommBase& c) {
   if (rp.step == ReprotectState::hello && rp.job)
     post_reprotect(c, rp.job.get(), 1, rp.gen, -1);
   else if (rp.step == ReprotectState::idle && rp.refused_gen == rp.gen)
-    post_reprotect(c, nullptr, 0, rp.gen, -1);
+    post_reprotect(c, nullptr, rp.refused_ok, rp.gen, -1);
 }
 
 std::uint64_t answer(CommBase& c, std::uint64_t now) {
@@ -597,6 +637,7 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
     }
     if (!ok) {
       rp.refused_gen = rp.gen;
+      rp.refused_ok = 0;
       set_standby(c, StandbyHealth::down, "re-protection on " + rp.port + ": " + why);
       retire_job(c);
       rp.step = ReprotectState::idle;

@@ -41,6 +41,7 @@ struct StatsOutbox {
   std::mutex mutex;
   std::string pending;
   bool writing = false;  // a job is appending `pending`
+  std::unique_ptr<AppendFile> file;  // the writing job's (one at a time): HA_NCCL_STATS_FILE, kept open
 };
 
 // Teardown (init.cpp destroy_state) runs in this order: the reactor stops (its coroutines are

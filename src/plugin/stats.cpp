@@ -45,12 +45,9 @@ void write_pending_stats(State& st) {
       }
       chunk.swap(out.pending);
     }
-    if (FILE* f = std::fopen(st.stats_path.c_str(), "a")) {
-      std::fputs(chunk.c_str(), f);
-      std::fclose(f);
-    } else {
-      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s", st.stats_path.c_str());
-    }
+    if (!out.file) out.file = std::make_unique<AppendFile>(st.stats_path);
+    if (!out.file->append(chunk, now_ns()))
+      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s: %s", st.stats_path.c_str(), std::strerror(errno));
   }
 }
 

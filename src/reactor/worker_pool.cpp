@@ -12,6 +12,15 @@
 
 namespace nccl_ha::reactor {
 
+bool lower_this_thread_priority(int increment, std::string* why) {
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));  // PRIO_PROCESS with a tid: this thread only
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0 && setpriority(PRIO_PROCESS, tid, now + increment) == 0) return true;
+  if (why) *why = std::strerror(errno);
+  return false;
+}
+
 WorkerPool::WorkerPool(std::size_t max_threads, std::string name, int nice)
     : max_threads_(max_threads ? max_threads : 1), name_(std::move(name)), nice_(nice) {}
 
@@ -60,13 +69,8 @@ void WorkerPool::run_worker() {
     nice = nice_;
   }
   pthread_setname_np(pthread_self(), name.c_str());
-  if (nice != 0) {  // Linux: the nice value of this thread only
-    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-    errno = 0;
-    const int now = getpriority(PRIO_PROCESS, tid);
-    if (errno != 0 || setpriority(PRIO_PROCESS, tid, now + nice) != 0)
-      HA_DEBUG("reactor: worker %s: nice %+d not applied: %s", name.c_str(), nice, std::strerror(errno));
-  }
+  if (std::string why; nice != 0 && !lower_this_thread_priority(nice, &why))
+    HA_DEBUG("reactor: worker %s: nice %+d not applied: %s", name.c_str(), nice, why.c_str());
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     ++idle_;

@@ -4,14 +4,38 @@ Expected as for failover-sender-down: exit 0, every byte verified, one failover 
 With forced flushes (HA_NCCL_FORCE_FLUSH=1, --flush-each) a flushes every received group by an
 RDMA READ: through rxe0 before the failover, through rxe1 after it."""
 from check import expect
-from failover_common import PORT_DOWN_STALL_BOUND_MS, check_failover, stats
+from failover_common import PORT_DOWN_STALL_BOUND_MS, check_failover, data_comm, stats
 
 MIN_SECONDS = 20  # failover-receiver-down.guest.sh
 GROUP = 4  # PL_STREAM_ARGS --group 4
 
 
+PEER_PORT_DOWN = "the peer's port of that pair is down"
+PEER_PORT_DOWN_S = 5  # reprotect.cpp kPeerPortDownNs
+
+
+def check_refusals(run):
+    """b re-protects its data comm while a's rail 0 stays down, and the only standby pair has a's rxe0:
+    a refuses naming its port down (kPortDown), and b leaves that port out until a's note that it
+    came back, or 5 s: one attempt (a QP built and refused) per 5 s of the outage, not one per
+    backoff step (100 ms doubling to 5 s: 9 or so in 15 s)."""
+    mine, last = data_comm(run, "b", "fault")
+    fo = [e for e in mine if e["event"] == "failover"]
+    expect(fo, "fault: b's data comm failed over")
+    if not fo:
+        return
+    refused = [e for e in mine if e["event"] == "standby" and PEER_PORT_DOWN in e.get("why", "")]
+    expect(refused, f"fault: b was told a's port is down ('{PEER_PORT_DOWN}' in a standby record)")
+    outage_s = (last["time_unix_ms"] - fo[0]["time_unix_ms"]) / 1000
+    bound = 2 + int(outage_s // PEER_PORT_DOWN_S)
+    expect(last["reprotect_attempts"] <= bound,
+           f"fault: b made {last['reprotect_attempts']} re-protection attempt(s) in the {outage_s:.1f} s a's rail 0 "
+           f"stayed down after the failover (bound {bound}: one per {PEER_PORT_DOWN_S} s)")
+
+
 def check(run):
     check_failover(run, "a", MIN_SECONDS, PORT_DOWN_STALL_BOUND_MS)
+    check_refusals(run)
     for name in ("baseline", "fault"):
         rep = run.report("a", name)
         got = rep["integrity"]

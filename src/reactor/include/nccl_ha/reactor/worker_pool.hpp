@@ -28,6 +28,11 @@
 
 namespace nccl_ha::reactor {
 
+// Adds `increment` (> 0) to the calling thread's nice value (Linux: a per-thread attribute; raising
+// it needs no privilege, lowering it back does). Returns false, with the reason in `why`, when the
+// kernel refused.
+bool lower_this_thread_priority(int increment, std::string* why = nullptr);
+
 class WorkerPool {
  public:
   struct Job {

@@ -18,8 +18,9 @@
 # Files per run NAME (n<N>-<variant>) in $VM_OUT: NAME.{json,log,rc,ms,phase,stats.jsonl} (the
 # driver's), NAME.res (key value lines), NAME.cpu0/.cpu1 (the two /proc samples: "<tid> <name>
 # <utime+stime ticks>" lines, "guest <busy> <total>"), on a NAME.faults ("<what> <unix ms>"); with
-# NCCL_HA_BENCH_PERF=1 NAME.perf.txt / .perf-tree.txt (perf report: where the fault's first seconds go)
-# and NAME.perf-seconds.txt ("<second> <thread name> <samples>": when each thread was busy).
+# NCCL_HA_BENCH_PERF=1 NAME.perf.txt / .perf-tree.txt (perf report: where the fault's first seconds go),
+# NAME.perf-seconds.txt ("<second> <thread name> <samples>": when each thread was busy) and
+# NAME.perf-script.gz (the plugin threads' samples with call chains: bench/perf_attribute.py).
 set -euo pipefail
 export NCCL_HA_VM_BARRIER_TIMEOUT=${NCCL_HA_VM_BARRIER_TIMEOUT:-1800}  # thousands of comms open and close slowly
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver_*
@@ -33,6 +34,7 @@ DOWN=${NCCL_HA_BENCH_DOWN:-5}       # s rail 0 stays down
 REPROTECT_MAX=${NCCL_HA_BENCH_REPROTECT_MAX:-240}
 PERF=${NCCL_HA_BENCH_PERF:-0}       # 1: a system-wide profile of the fault's first PERF_S s (perf)
 PERF_S=${NCCL_HA_BENCH_PERF_S:-20}
+HA_THREADS=ncclHaProgress,ncclHaWorker,ncclHaReaper,ha-net-driver
 [[ -x $DRIVER ]] || { vm_log "missing driver $DRIVER"; exit 1; }
 # The driver listens once per pair while it connects, and every handshake holds a socket for a
 # moment: 1024 pairs need more than the default 1024 descriptors (a large job raises it too).
@@ -100,7 +102,7 @@ wait_reprotected() { # NAME N T_MS
           END { print length(up) }' "$f" 2>/dev/null || echo 0)
     ((got >= want)) && { vm_log "$1: all $want comms protected again"; return 0; }
     kill -0 "$PL_PID" 2>/dev/null || return 1
-    sleep 1
+    sleep 3  # the figures come from the records' times; the look itself costs the storm CPU
   done
   vm_log "$1: $got of $want comms protected again after ${REPROTECT_MAX} s"
   return 1
@@ -134,7 +136,12 @@ run() { # N VARIANT
           >"$VM_OUT/$name.perf.log" 2>&1 &
         perf_pid=$!
       fi
-      if [[ $VM_ROLE == a ]]; then
+      # In step, so that b waits out the fault asleep: the exchange below polls the peer, and its
+      # processes (expensive under TCG) would compete with the failovers being measured.
+      vm_barrier "$name-fault"
+      if [[ $VM_ROLE == b ]]; then
+        sleep "$DOWN"
+      else
         echo "rail0-down $(now_ms)" >>"$VM_OUT/$name.faults"
         ip link set "$(vm_rail_if 0)" down
         sleep "$DOWN"
@@ -147,15 +154,21 @@ run() { # N VARIANT
       wait_reprotected "$name" "$n" "$t_down" || true
       if [[ -n $perf_pid ]]; then
         wait "$perf_pid" || true
-        perf report -q -i "$LOCAL/$name.perf.data" --stdio --no-children --sort comm,dso,sym -g none \
-          --percent-limit 0.3 >"$VM_OUT/$name.perf.txt" 2>>"$VM_OUT/$name.perf.log" || true
-        perf report -q -i "$LOCAL/$name.perf.data" --stdio --children --sort sym -g caller,0.5,callee,function,percent \
-          --percent-limit 2 >"$VM_OUT/$name.perf-tree.txt" 2>>"$VM_OUT/$name.perf.log" || true
+        # Per thread and object, then the plugin's threads by function: self time (perf.txt), and
+        # inclusive time (perf-tree.txt: which of our functions the kernel's and rxe's time is spent under).
+        { perf report -q -i "$LOCAL/$name.perf.data" --stdio --no-children --sort comm,dso -g none --percent-limit 0.3
+          perf report -q -i "$LOCAL/$name.perf.data" --stdio --no-children --comms "$HA_THREADS" --sort comm,sym \
+            -g none --percent-limit 0.2; } >"$VM_OUT/$name.perf.txt" 2>>"$VM_OUT/$name.perf.log" || true
+        perf report -q -i "$LOCAL/$name.perf.data" --stdio --children --comms "$HA_THREADS" --sort comm,sym -g none \
+          --percent-limit 0.5 >"$VM_OUT/$name.perf-tree.txt" 2>>"$VM_OUT/$name.perf.log" || true
         # Samples per thread name and second of the profile: when each thread was busy.
         perf script -i "$LOCAL/$name.perf.data" -F comm,time 2>>"$VM_OUT/$name.perf.log" |
           awk '{ t = $NF + 0; if (t0 == "") t0 = t; $NF = ""; sub(/ +$/, ""); gsub(/ /, "_");
                  n[int(t - t0) " " $0]++ } END { for (k in n) print k, n[k] }' |
           sort -n -k1,1 -k3,3nr >"$VM_OUT/$name.perf-seconds.txt" || true
+        # The plugin threads' samples with their call chains (bench/perf_attribute.py reads them).
+        perf script -i "$LOCAL/$name.perf.data" --comms "$HA_THREADS" -F comm,tid,time,ip,sym,dso 2>>"$VM_OUT/$name.perf.log" |
+          gzip -1 >"$VM_OUT/$name.perf-script.gz" || true
         rm -f "$LOCAL/$name.perf.data"
       fi
     fi

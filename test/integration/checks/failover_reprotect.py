@@ -30,6 +30,12 @@ def check_maxretries(run):
 RECOVERED_INFO = re.compile(r"NET/HA: send comm \S+: (\S+) is active again: re-protecting now")
 
 
+# a's ring send comm asks for b's port while b has it down: refused with kPortDown, it waits for b's
+# note that the port came back (kPortBack), not for its backoff or kPeerPortDownNs.
+PEER_DOWN_INFO = re.compile(r"NET/HA: standby \S+ of send comm (\S+) is down \(re-protection: the peer's port of that pair is down")
+PEER_BACK_INFO = re.compile(r"NET/HA: send comm (\S+): a port of the peer is active again: re-protecting now")
+
+
 def check_fault(run, name):
     check_sequence(run, name, MIN_SECONDS, "b", n_faults=4, failovers=2, end_active=PRIMARY, end_standby="up")
     ports = [m.group(1) for m in RECOVERED_INFO.finditer(log_text(run, "b", name))]
@@ -37,7 +43,27 @@ def check_fault(run, name):
            f"b {name}: each rail-up started re-protection at once on its PORT_ACTIVE event: {ports}")
 
 
+def refusals_noted(run, name):
+    """(refusals of a's send comms for b's port down, those followed by b's note) in one fault."""
+    text = log_text(run, "a", name)
+    downs = [(m.start(), m.group(1)) for m in PEER_DOWN_INFO.finditer(text)]
+    backs = [(m.start(), m.group(1)) for m in PEER_BACK_INFO.finditer(text)]
+    return len(downs), sum(any(b > at and c == comm for b, c in backs) for at, comm in downs)
+
+
+def check_refusals(run):
+    # Whether a asks during b's outage, and whether b's note or a's 5 s comes first after a refusal,
+    # depends on timing; over the ten faults the note must have ended refusals (it did every one
+    # unloaded), and it must end some whenever a was refused at all.
+    counts = [refusals_noted(run, f"fault{i}") for i in range(1, REPEATS + 1)]
+    refused, noted = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    print(f"check: info: a was refused for b's port down {refused} time(s) in {REPEATS} faults; "
+          f"b's note re-protected it at once after {noted}")
+    expect(refused == 0 or noted > 0, f"a: b's port-back note ended a refusal for its port down ({noted} of {refused})")
+
+
 def check(run):
     cases = [(f"fault{i}", lambda i=i: check_fault(run, f"fault{i}")) for i in range(1, REPEATS + 1)]
     cases.append(("maxretries", lambda: check_maxretries(run)))
+    cases.append(("refusals", lambda: check_refusals(run)))
     expect_each("failover-reprotect", cases)

@@ -9,18 +9,18 @@
 namespace nccl_ha::plugin {
 
 bool AttemptGate::enter(CommBase& c, bool move) {
-  if (c.rp.admitted) return true;
-  if (!c.rp.queued) {
+  if (c.cp.rp.admitted) return true;
+  if (!c.cp.rp.queued) {
     waiting_[move ? 1 : 0].push_back(c.weak_from_this());
-    c.rp.queued = true;
+    c.cp.rp.queued = true;
   }
   dispatch(&c);
-  return c.rp.admitted;
+  return c.cp.rp.admitted;
 }
 
 void AttemptGate::leave(CommBase& c) {
-  if (!c.rp.admitted) return;
-  c.rp.admitted = false;
+  if (!c.cp.rp.admitted) return;
+  c.cp.rp.admitted = false;
   std::erase_if(admitted_, [&c](const std::weak_ptr<CommBase>& w) { return w.expired() || w.lock().get() == &c; });
   dispatch(&c);
 }
@@ -37,7 +37,7 @@ std::uint64_t AttemptGate::defer(std::uint64_t now, std::uint64_t& since_ns) con
 void AttemptGate::dispatch(const CommBase* caller) {
   std::erase_if(admitted_, [](const std::weak_ptr<CommBase>& w) {
     const auto c = w.lock();
-    return !c || !c->rp.admitted || c->closing.load(std::memory_order_relaxed);
+    return !c || !c->cp.rp.admitted || c->closing.load(std::memory_order_relaxed);
   });
   while (admitted_.size() < limit_) {
     auto& line = !waiting_[0].empty() ? waiting_[0] : waiting_[1];
@@ -45,16 +45,16 @@ void AttemptGate::dispatch(const CommBase* caller) {
     const auto c = line.front().lock();
     line.pop_front();
     if (!c || c->closing.load(std::memory_order_relaxed)) continue;
-    c->rp.queued = false;
-    c->rp.admitted = true;
+    c->cp.rp.queued = false;
+    c->cp.rp.admitted = true;
     admitted_.push_back(c);
     if (c.get() != caller) wake_here(*c);
   }
 }
 
 void settle_attempt(CommBase& c) {
-  if (!c.rp.admitted) return;
-  if (c.rp.step != ReprotectState::idle && c.error == ncclSuccess && !c.closing.load(std::memory_order_relaxed)) return;
+  if (!c.cp.rp.admitted) return;
+  if (c.cp.rp.step != ReprotectState::idle && c.error == ncclSuccess && !c.closing.load(std::memory_order_relaxed)) return;
   if (State* st = state()) st->attempts.leave(c);
 }
 

@@ -446,6 +446,29 @@ struct CommStats {
   std::uint64_t flush_redirects[kSlots] = {};
 };
 
+// The comm's control plane: the state machines of failover, standby health, re-protection and
+// rescue, and where its standbys go (CommBase::cp). Written by the progress thread (control_step
+// and what it calls) while it holds the comm (`owned`). The data path, under `owned` too, only
+// hands a fault over (fo.requested: request_failover), asks whether it may post (can_post:
+// fo.phase) and records what its polls reap (inbox, peer_closed, fo.proven; p2p.cpp on_success).
+struct ControlPlane {
+  FailoverState fo;
+  StandbyHealth standby;
+  ReprotectState rp;
+  RescueState rescue;                // re-protection over TCP when no path is left (rescue.hpp)
+  Inbox inbox;
+  SyncMsg peer_sync;                 // the peer's last whole SyncMsg
+  bool rto_noted = false;            // the soft RTO expired with no standby: said once
+  // The peer closed the connection in order (its CtlKind::bye came): what follows from it (its
+  // QPs gone, heartbeats unanswered) is no fault. The control plane stops watching the comm.
+  bool peer_closed = false;
+  // Where standbys go (standby.cpp), except `counted_*` (account_ports' callers).
+  Device* counted_active = nullptr;   // the ports account_ports counted this comm on
+  Device* counted_standby = nullptr;
+  std::vector<std::pair<int, int>> failed_pairs;  // (our device, the peer's) failed since the last reset
+  std::vector<std::uint32_t> seen_recover;        // every device's recover_gen at the last look
+};
+
 // Everything one connection owns. Declaration order = reverse destruction order.
 struct ControlTask;  // control.cpp: the comm's timer on the reactor
 class Reaper;
@@ -494,20 +517,11 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::uint64_t retry_window_ns = 0;
   bool watch_pairs = false;  // HA on: its paths join their pairs' heartbeats (liveness.hpp)
 
-  StandbyHealth standby;
-  Inbox inbox;
-  SyncMsg peer_sync;                 // the peer's last whole SyncMsg
-  bool rto_noted = false;            // the soft RTO expired with no standby: said once
-  // The peer closed the connection in order (its CtlKind::bye came): what follows from it (its
-  // QPs gone, heartbeats unanswered) is no fault. The control plane stops watching the comm.
-  bool peer_closed = false;
-  ReprotectState rp;
-  RescueState rescue;                // re-protection over TCP when no path is left (rescue.hpp)
+  ControlPlane cp;                   // failover, standby health, re-protection, rescue (above)
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;
   std::uint64_t test_failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS
   std::uint8_t test_failback_stall_at = 0;   // Config::FailbackStall
-  FailoverState fo;
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
@@ -525,11 +539,6 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   Device* rebind_dev = nullptr;   // a move of a slot to this device is being prepared
   std::uint64_t rebind_gen = 0;   // moves begun or given up so far
 
-  // Where standbys go (standby.cpp). Control plane, except `counted_*` (account_ports' callers).
-  Device* counted_active = nullptr;   // the ports account_ports counted this comm on
-  Device* counted_standby = nullptr;
-  std::vector<std::pair<int, int>> failed_pairs;  // (our device, the peer's) failed since the last reset
-  std::vector<std::uint32_t> seen_recover;        // every device's recover_gen at the last look
 
   explicit CommBase(CommKind k) : kind(k) {}
   Path& path() { return *paths[active]; }

@@ -85,7 +85,7 @@ bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index);
 void start_failover(CommBase& c, const std::string& cause, bool planned = false, const Path* via = nullptr);
 // Returns when it wants to run again (as control_step).
 std::uint64_t advance_failover(CommBase& c, std::uint64_t now);
-// The peer's SyncMsg if a whole one of epoch >= min_epoch arrived (kept in c.peer_sync); an older
+// The peer's SyncMsg if a whole one of epoch >= min_epoch arrived (kept in c.cp.peer_sync); an older
 // one is dropped, one still landing is left for its completion to announce again.
 const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch);
 // No usable path left: WARN, a "fatal" stats line, and ncclSystemError from every later call.
@@ -137,7 +137,7 @@ bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
 // Closing: the path of a finished re-protection job goes to the reaper (a running job keeps its own).
 void retire_job(CommBase& c);
 // A failover while the standby is being moved to the connection's own pair: whether it must wait
-// for the move's hello (it may have been installed by the peer already: true, `c.fo.requested`
+// for the move's hello (it may have been installed by the peer already: true, `c.cp.fo.requested`
 // holds the cause), else the move is given up (or, when the peer's notice came over the move's
 // path, left for adopt_job_path to install).
 bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* via, std::uint64_t now);

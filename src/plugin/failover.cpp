@@ -92,7 +92,7 @@ Status announce_recv(RecvComm& c, Path& p) {
 }
 
 std::string failed_over(const CommBase& c) {
-  return c.devs[c.fo.from]->port.id() + " failed: " + c.fo.cause + "; the standby " + c.devs[c.active]->port.id();
+  return c.devs[c.cp.fo.from]->port.id() + " failed: " + c.cp.fo.cause + "; the standby " + c.devs[c.active]->port.id();
 }
 
 // Sender: complete what the receiver has, replay the rest. Returns the number replayed.
@@ -118,7 +118,7 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
 
 void finish(CommBase& c, std::uint32_t replayed) {
   const std::uint64_t now = now_ns();
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   const int from = fo.from;
   const std::string from_dev = c.devs[from]->port.id();
   const std::string to_dev = c.device().port.id();
@@ -127,7 +127,7 @@ void finish(CommBase& c, std::uint32_t replayed) {
   fo.phase = FailoverState::normal;
   c.stats.replayed += replayed;
   c.stats.last_stall_ms = stall;
-  if (c.inbox.sync && c.peer_sync.epoch <= fo.epoch) c.inbox.sync = false;  // this failover's notice
+  if (c.cp.inbox.sync && c.cp.peer_sync.epoch <= fo.epoch) c.cp.inbox.sync = false;  // this failover's notice
   if (fo.in_place) {
     HA_WARN("NET/HA: %s stays on %s: the peer returned to it (%s), replayed %u message(s), stall %.1f ms",
             c.id.c_str(), to_dev.c_str(), fo.cause.c_str(), replayed, stall);
@@ -158,8 +158,8 @@ void finish(CommBase& c, std::uint32_t replayed) {
 }
 
 void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::Phase phase, std::uint64_t now) {
-  FailoverState& fo = c.fo;
-  const std::uint32_t peer_epoch = c.inbox.sync ? c.peer_sync.epoch : 0;
+  FailoverState& fo = c.cp.fo;
+  const std::uint32_t peer_epoch = c.cp.inbox.sync ? c.cp.peer_sync.epoch : 0;
   fo.prev_epoch = fo.epoch;
   fo.epoch = std::max(fo.epoch + 1, peer_epoch);
   fo.phase = phase;
@@ -190,7 +190,7 @@ void record_failed_failback(CommBase& c, const std::string& why, const char* sta
 
 // The failback's target (the standby, during quiescing and before the sender's notice): still fit?
 std::string target_trouble(CommBase& c) {
-  Path* t = c.paths[1 - c.fo.from].get();
+  Path* t = c.paths[1 - c.cp.fo.from].get();
   if (!t) return "its path is gone";
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
@@ -204,7 +204,7 @@ std::string target_trouble(CommBase& c) {
 
 // Before the sender's notice was written on the target, the peer knows of no failback: stay.
 void cancel_failback(CommBase& c, const std::string& why, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   const std::string here = c.devs[fo.from]->port.id();
   const std::string target = c.devs[1 - fo.from]->port.id();
   HA_WARN("NET/HA: failback of %s %s -> %s abandoned before the switch (%s): it stays on %s", c.id.c_str(),
@@ -214,12 +214,12 @@ void cancel_failback(CommBase& c, const std::string& why, std::uint64_t now) {
   fo.epoch = fo.prev_epoch;
   fo.keep_from = false;
   fo.stall_until_ns = 0;
-  c.standby.up_since_ns = now;  // the hold starts again
+  c.cp.standby.up_since_ns = now;  // the hold starts again
 }
 
 // After it: an ordinary failover back to the path the failback left, which is still connected.
 void fall_back(CommBase& c, const std::string& why, const Path* via) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   const std::string target = c.device().port.id();
   const std::string back = c.devs[fo.from]->port.id();
   HA_WARN("NET/HA: failback of %s %s -> %s failed during the switch (%s): back to %s", c.id.c_str(), back.c_str(),
@@ -241,7 +241,7 @@ std::uint64_t switch_lost(CommBase& c, const std::string& why, std::uint64_t now
     fail_comm(c, what);
     return 0;
   }
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   fo.phase = FailoverState::normal;
   Path& target = c.path();
   target.link.store(Path::failed, std::memory_order_relaxed);
@@ -257,7 +257,7 @@ std::uint64_t switch_lost(CommBase& c, const std::string& why, std::uint64_t now
 
 // A fault of the new path during the switch: back to the path a failback left, else both are lost.
 std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via, std::uint64_t now) {
-  if (c.fo.keep_from) {
+  if (c.cp.fo.keep_from) {
     fall_back(c, why, via);
     return c.error == ncclSuccess ? now + 1 : 0;
   }
@@ -265,7 +265,7 @@ std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via
 }
 
 bool stall_at(const CommBase& c, Config::FailbackStall at) {
-  return c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send && c.fo.keep_from;
+  return c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send && c.cp.fo.keep_from;
 }
 
 }  // namespace
@@ -294,19 +294,19 @@ bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index) {
 void fail_comm(CommBase& c, const std::string& why) {
   if (c.error != ncclSuccess) return;
   c.error = ncclSystemError;
-  c.rescue.failed = true;  // the peer's rescue requests are refused at once
-  c.rescue.cause = why;
+  c.cp.rescue.failed = true;  // the peer's rescue requests are refused at once
+  c.cp.rescue.cause = why;
   HA_WARN("NET/HA: %s: no usable path left (%s)", c.id.c_str(), why.c_str());
   write_stats(c, "fatal", [&](net::JsonWriter& j) { j.kv("why", why); });
 }
 
 const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch) {
   SyncMsg m;
-  if (!c.inbox.sync || !read_record(c.ctrl.sync, m)) return nullptr;
-  c.peer_sync = m;  // only a whole one
+  if (!c.cp.inbox.sync || !read_record(c.ctrl.sync, m)) return nullptr;
+  c.cp.peer_sync = m;  // only a whole one
   heard_from_peer(c, now_ns());
-  if (m.epoch >= min_epoch) return &c.peer_sync;
-  c.inbox.sync = false;  // stale: an earlier failover's
+  if (m.epoch >= min_epoch) return &c.cp.peer_sync;
+  c.cp.inbox.sync = false;  // stale: an earlier failover's
   return nullptr;
 }
 
@@ -321,7 +321,7 @@ std::uint64_t dampened_hold_ns(std::uint64_t hold_ns, std::size_t failovers) noe
 }
 
 void start_failover(CommBase& c, const std::string& cause, bool planned, const Path* via) {
-  if (c.error != ncclSuccess || c.fo.phase != FailoverState::normal) return;
+  if (c.error != ncclSuccess || c.cp.fo.phase != FailoverState::normal) return;
   const std::uint64_t now = now_ns();
   const int from = c.active;
   const int to = 1 - from;
@@ -329,10 +329,10 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
     // The peer came back to the path we are on (its failback failed before we followed it):
     // re-synchronise on it. A sender first lets what it has in flight there complete.
     begin(c, cause, false, c.kind == CommKind::send ? FailoverState::quiescing : FailoverState::draining, now);
-    c.fo.in_place = true;
-    c.fo.deadline_ns = now + c.failover_timeout_ns;
+    c.cp.fo.in_place = true;
+    c.cp.fo.deadline_ns = now + c.failover_timeout_ns;
     HA_DEBUG("NET/HA: %s: %s over %s, the active path: re-synchronising in place (epoch %u)", c.id.c_str(),
-             cause.c_str(), c.devs[from]->port.id().c_str(), c.fo.epoch);
+             cause.c_str(), c.devs[from]->port.id().c_str(), c.cp.fo.epoch);
     return;
   }
   if (!planned && failover_waits_for_move(c, cause, via, now)) return;  // the standby's move ends first
@@ -343,56 +343,56 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   Path* sb = c.paths[to].get();
   std::string unusable;
   if (!sb) {
-    unusable = c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " + standby_name(c.standby.state) +
-                                (c.standby.why.empty() ? "" : " (" + c.standby.why + ")")
+    unusable = c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " + standby_name(c.cp.standby.state) +
+                                (c.cp.standby.why.empty() ? "" : " (" + c.cp.standby.why + ")")
                           : "no standby (single path)";
   } else if (!proved) {
     // A standby down only for unanswered heartbeats is still connected: tried, and the switch's
     // deadline (HA_NCCL_FAILOVER_TIMEOUT_MS) bounds the try.
-    const bool silent = c.standby.state == StandbyHealth::down && c.standby.silent &&
+    const bool silent = c.cp.standby.state == StandbyHealth::down && c.cp.standby.silent &&
                         sb->link.load(std::memory_order_relaxed) == Path::up;
-    if (c.standby.state != StandbyHealth::up && !silent)
-      unusable = "standby " + sb->dev->port.id() + " is " + standby_name(c.standby.state) +
-                 (c.standby.why.empty() ? "" : " (" + c.standby.why + ")");
+    if (c.cp.standby.state != StandbyHealth::up && !silent)
+      unusable = "standby " + sb->dev->port.id() + " is " + standby_name(c.cp.standby.state) +
+                 (c.cp.standby.why.empty() ? "" : " (" + c.cp.standby.why + ")");
     else if (!sb->dev->port_up.load(std::memory_order_relaxed) ||
              sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen)
       unusable = "standby " + sb->dev->port.id() + " is down (" + describe_fault(*sb->dev) + ")";  // fail fast
   }
-  if (sb && !proved && c.standby.state == StandbyHealth::connecting && !c.rp.job) {
+  if (sb && !proved && c.cp.standby.state == StandbyHealth::connecting && !c.cp.rp.job) {
     // A new comm's standby is still being connected (run_standby, bounded by the handshake
     // timeout): the failover waits for it (NCCL sees a delay), then goes on - or fails - once
     // tend_standby() has seen it settle (Path::link) and said so.
-    if (!c.fo.awaiting_standby)
+    if (!c.cp.fo.awaiting_standby)
       HA_WARN("NET/HA: %s: %s; its standby %s is still being connected: the failover waits for it", c.id.c_str(),
               failed.c_str(), sb->dev->port.id().c_str());
-    c.fo.awaiting_standby = true;
-    c.fo.requested = cause;  // again at the next step
+    c.cp.fo.awaiting_standby = true;
+    c.cp.fo.requested = cause;  // again at the next step
     return;
   }
-  c.fo.awaiting_standby = false;
+  c.cp.fo.awaiting_standby = false;
   if (!unusable.empty()) {
     std::string gave_up;
     if (!planned && wait_for_rescue(c, failed + "; " + unusable, cause, now, gave_up)) return;
-    fail_comm(c, (c.rescue.on ? c.rescue.cause : failed + "; " + unusable) + (gave_up.empty() ? "" : "; " + gave_up));
+    fail_comm(c, (c.cp.rescue.on ? c.cp.rescue.cause : failed + "; " + unusable) + (gave_up.empty() ? "" : "; " + gave_up));
     return;
   }
   end_rescue(c, now);
   if (!planned) {
-    if (failovers_in_window(c.fo.recent, now, c.retry_window_ns) >= c.max_retries) {
+    if (failovers_in_window(c.cp.fo.recent, now, c.retry_window_ns) >= c.max_retries) {
       fail_comm(c, failed + "; HA_NCCL_MAX_RETRIES (" + std::to_string(c.max_retries) + ") failovers within " +
                        "HA_NCCL_RETRY_WINDOW_MS (" + std::to_string(c.retry_window_ns / 1000000) + " ms) done already");
       return;
     }
-    c.fo.recent.push_back(now);
+    c.cp.fo.recent.push_back(now);
   }
   // A failback we decide starts by quiescing; one we follow (the sender quiesced) drains at once.
   begin(c, cause, planned, planned && !via ? FailoverState::quiescing : FailoverState::draining, now);
-  c.fo.keep_from = planned;
+  c.cp.fo.keep_from = planned;
   // A failback leaves a healthy path: it may take the soft RTO (and its largest write in flight)
   // between two completions there, as any path may, before the failback is abandoned.
-  if (planned) c.fo.deadline_ns = now + c.rto_ns + c.paths[from]->rto_allowance_ns;
+  if (planned) c.cp.fo.deadline_ns = now + c.rto_ns + c.paths[from]->rto_allowance_ns;
   HA_DEBUG("NET/HA: %s: %s; %s to %s (epoch %u)", c.id.c_str(), failed.c_str(),
-           planned ? "failing back" : "failing over", c.devs[to]->port.id().c_str(), c.fo.epoch);
+           planned ? "failing back" : "failing over", c.devs[to]->port.id().c_str(), c.cp.fo.epoch);
   if (planned) return;  // the old path stays connected
   if (auto s = net::qp_to_error(c.paths[from]->qp.get()); !s)
     HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
@@ -403,7 +403,7 @@ namespace {
 // Quiescing (a failback we decided; a sender re-synchronising in place): no new sends (isend
 // waits); what is in flight on the old path completes there. Returns 0 to go on to draining.
 std::uint64_t quiesce(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   Path& old = *c.paths[fo.from];
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
@@ -462,7 +462,7 @@ using Step = std::optional<std::uint64_t>;
 // the deadline). A failback keeps that path connected unless it fails or stalls meanwhile. The
 // test stall (HA_NCCL_TEST_FAILBACK_STALL_AT=switch) holds a failback here, before its notice.
 Step drain(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   Path& old = *c.paths[fo.from];
   if (!fo.in_place) {
     ibv_wc err{};
@@ -499,7 +499,7 @@ Step drain(CommBase& c, std::uint64_t now) {
 // The switch: the comm's active path changes, and our notice (SyncMsg; on a receiver after the
 // announcement of what it completed) goes over it. Then syncing.
 Step send_notice(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   c.active = fo.in_place ? fo.from : 1 - fo.from;
   account_ports(c);
   Path& p = c.path();
@@ -516,7 +516,7 @@ Step send_notice(CommBase& c, std::uint64_t now) {
   fo.phase = FailoverState::syncing;
   fo.deadline_ns = now + c.failover_timeout_ns;
   fo.next_probe_ns = now + c.heartbeat_ns;
-  if (c.inbox.sync && c.inbox.sync_path == &p) fo.proven = true;  // the peer's notice came over it
+  if (c.cp.inbox.sync && c.cp.inbox.sync_path == &p) fo.proven = true;  // the peer's notice came over it
   return std::nullopt;
 }
 
@@ -524,7 +524,7 @@ Step send_notice(CommBase& c, std::uint64_t now) {
 // also polls the path it leaves, where the peer's notice comes if the peer goes back. A failure
 // of the new path ends the switch; one of the kept path only ends the way back.
 Step poll_switch_paths(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   Path& p = c.path();
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
@@ -551,10 +551,10 @@ Step poll_switch_paths(CommBase& c, std::uint64_t now) {
 // is not proven; once it is, as long as it takes, probing the path meanwhile. A notice that went
 // back over the kept path of a failback ends the failback.
 Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   Path& p = c.path();
-  if (notice && notice->epoch > fo.epoch && fo.keep_from && c.inbox.sync_path == c.paths[fo.from].get())
-    return switch_failed(c, "the peer went back to " + c.devs[fo.from]->port.id(), c.inbox.sync_path, now);
+  if (notice && notice->epoch > fo.epoch && fo.keep_from && c.cp.inbox.sync_path == c.paths[fo.from].get())
+    return switch_failed(c, "the peer went back to " + c.devs[fo.from]->port.id(), c.cp.inbox.sync_path, now);
   if (notice) return std::nullopt;
   if (!fo.proven) {
     if (now > fo.deadline_ns) {
@@ -577,7 +577,7 @@ Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
 // (apply_report), then the switch is done (finish). The test stall
 // (HA_NCCL_TEST_FAILBACK_STALL_AT=finish) holds a failback here, after the report came.
 std::uint64_t complete(CommBase& c, const SyncMsg& notice, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   if (stall_at(c, Config::stall_finish)) {
     if (fo.stall_until_ns == 0) {
       fo.stall_until_ns = now + c.test_failback_stall_ns;
@@ -606,7 +606,7 @@ std::uint64_t complete(CommBase& c, const SyncMsg& notice, std::uint64_t now) {
 
 // quiescing (a failback we decide) -> draining -> the switch (notice) -> syncing -> done.
 std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.fo;
+  FailoverState& fo = c.cp.fo;
   if (fo.phase == FailoverState::quiescing) {
     if (const std::uint64_t next = quiesce(c, now); next != 0 || c.error != ncclSuccess) return next;
     if (fo.phase != FailoverState::quiescing) return now + 1;  // it became something else

@@ -359,7 +359,7 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
     }
     // The standby's device without a standby up: re-protection builds it, with the flush QP;
     // unless a flush waits for it (its device wrote the data): then now.
-    if (s == c.standby_slot() && (c.rp.job || c.standby.state != StandbyHealth::up) && !(c.flush_waiting & bit(s)))
+    if (s == c.standby_slot() && (c.cp.rp.job || c.cp.standby.state != StandbyHealth::up) && !(c.flush_waiting & bit(s)))
       continue;
     if (!d->port_up.load(std::memory_order_relaxed)) continue;  // PORT_ACTIVE brings us back
     if (now < c.flush_retry_ns[s]) {

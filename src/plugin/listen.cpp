@@ -42,7 +42,7 @@ void make_single_path(CommBase& c) {
   retire(std::move(c.paths[1]));
   c.keys[1] = SlotKeys{};
   c.devs[1] = nullptr;
-  c.standby.state = StandbyHealth::none;
+  c.cp.standby.state = StandbyHealth::none;
   account_ports(c);
 }
 

@@ -76,19 +76,19 @@ void on_control(CommBase& c, Path& p, std::uint32_t kind) {
             std::strerror(rc));
   switch (static_cast<CtlKind>(kind)) {
     case CtlKind::sync:
-      c.inbox.sync = true;
-      c.inbox.sync_path = &p;
+      c.cp.inbox.sync = true;
+      c.cp.inbox.sync_path = &p;
       break;
     case CtlKind::reprotect:
-      c.inbox.reprotect = true;
+      c.cp.inbox.reprotect = true;
       break;
     case CtlKind::hello:
-      c.inbox.hello = true;
+      c.cp.inbox.hello = true;
       break;
     case CtlKind::bye:
-      if (!c.peer_closed)
+      if (!c.cp.peer_closed)
         HA_INFO("NET/HA: %s on %s: the peer closed the connection", c.id.c_str(), p.dev->port.id().c_str());
-      c.peer_closed = true;
+      c.cp.peer_closed = true;
       break;
     default:
       HA_WARN("NET/HA: %s on %s: unknown control write %u", c.id.c_str(), p.dev->port.id().c_str(), kind);
@@ -125,7 +125,7 @@ bool all_free(const std::array<Request, N>& reqs) {
 }
 
 bool orderly(const CommBase& c) {
-  if (c.error != ncclSuccess || c.peer_closed || c.fo.phase != FailoverState::normal || !c.fo.requested.empty())
+  if (c.error != ncclSuccess || c.cp.peer_closed || c.cp.fo.phase != FailoverState::normal || !c.cp.fo.requested.empty())
     return false;
   return c.kind == CommKind::send ? all_free(static_cast<const SendComm&>(c).reqs)
                                   : all_free(static_cast<const RecvComm&>(c).reqs);
@@ -275,7 +275,7 @@ int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::siz
 }
 
 int post_heartbeat(CommBase& c, Path& p, std::uint64_t seq) {
-  c.ctrl_out.heartbeat = ++c.standby.heartbeats;
+  c.ctrl_out.heartbeat = ++c.cp.standby.heartbeats;
   return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t), {}, nullptr, seq);
 }
 
@@ -296,7 +296,7 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
       heartbeat_done(p, wr_value(wc.wr_id));
       break;
     case WrKind::sync:
-      if (c.fo.phase == FailoverState::syncing && &p == c.paths[c.active].get()) c.fo.proven = true;
+      if (c.cp.fo.phase == FailoverState::syncing && &p == c.paths[c.active].get()) c.cp.fo.proven = true;
       break;
     case WrKind::cts:
     case WrKind::bye:  // awaited by say_goodbye itself

@@ -36,7 +36,7 @@ constexpr std::uint64_t kMinTickNs = 5'000'000;
 // The standby path is dead (an error completion, a failed post, a fault of its device): down
 // until re-protection replaces it (reprotect.cpp drives a path whose link failed).
 void standby_failed(CommBase& c, Path& sb, const std::string& why) {
-  ++c.standby.failures;
+  ++c.cp.standby.failures;
   sb.fault_gen = sb.dev->fault_gen.load(std::memory_order_relaxed);
   sb.link.store(Path::failed, std::memory_order_relaxed);
   if (auto s = net::qp_to_error(sb.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
@@ -45,12 +45,12 @@ void standby_failed(CommBase& c, Path& sb, const std::string& why) {
 
 // Health of the standby path: its device's events, its completions, its pair's heartbeats.
 void tend_standby(CommBase& c) {
-  StandbyHealth& h = c.standby;
+  StandbyHealth& h = c.cp.standby;
   if (h.state == StandbyHealth::none) return;
   Path* sb = c.paths[c.standby_slot()].get();
   if (!sb) return;
   if (h.state == StandbyHealth::connecting) {
-    if (c.rp.job) return;  // being re-protected (reprotect.cpp): no heartbeats on the path it replaces
+    if (c.cp.rp.job) return;  // being re-protected (reprotect.cpp): no heartbeats on the path it replaces
     const int link = sb->link.load(std::memory_order_acquire);  // the initial background connection
     if (link == Path::connecting) return;
     if (link == Path::failed) {
@@ -89,14 +89,14 @@ void tend_standby(CommBase& c) {
 // a heartbeat of its own for: they end in an error completion if the path is dead.
 void suspect_active_path(CommBase& c, Path& p, const std::string& silent) {
   const Path* sb = c.paths[c.standby_slot()].get();
-  if (sb && c.standby.state == StandbyHealth::up) {
+  if (sb && c.cp.standby.state == StandbyHealth::up) {
     start_failover(c, "soft RTO: " + silent);
-  } else if (!c.rto_noted) {
-    c.rto_noted = true;
+  } else if (!c.cp.rto_noted) {
+    c.cp.rto_noted = true;
     const auto& t = p.dev->timeouts;
     HA_WARN("NET/HA: %s: %s and no healthy standby (%s): left to the hardware retry window "
             "(4.096 us x 2^%u x %u tries)", c.id.c_str(), silent.c_str(),
-            sb ? standby_name(c.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
+            sb ? standby_name(c.cp.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
     if (p.sends_out == 0 && post_heartbeat(c, p) != 0) start_failover(c, "probing the path failed on " + p.dev->port.id());
   }
 }
@@ -157,8 +157,8 @@ int poll_and_arm(CommBase& c, Path& p, int max, ibv_wc* error) {
 }
 
 void request_failover(CommBase& c, std::string cause) {
-  if (!c.fo.requested.empty() || c.fo.phase != FailoverState::normal) return;
-  c.fo.requested = std::move(cause);
+  if (!c.cp.fo.requested.empty() || c.cp.fo.phase != FailoverState::normal) return;
+  c.cp.fo.requested = std::move(cause);
   wake(c);
 }
 
@@ -193,7 +193,7 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
     p.seen_completions = p.completions;
     p.last_completion_ns = now;
     p.last_progress_ns = now;
-    c.rto_noted = false;
+    c.cp.rto_noted = false;
   }
   if (p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
   const std::uint64_t rto_at = p.last_progress_ns + c.rto_ns + p.rto_allowance_ns;
@@ -202,9 +202,9 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
     start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
   } else if (err.status != IBV_WC_SUCCESS) {
     start_failover(c, describe_error(p, err));
-  } else if (peer_notice(c, c.fo.epoch + 1)) {  // of a newer failover than ours
-    const bool planned = c.peer_sync.planned != 0;
-    start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.inbox.sync_path);
+  } else if (peer_notice(c, c.cp.fo.epoch + 1)) {  // of a newer failover than ours
+    const bool planned = c.cp.peer_sync.planned != 0;
+    start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.cp.inbox.sync_path);
   } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
     start_failover(c, describe_fault(*p.dev));
   } else if (p.sends_out > 0 && now > rto_at) {
@@ -220,10 +220,10 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
 // Only if the data path still meets an error there (NCCL used the comm after its peer closed it)
 // does the comm end, with that error and no failover.
 std::uint64_t after_peer_closed(CommBase& c) {
-  if (c.fo.requested.empty()) return 0;
+  if (c.cp.fo.requested.empty()) return 0;
   c.error = ncclRemoteError;
-  HA_INFO("NET/HA: %s: %s after the peer closed the connection: no failover", c.id.c_str(), c.fo.requested.c_str());
-  c.fo.requested.clear();
+  HA_INFO("NET/HA: %s: %s after the peer closed the connection: no failover", c.id.c_str(), c.cp.fo.requested.c_str());
+  c.cp.fo.requested.clear();
   return 0;
 }
 
@@ -231,23 +231,23 @@ std::uint64_t after_peer_closed(CommBase& c) {
 
 std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   if (c.closing.load(std::memory_order_relaxed) || c.error != ncclSuccess) return 0;
-  if (c.peer_closed) return after_peer_closed(c);
+  if (c.cp.peer_closed) return after_peer_closed(c);
   const bool data_idle = c.polls == c.seen_polls;  // NCCL polled nothing since the last step
   c.seen_polls = c.polls;
-  if (!c.fo.requested.empty()) {
-    const std::string cause = std::move(c.fo.requested);
-    c.fo.requested.clear();
+  if (!c.cp.fo.requested.empty()) {
+    const std::string cause = std::move(c.cp.fo.requested);
+    c.cp.fo.requested.clear();
     start_failover(c, cause);
   }
-  if (c.error == ncclSuccess && c.fo.phase == FailoverState::normal) watch_active_path(c, now, data_idle);
+  if (c.error == ncclSuccess && c.cp.fo.phase == FailoverState::normal) watch_active_path(c, now, data_idle);
   if (c.error != ncclSuccess) return 0;
-  if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);
+  if (c.cp.fo.phase != FailoverState::normal) return advance_failover(c, now);
   join_pairs(c);
 
   // In use (NCCL polled since the last step: its CQ is not armed), or a standby connecting in the
   // background (it publishes its link without a wake): look again. Idle: no timer of its own.
   std::uint64_t next = 0;
-  if (!data_idle || c.standby.state == StandbyHealth::connecting)
+  if (!data_idle || c.cp.standby.state == StandbyHealth::connecting)
     next = now + std::max(kMinTickNs, std::min(c.heartbeat_ns, c.rto_ns / 4));
   next = soonest(next, reprotect(c, now));
   if (c.error != ncclSuccess) return 0;
@@ -255,10 +255,10 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   if (c.error != ncclSuccess) return 0;
   // Failback: back to the connection's own ports once the standby runs there again.
   if (const Path* sb = c.paths[c.standby_slot()].get(); c.failback && c.kind == CommKind::send && sb &&
-      c.at_home(*sb) && !c.at_home(c.path()) && c.standby.state == StandbyHealth::up) {
-    const std::size_t flaps = failovers_in_window(c.fo.recent, now, c.retry_window_ns);
+      c.at_home(*sb) && !c.at_home(c.path()) && c.cp.standby.state == StandbyHealth::up) {
+    const std::size_t flaps = failovers_in_window(c.cp.fo.recent, now, c.retry_window_ns);
     const std::uint64_t hold = dampened_hold_ns(c.failback_hold_ns, flaps);
-    const std::uint64_t at = c.standby.up_since_ns + hold;
+    const std::uint64_t at = c.cp.standby.up_since_ns + hold;
     if (now >= at)
       start_failover(c, "failback: " + sb->dev->port.id() + " healthy for " + std::to_string(hold / 1000000) + " ms" +
                             (hold > c.failback_hold_ns ? " (hold doubled: " + std::to_string(flaps) +
@@ -266,12 +266,12 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now) {
                      true);
     else
       next = soonest(next, at);
-    if (c.fo.phase != FailoverState::normal) return advance_failover(c, now);
+    if (c.cp.fo.phase != FailoverState::normal) return advance_failover(c, now);
   }
   const Path& p = c.path();
   if (p.sends_out > 0) next = soonest(next, std::max(now + kMinTickNs, p.last_progress_ns + c.rto_ns + p.rto_allowance_ns));
-  if (c.inbox.sync) next = soonest(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
-  if (!c.fo.requested.empty()) next = soonest(next, now + kMinTickNs);  // a failover waiting for its standby
+  if (c.cp.inbox.sync) next = soonest(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
+  if (!c.cp.fo.requested.empty()) next = soonest(next, now + kMinTickNs);  // a failover waiting for its standby
   return next;
 }
 

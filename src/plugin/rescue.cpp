@@ -71,8 +71,8 @@ asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket s
   if (f->payload.size() == sizeof raw) std::memcpy(&raw, f->payload.data(), sizeof raw);
   if (!c || c->closing.load(std::memory_order_relaxed)) {
     co_await refuse(sock, f->token, "no such connection here (closed)", timeout);
-  } else if (c->rescue.failed) {
-    co_await refuse(sock, f->token, "the connection failed here: " + c->rescue.cause, timeout);
+  } else if (c->cp.rescue.failed) {
+    co_await refuse(sock, f->token, "the connection failed here: " + c->cp.rescue.cause, timeout);
   } else if (f->payload.size() != sizeof raw || !read_record(raw, req)) {
     co_await refuse(sock, f->token, "malformed rescue request", timeout);
   } else if (req.ok == kRescueCheck) {
@@ -81,9 +81,9 @@ asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket s
     (void)sent;
   } else {
     auto ex = std::make_shared<RescueExchange>(co_await asio::this_coro::executor);
-    if (c->rescue.exchange) c->rescue.exchange->ready.cancel();  // an older one is left unanswered
-    c->rescue.exchange = ex;
-    c->rescue.mail = std::move(f->payload);
+    if (c->cp.rescue.exchange) c->cp.rescue.exchange->ready.cancel();  // an older one is left unanswered
+    c->cp.rescue.exchange = ex;
+    c->cp.rescue.mail = std::move(f->payload);
     wake_here(*c);
     c.reset();  // not kept alive by the wait
     ex->ready.expires_after(timeout);
@@ -138,19 +138,19 @@ asio::awaitable<void> exchange(std::weak_ptr<CommBase> owner, tcp::endpoint peer
   if (!c) co_return;
   ReprotectMsg sent;
   std::memcpy(&sent, msg.data(), sizeof sent);
-  if (c->rescue.mail && sent.gen < gen_of(*c->rescue.mail)) co_return;  // a newer attempt's outcome is waiting
+  if (c->cp.rescue.mail && sent.gen < gen_of(*c->cp.rescue.mail)) co_return;  // a newer attempt's outcome is waiting
   if (!fatal.empty()) {
-    c->rescue.fatal = fatal;
+    c->cp.rescue.fatal = fatal;
   } else if (!why.empty()) {  // a refusal of this attempt, as the comm's own answer would be
     ReprotectMsg refusal;
     refusal.gen = sent.gen;
     seal(refusal);
-    c->rescue.why = why;
-    c->rescue.mail = bytes_of(refusal);
+    c->cp.rescue.why = why;
+    c->cp.rescue.mail = bytes_of(refusal);
   } else {
     ReprotectMsg m;
     std::memcpy(&m, answer.data(), sizeof m);
-    if (m.ok != kRescueCheck) c->rescue.mail = std::move(answer);
+    if (m.ok != kRescueCheck) c->cp.rescue.mail = std::move(answer);
   }
   wake_here(*c);
 }
@@ -200,22 +200,22 @@ void RescueService::stop() {
 RescuePoint rescue_point(const std::shared_ptr<CommBase>& c) {
   State* st = state();
   if (!st || !st->rescue || !st->config.enable_backup) return {};
-  c->rescue.token = st->rescue->enroll(c);
-  return {st->rescue->port(), c->rescue.token};
+  c->cp.rescue.token = st->rescue->enroll(c);
+  return {st->rescue->port(), c->cp.rescue.token};
 }
 
 void take_rescue_point(CommBase& c, const asio::ip::address& addr, const RescuePoint& theirs) {
-  c.rescue.peer = tcp::endpoint(addr, theirs.port);
-  c.rescue.peer_token = theirs.token;
+  c.cp.rescue.peer = tcp::endpoint(addr, theirs.port);
+  c.cp.rescue.peer_token = theirs.token;
 }
 
 void withdraw_rescue(CommBase& c) {
-  if (State* st = state(); st && st->rescue && c.rescue.token) st->rescue->withdraw(c.rescue.token);
+  if (State* st = state(); st && st->rescue && c.cp.rescue.token) st->rescue->withdraw(c.cp.rescue.token);
 }
 
 bool rescue_possible(const CommBase& c) {
   const State* st = state();
-  if (!st || !st->rescue || c.rescue.token == 0 || c.rescue.peer.port() == 0 || !c.devs[c.standby_slot()]) return false;
+  if (!st || !st->rescue || c.cp.rescue.token == 0 || c.cp.rescue.peer.port() == 0 || !c.devs[c.standby_slot()]) return false;
   for (const auto& d : st->devices)
     if (d->port_up.load(std::memory_order_relaxed) && d->port.link_layer == c.home->port.link_layer) return true;
   return false;
@@ -223,13 +223,13 @@ bool rescue_possible(const CommBase& c) {
 
 void rescue_send(CommBase& c) {
   State* st = state();
-  st->reactor.spawn(c.id + " rescue", exchange(c.weak_from_this(), c.rescue.peer, c.rescue.peer_token,
+  st->reactor.spawn(c.id + " rescue", exchange(c.weak_from_this(), c.cp.rescue.peer, c.cp.rescue.peer_token,
                                                bytes_of(c.ctrl_out.reprotect), exchange_timeout()));
 }
 
 bool rescue_answer(CommBase& c, const ReprotectMsg& m) {
-  if (!c.rescue.exchange || m.ok == kPortBack) return false;
-  const auto ex = std::move(c.rescue.exchange);
+  if (!c.cp.rescue.exchange || m.ok == kPortBack) return false;
+  const auto ex = std::move(c.cp.rescue.exchange);
   ex->answer = bytes_of(m);
   ex->ready.cancel();
   return true;
@@ -243,13 +243,13 @@ void check_peer(CommBase& c) {
   ReprotectMsg q;
   q.ok = kRescueCheck;
   seal(q);
-  state()->reactor.spawn(c.id + " rescue check", exchange(c.weak_from_this(), c.rescue.peer, c.rescue.peer_token,
+  state()->reactor.spawn(c.id + " rescue check", exchange(c.weak_from_this(), c.cp.rescue.peer, c.cp.rescue.peer_token,
                                                           bytes_of(q), exchange_timeout()));
 }
 
 // The first time: the rescue begins (send side: re-protection starts over, its messages over TCP).
 void begin_rescue(CommBase& c, const std::string& what, std::uint64_t now) {
-  RescueState& r = c.rescue;
+  RescueState& r = c.cp.rescue;
   r.on = true;
   r.deadline_ns = now + c.rescue_timeout_ns;
   r.cause = what;
@@ -269,7 +269,7 @@ void begin_rescue(CommBase& c, const std::string& what, std::uint64_t now) {
 
 bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& cause, std::uint64_t now,
                      std::string& gave_up) {
-  RescueState& r = c.rescue;
+  RescueState& r = c.cp.rescue;
   if (!r.on) {
     if (!rescue_possible(c)) return false;
     begin_rescue(c, what, now);
@@ -285,23 +285,23 @@ bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& ca
     r.next_check_ns = now + kCheckEveryNs;
     check_peer(c);
   }
-  c.fo.requested = cause;  // again at the next step, until the new standby is up
+  c.cp.fo.requested = cause;  // again at the next step, until the new standby is up
   return true;
 }
 
 void end_rescue(CommBase& c, std::uint64_t now) {
-  if (!c.rescue.on) return;
-  c.rescue.on = false;
+  if (!c.cp.rescue.on) return;
+  c.cp.rescue.on = false;
   const Path& p = *c.paths[c.standby_slot()];
   HA_WARN("NET/HA: %s: rescued %.0f ms after the loss: a new path on %s <-> the peer's device %d; failing over to it",
-          c.id.c_str(), static_cast<double>(now - c.rescue.started_ns) / 1e6, p.dev->port.id().c_str(), p.peer_dev);
+          c.id.c_str(), static_cast<double>(now - c.cp.rescue.started_ns) / 1e6, p.dev->port.id().c_str(), p.peer_dev);
 }
 
 bool deliver_rescue_mail(CommBase& c) {
-  if (!c.rescue.mail) return false;
-  std::memcpy(static_cast<void*>(&c.ctrl.reprotect), c.rescue.mail->data(), sizeof(ReprotectMsg));
-  c.rescue.mail.reset();
-  c.inbox.reprotect = true;
+  if (!c.cp.rescue.mail) return false;
+  std::memcpy(static_cast<void*>(&c.ctrl.reprotect), c.cp.rescue.mail->data(), sizeof(ReprotectMsg));
+  c.cp.rescue.mail.reset();
+  c.cp.inbox.reprotect = true;
   return true;
 }
 

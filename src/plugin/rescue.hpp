@@ -41,7 +41,7 @@ struct ReprotectMsg;
 
 struct RescueExchange;  // one exchange of the receive side waiting for its comm's answer (rescue.cpp)
 
-// A comm's side of it (CommBase::rescue); progress thread only.
+// A comm's side of it (ControlPlane::rescue, CommBase::cp); progress thread only.
 struct RescueState {
   std::uint64_t token = 0;             // ours (0: not enrolled: HA off, or no service)
   boost::asio::ip::tcp::endpoint peer;  // the peer's rescue service (port 0: it has none)
@@ -89,12 +89,12 @@ void withdraw_rescue(CommBase& c);
 // Whether the comm can try a rescue: both sides have the service, and one of our ports is up.
 bool rescue_possible(const CommBase& c);
 // Send side, rescue on: sends the ReprotectMsg in c.ctrl_out.reprotect to the peer; its answer
-// (or a refusal with the reason in c.rescue.why) lands in c.rescue.mail and wakes the comm.
+// (or a refusal with the reason in c.cp.rescue.why) lands in c.cp.rescue.mail and wakes the comm.
 void rescue_send(CommBase& c);
 // Receive side: whether an exchange waits for our answer; then the answer goes there.
 bool rescue_answer(CommBase& c, const ReprotectMsg& m);
 // start_failover, comm held: the failover found no usable standby (`what` says what failed).
-// True: it waits for a rescue (begun now, if possible; c.fo.requested holds `cause` again).
+// True: it waits for a rescue (begun now, if possible; c.cp.fo.requested holds `cause` again).
 // False: no rescue (not possible, or given up: `gave_up` says why) - the comm fails.
 bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& cause, std::uint64_t now,
                      std::string& gave_up);

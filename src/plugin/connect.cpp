@@ -86,7 +86,7 @@ struct StandbyPlan {
 asio::awaitable<std::string> attach_offered(SendComm& c, const ConnReply& rep, ConnReady& ready) {
   Device* backup = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
   auto attach = [&c, backup] { return attach_standby(c, *backup); };  // verbs work: on a reactor worker
-  if (auto s = co_await state()->reactor.offload(attach); !s)
+  if (auto s = co_await state()->reactor.offload(attach, reactor::JobOrder::peer_waits); !s)
     co_return "building the standby on " + backup->port.id() + ": " + s.error().message;
   c.keys[1].peer_ctrl = rep.standby->ctrl_rkey;
   c.paths[1]->peer_dev = rep.standby->pair.b;
@@ -112,16 +112,20 @@ void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& pe
 // by-value temporaries of a co_await expression twice.
 asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token, bool peer_ha,
                                     Millis timeout, StandbyPlan& plan) {
-  auto sock = co_await net::connect_with_retry(peer, timeout);
-  if (!sock) co_return std::move(sock).error();
   std::string unprotected = no_standby_here(*dev);
   if (unprotected.empty() && !peer_ha) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
+  // The comm first, the connection to the listener then: nobody waits for this job, which may
+  // queue behind thousands of others when NCCL opens its connections together, while the
+  // listener reads our request under HA_NCCL_HANDSHAKE_TIMEOUT_MS from the moment we connect.
+  // Every later job of the handshake has the peer waiting: JobOrder::peer_waits.
   const CommEnv env = state()->comm_env();
   auto create = [env, dev] { return make_send_comm(env, *dev, nullptr); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create);
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<SendComm> owned = std::move(comm).value();
   const DiscardUnclaimed<SendComm> unclaimed{owned};
+  auto sock = co_await net::connect_with_retry(peer, timeout);
+  if (!sock) co_return std::move(sock).error();
   SendComm& c = *owned;
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
@@ -162,7 +166,7 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   };
   if (home_down.empty()) {
     // A primary that does not connect although both ports say up: the standby pair, if there is one.
-    if (auto s = co_await state()->reactor.offload(connect_primary); !s && !ready.standby) {
+    if (auto s = co_await state()->reactor.offload(connect_primary, reactor::JobOrder::peer_waits); !s && !ready.standby) {
       co_return s;
     } else if (!s) {
       home_down = primary_failed_reason(*dev, c.peer_home, s.error().message);

@@ -165,7 +165,7 @@ asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endp
       if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) done = errno_error(Errc::verbs, "posting control receives", rc);
     return done;
   };
-  auto local = co_await state()->reactor.offload(connect_standby);
+  auto local = co_await state()->reactor.offload(connect_standby, reactor::JobOrder::peer_waits);  // the peer waits for our frame
   const std::string mine = local ? std::string() : local.error().message;
   const std::vector<std::uint8_t> payload(mine.begin(), mine.end());
   const auto type = static_cast<std::uint16_t>(local ? HandshakeMsg::standby_up : HandshakeMsg::standby_failed);

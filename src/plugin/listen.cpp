@@ -189,7 +189,7 @@ asio::awaitable<Status> connect_primary(const Device& dev, RecvComm& c, const Co
     }
     return setup_flush(c);
   };
-  if (auto s = co_await state()->reactor.offload(work); !s) co_return s;
+  if (auto s = co_await state()->reactor.offload(work, reactor::JobOrder::peer_waits); !s) co_return s;
   if (!failed.empty())
     start.home_down = primary_failed_reason(dev, c.peer_home, failed);
   co_return Status{};
@@ -214,7 +214,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   if (backup) backup->standby_comms.fetch_add(1, std::memory_order_relaxed);
   const CommEnv env = state()->comm_env();
   auto create = [env, ls, backup] { return make_recv_comm(env, *ls->dev, backup); };  // verbs work: on a reactor worker
-  auto comm = co_await state()->reactor.offload(create);
+  auto comm = co_await state()->reactor.offload(create, reactor::JobOrder::peer_waits);  // the connector waits
   if (backup) backup->standby_comms.fetch_sub(1, std::memory_order_relaxed);
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<RecvComm> owned = std::move(comm).value();

@@ -11,7 +11,8 @@ namespace nccl_ha::plugin {
 // QP to ERROR first (reaper.hpp).
 PathJob::~PathJob() = default;
 
-std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work) {
+std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work,
+                                   reactor::JobOrder order) {
   auto job = std::make_shared<PathJob>();
   job->path = std::move(path);
   State* st = state();
@@ -39,7 +40,8 @@ std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std:
         }
         job->state.store(!ep && *s ? PathJob::done : PathJob::failed, std::memory_order_release);
         if (auto comm = owner.lock()) wake_here(*comm);
-      });
+      },
+      order);
   return job;
 }
 

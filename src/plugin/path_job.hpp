@@ -15,6 +15,7 @@
 #include <string>
 
 #include "comm.hpp"
+#include "nccl_ha/reactor/worker_pool.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -37,7 +38,10 @@ struct PathJob {
 
 // Runs work(job) on a worker; when it has ended the job's state is set and the comm woken (on the
 // progress thread). `job->path` may be preset (a path to connect).
-std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work);
+// `order`: reactor::JobOrder::peer_waits when the peer waits for the outcome under a deadline (the
+// receive side's answer to a re-protection request, the sender's connect of an answered one).
+std::shared_ptr<PathJob> start_job(CommBase& c, std::shared_ptr<Path> path, std::function<Status(PathJob&)> work,
+                                   reactor::JobOrder order = reactor::JobOrder::fifo);
 // The job's outcome once finished: 1 done, -1 failed (job.why), 0 still running.
 int job_outcome(const PathJob& job);
 

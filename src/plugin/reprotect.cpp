@@ -116,7 +116,7 @@ std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint
       }
     }
     return s;
-  });
+  }, connect ? reactor::JobOrder::peer_waits : reactor::JobOrder::fifo);  // receive side: the sender waits
 }
 
 // Our keys on the attempt's device: the slot's own, or the ones the job registered there.
@@ -424,10 +424,13 @@ std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
   rp.peer_ctrl = answer.ctrl_rkey;
   if (answer.own_dev != kSameDevice) rp.peer_dev = static_cast<int>(answer.own_dev);
   const net::Endpoint r = *remote;
-  rp.job = start_job(c, rp.job->path, [r, prev = rp.job](PathJob& job) {
-    job.keys = std::move(prev->keys);  // a move's registrations stay with the attempt
-    return connect_path(job, r);
-  });
+  rp.job = start_job(
+      c, rp.job->path,
+      [r, prev = rp.job](PathJob& job) {
+        job.keys = std::move(prev->keys);  // a move's registrations stay with the attempt
+        return connect_path(job, r);
+      },
+      reactor::JobOrder::peer_waits);  // the receiver built its side and waits for our hello
   rp.step = ReprotectState::connecting;
   return 0;
 }

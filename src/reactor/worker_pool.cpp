@@ -33,20 +33,24 @@ void WorkerPool::configure(std::size_t max_threads, std::string name, int nice) 
   nice_ = nice;
 }
 
-bool WorkerPool::submit(std::unique_ptr<Job> job) {
+bool WorkerPool::submit(std::unique_ptr<Job> job, JobOrder order) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stopping_) {
-      queue_.push_back(std::move(job));
+      if (order == JobOrder::peer_waits)
+        queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(waited_++), std::move(job));
+      else
+        queue_.push_back(std::move(job));
       if (queue_.size() > idle_ && threads_.size() < max_threads_) {  // every thread busy
         try {
           threads_.emplace_back([this] { run_worker(); });
         } catch (const std::system_error& e) {
           // No new thread: the ones there take the job (one always exists after the first).
           HA_WARN("reactor: cannot start a worker thread: %s", e.what());
-          if (threads_.empty()) {
+          if (threads_.empty()) {  // no thread ever: the queue holds this job alone
             job = std::move(queue_.back());
             queue_.pop_back();
+            waited_ = 0;
           }
         }
       }
@@ -79,6 +83,7 @@ void WorkerPool::run_worker() {
     if (queue_.empty()) return;  // stopping, and nothing left to run
     std::unique_ptr<Job> job = std::move(queue_.front());
     queue_.pop_front();
+    if (waited_ > 0) --waited_;
     ++running_;
     lock.unlock();
     job->run();

@@ -261,6 +261,45 @@ BOOST_AUTO_TEST_CASE(workers_are_created_on_demand_bounded_and_joined_by_stop) {
   BOOST_TEST(threads_settle_to(base));
 }
 
+BOOST_AUTO_TEST_CASE(jobs_a_peer_waits_for_go_before_the_ordinary_ones_queued) {
+  // One worker, held by a job: what is queued behind it runs in JobOrder (worker_pool.hpp): the
+  // peer_waits jobs first, in their order, then the fifo ones, in theirs - whenever submitted.
+  Reactor r;
+  r.set_workers(1, "ordered");
+  r.start();
+  Gate gate;
+  std::atomic<bool> holding{false};
+  std::mutex m;
+  std::vector<std::string> order;
+  Seen seen;
+  auto job = [&](std::string name) {
+    return [&, name] {
+      std::lock_guard lock(m);
+      order.push_back(name);
+    };
+  };
+  r.offload([&] {
+    holding = true;
+    gate.wait();
+  }, [&seen](std::exception_ptr ep) { seen.note(ep); });
+  BOOST_REQUIRE(wait_until([&] { return holding.load(); }));
+  const std::pair<const char*, JobOrder> queued[] = {{"a", JobOrder::fifo},       {"b", JobOrder::fifo},
+                                                     {"x", JobOrder::peer_waits}, {"c", JobOrder::fifo},
+                                                     {"y", JobOrder::peer_waits}, {"d", JobOrder::fifo}};
+  for (const auto& [name, how] : queued) r.offload(job(name), [&seen](std::exception_ptr ep) { seen.note(ep); }, how);
+  BOOST_TEST(r.workers().pending() == 7u);
+  gate.open();
+  BOOST_REQUIRE(wait_until([&] { return seen.calls.load() == 7; }));
+  // and once the queue is empty, a peer_waits job is just the next
+  r.offload(job("z"), [&seen](std::exception_ptr ep) { seen.note(ep); }, JobOrder::peer_waits);
+  r.offload(job("e"), [&seen](std::exception_ptr ep) { seen.note(ep); });
+  BOOST_REQUIRE(wait_until([&] { return seen.calls.load() == 9; }));
+  r.stop();
+  const std::vector<std::string> expected{"x", "y", "a", "b", "c", "d", "z", "e"};
+  BOOST_TEST(order == expected, boost::test_tools::per_element());
+  for (const auto& ep : seen.errors) BOOST_TEST(!ep);
+}
+
 BOOST_AUTO_TEST_CASE(stop_with_work_in_flight_and_queued_delivers_every_outcome_then_refuses) {
   LogCapture log;
   const int base = count_threads();

@@ -117,14 +117,15 @@ class Reactor {
   std::size_t live_tasks() const noexcept { return live_tasks_.load(std::memory_order_relaxed); }
 
   // Blocking work (see "Blocking work" above).
+  // `order`: JobOrder::peer_waits for work a remote peer waits for under a deadline (worker_pool.hpp).
   template <class F>
-  asio::awaitable<std::invoke_result_t<F&>> offload(F& fn) {
+  asio::awaitable<std::invoke_result_t<F&>> offload(F& fn, JobOrder order = JobOrder::fifo) {
     using R = std::invoke_result_t<F&>;
     offload_detail::Outcome<R> out;
     co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-        [this, &fn, &out](auto handler) {
+        [this, &fn, &out, order](auto handler) {
           using Job = offload_detail::AwaitJob<F, R, decltype(handler)>;
-          pool_.submit(std::make_unique<Job>(fn, out, std::move(handler)));
+          pool_.submit(std::make_unique<Job>(fn, out, std::move(handler)), order);
         },
         asio::use_awaitable);
     if (out.error) std::rethrow_exception(out.error);
@@ -134,9 +135,9 @@ class Reactor {
       co_return std::move(*out.value);
   }
   template <class F, class Done>
-  void offload(F fn, Done done) {
+  void offload(F fn, Done done, JobOrder order = JobOrder::fifo) {
     using Job = offload_detail::CallbackJob<F, Done, Executor>;
-    pool_.submit(std::make_unique<Job>(std::move(fn), std::move(done), ctx_.get_executor()));
+    pool_.submit(std::make_unique<Job>(std::move(fn), std::move(done), ctx_.get_executor()), order);
   }
   // The workers' maximum, their thread name (at most 15 characters are kept) and nice increment
   // (worker_pool.hpp); for threads created from now on.

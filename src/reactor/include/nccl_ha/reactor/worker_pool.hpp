@@ -8,7 +8,10 @@
 //    may run at a lower CPU priority than the rest of the process (`nice`, Linux per-thread
 //    nice): their work is background work, and on a busy core the thread that reacts to events
 //    must get the CPU first.
-//  * Jobs run in the order they were submitted (with one thread, one after another).
+//  * Jobs run in the order they were submitted (with one thread, one after another), except that
+//    a job submitted with JobOrder::peer_waits goes before every ordinary job still queued (after
+//    the peer_waits jobs queued before it): work that a remote peer waits for under a deadline
+//    (a handshake's reply) is not put behind a burst of work nobody waits for yet.
 //  * stop() refuses new jobs (Job::refuse() is called instead of Job::run()), lets the threads
 //    finish every job already queued, and joins them: a job in flight is never abandoned (it
 //    may hold verbs objects). restart() accepts jobs again. request_stop() only refuses new
@@ -33,6 +36,11 @@ namespace nccl_ha::reactor {
 // kernel refused.
 bool lower_this_thread_priority(int increment, std::string* why = nullptr);
 
+enum class JobOrder : unsigned char {
+  fifo,        // after every job queued
+  peer_waits,  // a remote peer waits for its outcome: before every fifo job queued
+};
+
 class WorkerPool {
  public:
   struct Job {
@@ -51,8 +59,8 @@ class WorkerPool {
   // Changes the maximum, the name and the nice increment of threads created from now on.
   void configure(std::size_t max_threads, std::string name, int nice = 0);
 
-  // Queues `job`; returns false (after calling job->refuse()) when the pool is stopping.
-  bool submit(std::unique_ptr<Job> job);
+  // Queues `job` (JobOrder above); returns false (after calling job->refuse()) when the pool is stopping.
+  bool submit(std::unique_ptr<Job> job, JobOrder order = JobOrder::fifo);
 
   void request_stop();
   void stop();
@@ -66,7 +74,8 @@ class WorkerPool {
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<Job>> queue_;
+  std::deque<std::unique_ptr<Job>> queue_;  // the first `waited_` are JobOrder::peer_waits jobs
+  std::size_t waited_ = 0;
   std::vector<std::thread> threads_;
   std::size_t max_threads_;
   std::string name_;

@@ -145,9 +145,14 @@ def collect(logdir):
                  "messages_ok": ct.get("messages_ok"),
                  "resources": read_kv(out / f"{name}.res"),
                  "cpu": cpu_use(out, name)}
+            # The fault is timed on a's clock; b's records are on b's: the drivers' measured offset
+            # ("peer = here + X" on b) puts the fault on b's clock (guests' clocks drift apart by
+            # up to several hundred ms under TCG).
+            off = round((rep.get("clock") or {}).get("peer_offset_ms") or 0) if role != "a" else 0
+            r["clock_offset_ms"] = off
             if variant == "on" and fa.get("rail0-down"):
-                r["ha"] = ha_figures(stats_records(out / f"{name}.stats.jsonl"), n, fa["rail0-down"],
-                                     fa.get("rail0-active"))
+                r["ha"] = ha_figures(stats_records(out / f"{name}.stats.jsonl"), n, fa["rail0-down"] - off,
+                                     fa["rail0-active"] - off if fa.get("rail0-active") else None)
             run["ranks"][role] = r
         runs[name] = run
     return list(runs.values())

@@ -11,7 +11,7 @@ HOME_AFTER_MS = HOLD_MS + 5000  # issue #19: at least 90 % of the packets on the
 
 
 def check(run):
-    check_sequence(run, "fault", 20, "a", n_faults=2, failovers=1, failbacks=1, end_active=PRIMARY,
+    check_sequence(run, "fault", 24, "a", n_faults=2, failovers=1, failbacks=1, end_active=PRIMARY,
                    end_standby="up")
     # The sender decides the failback: only after its standby on rail 0 was up for the hold.
     mine, _ = data_comm(run, "b", "fault", stats(run, "b", "fault"))

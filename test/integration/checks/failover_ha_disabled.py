@@ -37,7 +37,7 @@ def check(run):
 
 
 def check_silent(run):
-    a, b = expect_stream_ok(run, "silent", 12)
+    a, b = expect_stream_ok(run, "silent", 14)  # failover-ha-disabled.guest.sh
     fs = faults(run, "a", "silent")
     expect([f[2] for f in fs] == ["loss 0 100", "clear 0"], f"silent: rail 0 silenced on a, then cleared: {fs}")
     stall, at = stall_around(a["timeline"], fs[0][1], fs[1][0] - fs[0][1])

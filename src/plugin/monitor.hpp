@@ -29,7 +29,6 @@ class AppendFile {
   // `now_ns`: a monotonic clock (the once-a-second look). False: the chunk was not (wholly)
   // written, errno says why; the next append opens the file again.
   bool append(std::string_view chunk, std::uint64_t now_ns);
-  const std::string& path() const noexcept { return path_; }
 
  private:
   void close_file() noexcept;

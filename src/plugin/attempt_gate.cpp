@@ -8,19 +8,27 @@
 
 namespace nccl_ha::plugin {
 
+// The writer of a comm's place among the attempts (ControlPlane): defined here only.
+struct GateWriter {
+  static AttemptTicket& ticket(CommBase& c) noexcept { return c.cp.ticket_; }
+};
+namespace {
+AttemptTicket& ticket_of(CommBase& c) noexcept { return GateWriter::ticket(c); }
+}  // namespace
+
 bool AttemptGate::enter(CommBase& c, bool move) {
-  if (c.cp.rp.admitted) return true;
-  if (!c.cp.rp.queued) {
+  if (ticket_of(c).admitted) return true;
+  if (!ticket_of(c).queued) {
     waiting_[move ? 1 : 0].push_back(c.weak_from_this());
-    c.cp.rp.queued = true;
+    ticket_of(c).queued = true;
   }
   dispatch(&c);
-  return c.cp.rp.admitted;
+  return ticket_of(c).admitted;
 }
 
 void AttemptGate::leave(CommBase& c) {
-  if (!c.cp.rp.admitted) return;
-  c.cp.rp.admitted = false;
+  if (!ticket_of(c).admitted) return;
+  ticket_of(c).admitted = false;
   std::erase_if(admitted_, [&c](const std::weak_ptr<CommBase>& w) { return w.expired() || w.lock().get() == &c; });
   dispatch(&c);
 }
@@ -37,7 +45,7 @@ std::uint64_t AttemptGate::defer(std::uint64_t now, std::uint64_t& since_ns) con
 void AttemptGate::dispatch(const CommBase* caller) {
   std::erase_if(admitted_, [](const std::weak_ptr<CommBase>& w) {
     const auto c = w.lock();
-    return !c || !c->cp.rp.admitted || c->closing.load(std::memory_order_relaxed);
+    return !c || !ticket_of(*c).admitted || c->closing.load(std::memory_order_relaxed);
   });
   while (admitted_.size() < limit_) {
     auto& line = !waiting_[0].empty() ? waiting_[0] : waiting_[1];
@@ -45,16 +53,16 @@ void AttemptGate::dispatch(const CommBase* caller) {
     const auto c = line.front().lock();
     line.pop_front();
     if (!c || c->closing.load(std::memory_order_relaxed)) continue;
-    c->cp.rp.queued = false;
-    c->cp.rp.admitted = true;
+    ticket_of(*c).queued = false;
+    ticket_of(*c).admitted = true;
     admitted_.push_back(c);
     if (c.get() != caller) wake_here(*c);
   }
 }
 
 void settle_attempt(CommBase& c) {
-  if (!c.cp.rp.admitted) return;
-  if (c.cp.rp.step != ReprotectState::idle && c.error == ncclSuccess && !c.closing.load(std::memory_order_relaxed)) return;
+  if (!ticket_of(c).admitted) return;
+  if (c.cp.rp().step != ReprotectState::idle && c.error == ncclSuccess && !c.closing.load(std::memory_order_relaxed)) return;
   if (State* st = state()) st->attempts.leave(c);
 }
 

@@ -29,7 +29,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
     c.paths[s] = std::move(p).value();
   }
   c.paths[0]->link.store(Path::up, std::memory_order_relaxed);  // connected by the handshake itself
-  c.cp.standby.state = backup ? StandbyHealth::connecting : StandbyHealth::none;
+  init_standby(c, backup != nullptr);
   for (int s = 0; s < kSlots; ++s)
     if (c.devs[s])
       if (auto k = register_slot_keys(c, *c.devs[s], s, c.keys[s]); !k) return k;
@@ -151,7 +151,7 @@ Status attach_standby(CommBase& c, Device& backup) {
   c.devs[1] = &backup;
   c.paths[1] = std::move(p).value();
   c.keys[1] = std::move(keys);
-  c.cp.standby.state = StandbyHealth::connecting;
+  init_standby(c, true);
   account_ports(c);
   return {};
 }

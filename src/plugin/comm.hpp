@@ -326,7 +326,6 @@ struct StandbyHealth {
   };
   State state = none;
   std::string why;
-  std::uint64_t heartbeats = 0;      // written on this comm's paths (by their pairs: liveness.hpp)
   std::uint64_t failures = 0;        // lost: a failed heartbeat, or its pair silent
   std::uint64_t up_since_ns = 0;     // failback hysteresis
   bool lost = false;                 // loss of protection said at WARN; its return will be too
@@ -419,12 +418,23 @@ struct FailoverState {
   std::deque<std::uint64_t> recent;   // start times of the failovers in the HA_NCCL_RETRY_WINDOW_MS
 };
 
-// Control messages the peer wrote (kCtlImm completions seen), for the control plane to read.
-struct Inbox {
-  bool sync = false;       // a SyncMsg arrived
-  const Path* sync_path = nullptr;  // the path it came over (identity only)
-  bool reprotect = false;  // a ReprotectMsg arrived
-  bool hello = false;      // a HelloMsg arrived
+// Control messages the peer wrote (kCtlImm completions seen): posted by whoever reaps the
+// completion (the data path's poll or the control plane's), cleared by the part of the control
+// plane that reads the record (failover.cpp: sync; reprotect.cpp: reprotect, hello).
+class Inbox {
+ public:
+  void post(CtlKind kind, const Path* via) noexcept {
+    if (kind == CtlKind::sync) sync_path_ = via;
+    flags_ |= bit(kind);
+  }
+  bool has(CtlKind kind) const noexcept { return (flags_ & bit(kind)) != 0; }
+  void clear(CtlKind kind) noexcept { flags_ &= static_cast<std::uint8_t>(~bit(kind)); }
+  const Path* sync_path() const noexcept { return sync_path_; }  // the last notice's path (identity only)
+
+ private:
+  static constexpr std::uint8_t bit(CtlKind k) noexcept { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(k)); }
+  std::uint8_t flags_ = 0;
+  const Path* sync_path_ = nullptr;
 };
 
 struct CommStats {
@@ -439,6 +449,7 @@ struct CommStats {
   std::uint64_t messages = 0;
   std::uint64_t bytes_sent = 0;      // completed sends (a replayed message counts once)
   std::uint64_t bytes_received = 0;  // completed receives
+  std::uint64_t heartbeats_sent = 0; // heartbeat writes posted on the comm's paths (by their pairs: liveness.hpp)
   std::uint64_t flush_reads[kSlots] = {};  // completed flush RDMA READs per device slot (flush.cpp)
   std::uint64_t flush_rebuilds[kSlots] = {};  // flush QPs replaced per device slot (flush.cpp)
   // flushes that read through the active slot because the device that wrote on this slot could
@@ -446,27 +457,119 @@ struct CommStats {
   std::uint64_t flush_redirects[kSlots] = {};
 };
 
-// The comm's control plane: the state machines of failover, standby health, re-protection and
-// rescue, and where its standbys go (CommBase::cp). Written by the progress thread (control_step
-// and what it calls) while it holds the comm (`owned`). The data path, under `owned` too, only
-// hands a fault over (fo.requested: request_failover), asks whether it may post (can_post:
-// fo.phase) and records what its polls reap (inbox, peer_closed, fo.proven; p2p.cpp on_success).
-struct ControlPlane {
-  FailoverState fo;
-  StandbyHealth standby;
-  ReprotectState rp;
-  RescueState rescue;                // re-protection over TCP when no path is left (rescue.hpp)
-  Inbox inbox;
-  SyncMsg peer_sync;                 // the peer's last whole SyncMsg
-  bool rto_noted = false;            // the soft RTO expired with no standby: said once
-  // The peer closed the connection in order (its CtlKind::bye came): what follows from it (its
-  // QPs gone, heartbeats unanswered) is no fault. The control plane stops watching the comm.
-  bool peer_closed = false;
-  // Where standbys go (standby.cpp), except `counted_*` (account_ports' callers).
+// Where a comm's standbys go (standby.cpp).
+struct StandbyPorts {
   Device* counted_active = nullptr;   // the ports account_ports counted this comm on
   Device* counted_standby = nullptr;
   std::vector<std::pair<int, int>> failed_pairs;  // (our device, the peer's) failed since the last reset
   std::vector<std::uint32_t> seen_recover;        // every device's recover_gen at the last look
+};
+
+// A send comm's place among the process's re-protection attempts (attempt_gate.hpp).
+struct AttemptTicket {
+  bool admitted = false;  // it may run its attempt (until it leaves)
+  bool queued = false;    // it waits in line for that
+};
+
+// A receive comm's rebuilds of its flush QPs (flush.cpp); flush_paths, which iflush reads, stay
+// in RecvComm.
+struct FlushRebuild {
+  std::shared_ptr<Path> next[kSlots];     // built, installed once no read is outstanding on the old one
+  std::shared_ptr<PathJob> job[kSlots];   // a rebuild of its own (a failed or stale QP)
+  std::uint32_t gen[kSlots] = {};         // the device's recover_gen the slot's QP was built for
+  bool want[kSlots] = {};                 // a new QP is wanted (the old one failed, or is stale)
+  std::uint64_t retry_ns[kSlots] = {};    // after a failed rebuild: next attempt
+  std::uint64_t backoff_ns[kSlots] = {};
+  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS: when (now_ns) the active slot's loopback QP is moved to
+  // ERROR, and how many of them were done.
+  std::vector<std::uint64_t> test_error_ns;
+  std::size_t test_errors_done = 0;
+};
+
+// A slot of the comm moving to another device (rebind.hpp): announced by the progress thread,
+// read by regMr and the move's preparation; under CommBase::reg_mutex.
+struct RebindState {
+  Device* dev = nullptr;   // a move of a slot to this device is being prepared
+  std::uint64_t gen = 0;   // moves begun or given up so far
+};
+
+// The comm's control plane (CommBase::cp): the state machines of failover, standby health,
+// re-protection, rescue, the flush QPs' rebuilds and a slot's move, and where its standbys go.
+// Run by the progress thread (control_step and what it calls) while it holds the comm (`owned`).
+//
+// The data path, under `owned` too, has three calls and nothing else: may it post (may_post),
+// hand a fault over (hand_over), and what its polls reaped (reaped_control, reaped_notice_write).
+// Everyone may read every state machine; each has one writer, named below as a friend: the one
+// file that defines that type (a second definition would not link, and fails the unity build).
+class ControlPlane {
+ public:
+  // ---- the data path
+  bool may_post() const noexcept { return fo_.phase == FailoverState::normal && fo_.requested.empty(); }
+  // A fault of the active path, for the control step to fail over (false: one is already asked
+  // for or under way). The caller wakes the control task.
+  bool hand_over(std::string cause) {
+    if (!may_post()) return false;
+    fo_.requested = std::move(cause);
+    return true;
+  }
+  // A control write of the peer came in over `p` (its receive's completion). False: an unknown
+  // kind. True for the peer's goodbye the first time (CtlKind::bye: `peer_closed` from now on).
+  bool reaped_control(CtlKind kind, const Path& p) noexcept {
+    switch (kind) {
+      case CtlKind::sync:
+      case CtlKind::reprotect:
+      case CtlKind::hello:
+        inbox_.post(kind, &p);
+        return true;
+      case CtlKind::bye:
+        peer_closed_ = true;
+        return true;
+    }
+    return false;
+  }
+  // Our failover notice's write completed on `p`: the new path is proven if it is the active one.
+  void reaped_notice_write(bool on_active) noexcept {
+    if (fo_.phase == FailoverState::syncing && on_active) fo_.proven = true;
+  }
+
+  // ---- the state machines (read by all)
+  const FailoverState& fo() const noexcept { return fo_; }
+  const StandbyHealth& standby() const noexcept { return standby_; }
+  const ReprotectState& rp() const noexcept { return rp_; }
+  const RescueState& rescue() const noexcept { return rescue_; }
+  const AttemptTicket& ticket() const noexcept { return ticket_; }
+  const FlushRebuild& flush() const noexcept { return flush_; }
+  const RebindState& rebind() const noexcept { return rebind_; }
+  const StandbyPorts& ports() const noexcept { return ports_; }
+  const Inbox& inbox() const noexcept { return inbox_; }
+  const SyncMsg& peer_sync() const noexcept { return peer_sync_; }  // the peer's last whole SyncMsg
+  // The peer closed the connection in order (its CtlKind::bye came): what follows from it (its
+  // QPs gone, heartbeats unanswered) is no fault. The control plane stops watching the comm.
+  bool peer_closed() const noexcept { return peer_closed_; }
+
+ private:
+  friend struct FailoverWriter;   // failover.cpp: fo_, peer_sync_, the sync notice of inbox_
+  friend struct StandbyWriter;    // standby_health.cpp: standby_
+  friend struct ReprotectWriter;  // reprotect.cpp: rp_, the reprotect and hello messages of inbox_
+  friend struct RescueWriter;     // rescue.cpp: rescue_ (its TCP mail into inbox_)
+  friend struct GateWriter;       // attempt_gate.cpp: ticket_
+  friend struct FlushWriter;      // flush.cpp: flush_
+  friend struct RebindWriter;     // rebind.cpp: rebind_
+  friend struct PortsWriter;      // standby.cpp: ports_
+  friend struct DetectWriter;     // progress.cpp: rto_noted_
+
+  FailoverState fo_;
+  StandbyHealth standby_;
+  ReprotectState rp_;
+  RescueState rescue_;  // re-protection over TCP when no path is left (rescue.hpp)
+  AttemptTicket ticket_;
+  FlushRebuild flush_;
+  RebindState rebind_;
+  Inbox inbox_;
+  SyncMsg peer_sync_;
+  bool peer_closed_ = false;
+  bool rto_noted_ = false;  // the soft RTO expired with no standby: said once
+  StandbyPorts ports_;
 };
 
 // Everything one connection owns. Declaration order = reverse destruction order.
@@ -517,7 +620,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::uint64_t retry_window_ns = 0;
   bool watch_pairs = false;  // HA on: its paths join their pairs' heartbeats (liveness.hpp)
 
-  ControlPlane cp;                   // failover, standby health, re-protection, rescue (above)
+  ControlPlane cp;                   // failover, standby health, re-protection, rescue, flush rebuilds, moves (above)
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;
   std::uint64_t test_failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS
@@ -536,8 +639,6 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   // preparation (a worker) and its commit (progress thread) take `reg_mutex`; the data path never.
   std::mutex reg_mutex;
   std::vector<RegHandle*> regs;
-  Device* rebind_dev = nullptr;   // a move of a slot to this device is being prepared
-  std::uint64_t rebind_gen = 0;   // moves begun or given up so far
 
 
   explicit CommBase(CommKind k) : kind(k) {}
@@ -574,12 +675,6 @@ struct RecvComm : CommBase {
   bool force_flush = false;  // HA_NCCL_FORCE_FLUSH: host buffers are read back too
   bool flush_on = false;     // the comm has loopback QPs
   std::shared_ptr<Path> flush_paths[kSlots];   // in use (replaced by the control plane, under `owned`)
-  std::shared_ptr<Path> flush_next[kSlots];    // built, installed once no read is outstanding on the old one
-  std::shared_ptr<PathJob> flush_job[kSlots];  // a rebuild of its own (a failed or stale QP)
-  std::uint32_t flush_gen[kSlots] = {};        // the device's recover_gen the slot's QP was built for
-  bool flush_want[kSlots] = {};                // a new QP is wanted (the old one failed, or is stale)
-  std::uint64_t flush_retry_ns[kSlots] = {};   // after a failed rebuild: next attempt
-  std::uint64_t flush_backoff_ns[kSlots] = {};
   alignas(8) std::uint64_t flush_sink[kSlots] = {};  // registered as keys[s].flush_sink
   std::array<Request, kMaxRequests> flushes{};
   std::uint64_t flush_seq = 0;
@@ -592,10 +687,6 @@ struct RecvComm : CommBase {
   // Slots a flush waits on for a new loopback QP: tend_flush rebuilds them even where it would
   // leave it to re-protection (cleared when one is installed).
   std::uint8_t flush_waiting = 0;
-  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS: when (now_ns) the active slot's loopback QP is moved to
-  // ERROR, and how many of them were done (tend_flush; control plane).
-  std::vector<std::uint64_t> test_flush_error_ns;
-  std::size_t test_flush_errors_done = 0;
 };
 
 constexpr int kControlWrs = 8;                                        // sync + heartbeats in flight

@@ -28,6 +28,7 @@ namespace nccl_ha::plugin {
 // Verbs work: runs on a reactor worker (Reactor::offload), before the comm is handed to NCCL.
 Status setup_flush(RecvComm& c);
 void close_flush(RecvComm& c);                   // closing, comm held: the loopback QPs go to the reaper
+void drop_flush_path(RecvComm& c, int slot);     // a slot dropped before NCCL has the comm: its loopback QP goes
 // A new loopback path on d, slot `slot`, connected to itself with the port's GID as it is now.
 // Verbs work (any thread, a worker's).
 Expected<std::shared_ptr<Path>> build_flush_path(Reaper* reaper, Device& d, int slot);
@@ -85,7 +86,13 @@ bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index);
 void start_failover(CommBase& c, const std::string& cause, bool planned = false, const Path* via = nullptr);
 // Returns when it wants to run again (as control_step).
 std::uint64_t advance_failover(CommBase& c, std::uint64_t now);
-// The peer's SyncMsg if a whole one of epoch >= min_epoch arrived (kept in c.cp.peer_sync); an older
+// The fault the data path handed over (ControlPlane::hand_over), taken ("": none).
+std::string take_failover_request(CommBase& c);
+// Failback: a send comm whose standby runs on the connection's own ports again, healthy for the
+// (dampened) hold-down, switches back to them (a planned failover). Returns when the hold ends (0:
+// no failback due).
+std::uint64_t go_home(CommBase& c, std::uint64_t now);
+// The peer's SyncMsg if a whole one of epoch >= min_epoch arrived (kept in c.cp.peer_sync()); an older
 // one is dropped, one still landing is left for its completion to announce again.
 const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch);
 // No usable path left: WARN, a "fatal" stats line, and ncclSystemError from every later call.
@@ -137,11 +144,20 @@ bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
 // Closing: the path of a finished re-protection job goes to the reaper (a running job keeps its own).
 void retire_job(CommBase& c);
 // A failover while the standby is being moved to the connection's own pair: whether it must wait
-// for the move's hello (it may have been installed by the peer already: true, `c.cp.fo.requested`
-// holds the cause), else the move is given up (or, when the peer's notice came over the move's
+// for the move's hello (it may have been installed by the peer already: true, the failover asks
+// again at the next step), else the move is given up (or, when the peer's notice came over the move's
 // path, left for adopt_job_path to install).
 bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* via, std::uint64_t now);
 
+// ---- standby health (standby_health.cpp): the one writer of StandbyHealth
+// A new comm's standby slot: connecting (its standby is being connected), or none (single path).
+void init_standby(CommBase& c, bool connecting);
+// Health of the standby path, at every control step: its device's events, its completions, its
+// pair's heartbeats (a dead path is moved to ERROR and marked down; a silent pair's marks it down,
+// its answers up again).
+void tend_standby(CommBase& c);
+// The failback's hold-down starts again now (a failback given up, a standby moved home).
+void restart_failback_hold(CommBase& c, std::uint64_t now);
 // Standby state change (INFO line + stats line).
 // Operators see protection come and go at NCCL_DEBUG=WARN: the first loss (a standby that was up
 // goes down, or one that never came up fails) is a WARN, and so is its return; the transitions in

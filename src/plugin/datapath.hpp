@@ -87,7 +87,7 @@ ncclResult_t data_poll(CommBase& c);
 ncclResult_t test_flush(Request& r, int* done);
 // True when isend / irecv may post (no failover in progress or asked for, no error).
 inline bool can_post(const CommBase& c) {
-  return c.error == ncclSuccess && c.cp.fo.phase == FailoverState::normal && c.cp.fo.requested.empty();
+  return c.error == ncclSuccess && c.cp.may_post();
 }
 // The data path met a fault of the active path: the control plane fails over (woken now).
 void request_failover(CommBase& c, std::string cause);

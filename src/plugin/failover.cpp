@@ -37,6 +37,19 @@
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
+
+// The writer of the failover state machine, of the peer's notice and of the inbox's sync mark
+// (ControlPlane): defined here only.
+struct FailoverWriter {
+  static FailoverState& fo(CommBase& c) noexcept { return c.cp.fo_; }
+  static SyncMsg& peer_sync(CommBase& c) noexcept { return c.cp.peer_sync_; }
+  static Inbox& inbox(CommBase& c) noexcept { return c.cp.inbox_; }
+};
+namespace {
+FailoverState& fo_of(CommBase& c) noexcept { return FailoverWriter::fo(c); }
+SyncMsg& peer_sync_of(CommBase& c) noexcept { return FailoverWriter::peer_sync(c); }
+Inbox& sync_inbox(CommBase& c) noexcept { return FailoverWriter::inbox(c); }
+}  // namespace
 namespace {
 
 constexpr std::uint64_t kDrainBoundNs = 200'000'000;  // flushes of rxe / hardware arrive long before
@@ -92,7 +105,7 @@ Status announce_recv(RecvComm& c, Path& p) {
 }
 
 std::string failed_over(const CommBase& c) {
-  return c.devs[c.cp.fo.from]->port.id() + " failed: " + c.cp.fo.cause + "; the standby " + c.devs[c.active]->port.id();
+  return c.devs[c.cp.fo().from]->port.id() + " failed: " + c.cp.fo().cause + "; the standby " + c.devs[c.active]->port.id();
 }
 
 // Sender: complete what the receiver has, replay the rest. Returns the number replayed.
@@ -118,7 +131,7 @@ Expected<std::uint32_t> apply_report(SendComm& c, const SyncMsg& m, Path& p) {
 
 void finish(CommBase& c, std::uint32_t replayed) {
   const std::uint64_t now = now_ns();
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   const int from = fo.from;
   const std::string from_dev = c.devs[from]->port.id();
   const std::string to_dev = c.device().port.id();
@@ -127,7 +140,7 @@ void finish(CommBase& c, std::uint32_t replayed) {
   fo.phase = FailoverState::normal;
   c.stats.replayed += replayed;
   c.stats.last_stall_ms = stall;
-  if (c.cp.inbox.sync && c.cp.peer_sync.epoch <= fo.epoch) c.cp.inbox.sync = false;  // this failover's notice
+  if (c.cp.inbox().has(CtlKind::sync) && peer_sync_of(c).epoch <= fo.epoch) sync_inbox(c).clear(CtlKind::sync);  // this failover's notice
   if (fo.in_place) {
     HA_WARN("NET/HA: %s stays on %s: the peer returned to it (%s), replayed %u message(s), stall %.1f ms",
             c.id.c_str(), to_dev.c_str(), fo.cause.c_str(), replayed, stall);
@@ -158,8 +171,8 @@ void finish(CommBase& c, std::uint32_t replayed) {
 }
 
 void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::Phase phase, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
-  const std::uint32_t peer_epoch = c.cp.inbox.sync ? c.cp.peer_sync.epoch : 0;
+  FailoverState& fo = fo_of(c);
+  const std::uint32_t peer_epoch = c.cp.inbox().has(CtlKind::sync) ? peer_sync_of(c).epoch : 0;
   fo.prev_epoch = fo.epoch;
   fo.epoch = std::max(fo.epoch + 1, peer_epoch);
   fo.phase = phase;
@@ -190,7 +203,7 @@ void record_failed_failback(CommBase& c, const std::string& why, const char* sta
 
 // The failback's target (the standby, during quiescing and before the sender's notice): still fit?
 std::string target_trouble(CommBase& c) {
-  Path* t = c.paths[1 - c.cp.fo.from].get();
+  Path* t = c.paths[1 - fo_of(c).from].get();
   if (!t) return "its path is gone";
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
@@ -204,7 +217,7 @@ std::string target_trouble(CommBase& c) {
 
 // Before the sender's notice was written on the target, the peer knows of no failback: stay.
 void cancel_failback(CommBase& c, const std::string& why, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   const std::string here = c.devs[fo.from]->port.id();
   const std::string target = c.devs[1 - fo.from]->port.id();
   HA_WARN("NET/HA: failback of %s %s -> %s abandoned before the switch (%s): it stays on %s", c.id.c_str(),
@@ -214,12 +227,12 @@ void cancel_failback(CommBase& c, const std::string& why, std::uint64_t now) {
   fo.epoch = fo.prev_epoch;
   fo.keep_from = false;
   fo.stall_until_ns = 0;
-  c.cp.standby.up_since_ns = now;  // the hold starts again
+  restart_failback_hold(c, now);  // the hold starts again
 }
 
 // After it: an ordinary failover back to the path the failback left, which is still connected.
 void fall_back(CommBase& c, const std::string& why, const Path* via) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   const std::string target = c.device().port.id();
   const std::string back = c.devs[fo.from]->port.id();
   HA_WARN("NET/HA: failback of %s %s -> %s failed during the switch (%s): back to %s", c.id.c_str(), back.c_str(),
@@ -241,7 +254,7 @@ std::uint64_t switch_lost(CommBase& c, const std::string& why, std::uint64_t now
     fail_comm(c, what);
     return 0;
   }
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   fo.phase = FailoverState::normal;
   Path& target = c.path();
   target.link.store(Path::failed, std::memory_order_relaxed);
@@ -250,14 +263,17 @@ std::uint64_t switch_lost(CommBase& c, const std::string& why, std::uint64_t now
   set_standby(c, StandbyHealth::down, "lost with the active path", /*said=*/true);
   // The failover from the lost target (the active slot now) waits in fo.requested for the rescue.
   std::string gave_up;
-  if (wait_for_rescue(c, what, why, now, gave_up)) return now + 1;
+  if (wait_for_rescue(c, what, now, gave_up)) {
+    fo.requested = why;  // again at the next step, until the new standby is up
+    return now + 1;
+  }
   fail_comm(c, what + (gave_up.empty() ? "" : "; " + gave_up));
   return 0;
 }
 
 // A fault of the new path during the switch: back to the path a failback left, else both are lost.
 std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via, std::uint64_t now) {
-  if (c.cp.fo.keep_from) {
+  if (fo_of(c).keep_from) {
     fall_back(c, why, via);
     return c.error == ncclSuccess ? now + 1 : 0;
   }
@@ -265,7 +281,7 @@ std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via
 }
 
 bool stall_at(const CommBase& c, Config::FailbackStall at) {
-  return c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send && c.cp.fo.keep_from;
+  return c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send && c.cp.fo().keep_from;
 }
 
 }  // namespace
@@ -291,22 +307,39 @@ bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index) {
   return seq - m.base < kMaxRequests && ((m.done[seq - m.base] >> index) & 1u);
 }
 
+std::string take_failover_request(CommBase& c) { return std::exchange(fo_of(c).requested, {}); }
+
+std::uint64_t go_home(CommBase& c, std::uint64_t now) {
+  const Path* sb = c.paths[c.standby_slot()].get();
+  if (!c.failback || c.kind != CommKind::send || !sb || !c.at_home(*sb) || c.at_home(c.path()) ||
+      c.cp.standby().state != StandbyHealth::up)
+    return 0;
+  const std::size_t flaps = failovers_in_window(fo_of(c).recent, now, c.retry_window_ns);
+  const std::uint64_t hold = dampened_hold_ns(c.failback_hold_ns, flaps);
+  const std::uint64_t at = c.cp.standby().up_since_ns + hold;
+  if (now < at) return at;
+  start_failover(c, "failback: " + sb->dev->port.id() + " healthy for " + std::to_string(hold / 1000000) + " ms" +
+                        (hold > c.failback_hold_ns ? " (hold doubled: " + std::to_string(flaps) +
+                                                         " failovers in HA_NCCL_RETRY_WINDOW_MS)" : ""),
+                 true);
+  return 0;
+}
+
 void fail_comm(CommBase& c, const std::string& why) {
   if (c.error != ncclSuccess) return;
   c.error = ncclSystemError;
-  c.cp.rescue.failed = true;  // the peer's rescue requests are refused at once
-  c.cp.rescue.cause = why;
+  refuse_rescues(c, why);  // the peer's rescue requests are refused at once
   HA_WARN("NET/HA: %s: no usable path left (%s)", c.id.c_str(), why.c_str());
   write_stats(c, "fatal", [&](net::JsonWriter& j) { j.kv("why", why); });
 }
 
 const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch) {
   SyncMsg m;
-  if (!c.cp.inbox.sync || !read_record(c.ctrl.sync, m)) return nullptr;
-  c.cp.peer_sync = m;  // only a whole one
+  if (!c.cp.inbox().has(CtlKind::sync) || !read_record(c.ctrl.sync, m)) return nullptr;
+  peer_sync_of(c) = m;  // only a whole one
   heard_from_peer(c, now_ns());
-  if (m.epoch >= min_epoch) return &c.cp.peer_sync;
-  c.cp.inbox.sync = false;  // stale: an earlier failover's
+  if (m.epoch >= min_epoch) return &peer_sync_of(c);
+  sync_inbox(c).clear(CtlKind::sync);  // stale: an earlier failover's
   return nullptr;
 }
 
@@ -321,7 +354,7 @@ std::uint64_t dampened_hold_ns(std::uint64_t hold_ns, std::size_t failovers) noe
 }
 
 void start_failover(CommBase& c, const std::string& cause, bool planned, const Path* via) {
-  if (c.error != ncclSuccess || c.cp.fo.phase != FailoverState::normal) return;
+  if (c.error != ncclSuccess || fo_of(c).phase != FailoverState::normal) return;
   const std::uint64_t now = now_ns();
   const int from = c.active;
   const int to = 1 - from;
@@ -329,13 +362,16 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
     // The peer came back to the path we are on (its failback failed before we followed it):
     // re-synchronise on it. A sender first lets what it has in flight there complete.
     begin(c, cause, false, c.kind == CommKind::send ? FailoverState::quiescing : FailoverState::draining, now);
-    c.cp.fo.in_place = true;
-    c.cp.fo.deadline_ns = now + c.failover_timeout_ns;
+    fo_of(c).in_place = true;
+    fo_of(c).deadline_ns = now + c.failover_timeout_ns;
     HA_DEBUG("NET/HA: %s: %s over %s, the active path: re-synchronising in place (epoch %u)", c.id.c_str(),
-             cause.c_str(), c.devs[from]->port.id().c_str(), c.cp.fo.epoch);
+             cause.c_str(), c.devs[from]->port.id().c_str(), fo_of(c).epoch);
     return;
   }
-  if (!planned && failover_waits_for_move(c, cause, via, now)) return;  // the standby's move ends first
+  if (!planned && failover_waits_for_move(c, cause, via, now)) {  // the standby's move ends first
+    fo_of(c).requested = cause;  // again at the next step: the hello's outcome decides which path is the standby
+    return;
+  }
   const std::string failed = c.devs[from]->port.id() + " failed: " + cause;
   // Follow the peer: its notice came over `via`, which proves that path, whatever we think of it.
   if (via && c.paths[to].get() != via) adopt_job_path(c, via, now);
@@ -343,56 +379,59 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   Path* sb = c.paths[to].get();
   std::string unusable;
   if (!sb) {
-    unusable = c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " + standby_name(c.cp.standby.state) +
-                                (c.cp.standby.why.empty() ? "" : " (" + c.cp.standby.why + ")")
+    unusable = c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " + standby_name(c.cp.standby().state) +
+                                (c.cp.standby().why.empty() ? "" : " (" + c.cp.standby().why + ")")
                           : "no standby (single path)";
   } else if (!proved) {
     // A standby down only for unanswered heartbeats is still connected: tried, and the switch's
     // deadline (HA_NCCL_FAILOVER_TIMEOUT_MS) bounds the try.
-    const bool silent = c.cp.standby.state == StandbyHealth::down && c.cp.standby.silent &&
+    const bool silent = c.cp.standby().state == StandbyHealth::down && c.cp.standby().silent &&
                         sb->link.load(std::memory_order_relaxed) == Path::up;
-    if (c.cp.standby.state != StandbyHealth::up && !silent)
-      unusable = "standby " + sb->dev->port.id() + " is " + standby_name(c.cp.standby.state) +
-                 (c.cp.standby.why.empty() ? "" : " (" + c.cp.standby.why + ")");
+    if (c.cp.standby().state != StandbyHealth::up && !silent)
+      unusable = "standby " + sb->dev->port.id() + " is " + standby_name(c.cp.standby().state) +
+                 (c.cp.standby().why.empty() ? "" : " (" + c.cp.standby().why + ")");
     else if (!sb->dev->port_up.load(std::memory_order_relaxed) ||
              sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen)
       unusable = "standby " + sb->dev->port.id() + " is down (" + describe_fault(*sb->dev) + ")";  // fail fast
   }
-  if (sb && !proved && c.cp.standby.state == StandbyHealth::connecting && !c.cp.rp.job) {
+  if (sb && !proved && c.cp.standby().state == StandbyHealth::connecting && !c.cp.rp().job) {
     // A new comm's standby is still being connected (run_standby, bounded by the handshake
     // timeout): the failover waits for it (NCCL sees a delay), then goes on - or fails - once
     // tend_standby() has seen it settle (Path::link) and said so.
-    if (!c.cp.fo.awaiting_standby)
+    if (!fo_of(c).awaiting_standby)
       HA_WARN("NET/HA: %s: %s; its standby %s is still being connected: the failover waits for it", c.id.c_str(),
               failed.c_str(), sb->dev->port.id().c_str());
-    c.cp.fo.awaiting_standby = true;
-    c.cp.fo.requested = cause;  // again at the next step
+    fo_of(c).awaiting_standby = true;
+    fo_of(c).requested = cause;  // again at the next step
     return;
   }
-  c.cp.fo.awaiting_standby = false;
+  fo_of(c).awaiting_standby = false;
   if (!unusable.empty()) {
     std::string gave_up;
-    if (!planned && wait_for_rescue(c, failed + "; " + unusable, cause, now, gave_up)) return;
-    fail_comm(c, (c.cp.rescue.on ? c.cp.rescue.cause : failed + "; " + unusable) + (gave_up.empty() ? "" : "; " + gave_up));
+    if (!planned && wait_for_rescue(c, failed + "; " + unusable, now, gave_up)) {
+      fo_of(c).requested = cause;  // again at the next step, until the new standby is up
+      return;
+    }
+    fail_comm(c, (c.cp.rescue().on ? c.cp.rescue().cause : failed + "; " + unusable) + (gave_up.empty() ? "" : "; " + gave_up));
     return;
   }
   end_rescue(c, now);
   if (!planned) {
-    if (failovers_in_window(c.cp.fo.recent, now, c.retry_window_ns) >= c.max_retries) {
+    if (failovers_in_window(fo_of(c).recent, now, c.retry_window_ns) >= c.max_retries) {
       fail_comm(c, failed + "; HA_NCCL_MAX_RETRIES (" + std::to_string(c.max_retries) + ") failovers within " +
                        "HA_NCCL_RETRY_WINDOW_MS (" + std::to_string(c.retry_window_ns / 1000000) + " ms) done already");
       return;
     }
-    c.cp.fo.recent.push_back(now);
+    fo_of(c).recent.push_back(now);
   }
   // A failback we decide starts by quiescing; one we follow (the sender quiesced) drains at once.
   begin(c, cause, planned, planned && !via ? FailoverState::quiescing : FailoverState::draining, now);
-  c.cp.fo.keep_from = planned;
+  fo_of(c).keep_from = planned;
   // A failback leaves a healthy path: it may take the soft RTO (and its largest write in flight)
   // between two completions there, as any path may, before the failback is abandoned.
-  if (planned) c.cp.fo.deadline_ns = now + c.rto_ns + c.paths[from]->rto_allowance_ns;
+  if (planned) fo_of(c).deadline_ns = now + c.rto_ns + c.paths[from]->rto_allowance_ns;
   HA_DEBUG("NET/HA: %s: %s; %s to %s (epoch %u)", c.id.c_str(), failed.c_str(),
-           planned ? "failing back" : "failing over", c.devs[to]->port.id().c_str(), c.cp.fo.epoch);
+           planned ? "failing back" : "failing over", c.devs[to]->port.id().c_str(), fo_of(c).epoch);
   if (planned) return;  // the old path stays connected
   if (auto s = net::qp_to_error(c.paths[from]->qp.get()); !s)
     HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
@@ -403,7 +442,7 @@ namespace {
 // Quiescing (a failback we decided; a sender re-synchronising in place): no new sends (isend
 // waits); what is in flight on the old path completes there. Returns 0 to go on to draining.
 std::uint64_t quiesce(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   Path& old = *c.paths[fo.from];
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
@@ -462,7 +501,7 @@ using Step = std::optional<std::uint64_t>;
 // the deadline). A failback keeps that path connected unless it fails or stalls meanwhile. The
 // test stall (HA_NCCL_TEST_FAILBACK_STALL_AT=switch) holds a failback here, before its notice.
 Step drain(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   Path& old = *c.paths[fo.from];
   if (!fo.in_place) {
     ibv_wc err{};
@@ -499,7 +538,7 @@ Step drain(CommBase& c, std::uint64_t now) {
 // The switch: the comm's active path changes, and our notice (SyncMsg; on a receiver after the
 // announcement of what it completed) goes over it. Then syncing.
 Step send_notice(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   c.active = fo.in_place ? fo.from : 1 - fo.from;
   account_ports(c);
   Path& p = c.path();
@@ -516,7 +555,7 @@ Step send_notice(CommBase& c, std::uint64_t now) {
   fo.phase = FailoverState::syncing;
   fo.deadline_ns = now + c.failover_timeout_ns;
   fo.next_probe_ns = now + c.heartbeat_ns;
-  if (c.cp.inbox.sync && c.cp.inbox.sync_path == &p) fo.proven = true;  // the peer's notice came over it
+  if (c.cp.inbox().has(CtlKind::sync) && c.cp.inbox().sync_path() == &p) fo.proven = true;  // the peer's notice came over it
   return std::nullopt;
 }
 
@@ -524,7 +563,7 @@ Step send_notice(CommBase& c, std::uint64_t now) {
 // also polls the path it leaves, where the peer's notice comes if the peer goes back. A failure
 // of the new path ends the switch; one of the kept path only ends the way back.
 Step poll_switch_paths(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   Path& p = c.path();
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
@@ -551,10 +590,10 @@ Step poll_switch_paths(CommBase& c, std::uint64_t now) {
 // is not proven; once it is, as long as it takes, probing the path meanwhile. A notice that went
 // back over the kept path of a failback ends the failback.
 Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   Path& p = c.path();
-  if (notice && notice->epoch > fo.epoch && fo.keep_from && c.cp.inbox.sync_path == c.paths[fo.from].get())
-    return switch_failed(c, "the peer went back to " + c.devs[fo.from]->port.id(), c.cp.inbox.sync_path, now);
+  if (notice && notice->epoch > fo.epoch && fo.keep_from && c.cp.inbox().sync_path() == c.paths[fo.from].get())
+    return switch_failed(c, "the peer went back to " + c.devs[fo.from]->port.id(), c.cp.inbox().sync_path(), now);
   if (notice) return std::nullopt;
   if (!fo.proven) {
     if (now > fo.deadline_ns) {
@@ -577,7 +616,7 @@ Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
 // (apply_report), then the switch is done (finish). The test stall
 // (HA_NCCL_TEST_FAILBACK_STALL_AT=finish) holds a failback here, after the report came.
 std::uint64_t complete(CommBase& c, const SyncMsg& notice, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   if (stall_at(c, Config::stall_finish)) {
     if (fo.stall_until_ns == 0) {
       fo.stall_until_ns = now + c.test_failback_stall_ns;
@@ -606,7 +645,7 @@ std::uint64_t complete(CommBase& c, const SyncMsg& notice, std::uint64_t now) {
 
 // quiescing (a failback we decide) -> draining -> the switch (notice) -> syncing -> done.
 std::uint64_t advance_failover(CommBase& c, std::uint64_t now) {
-  FailoverState& fo = c.cp.fo;
+  FailoverState& fo = fo_of(c);
   if (fo.phase == FailoverState::quiescing) {
     if (const std::uint64_t next = quiesce(c, now); next != 0 || c.error != ncclSuccess) return next;
     if (fo.phase != FailoverState::quiescing) return now + 1;  // it became something else

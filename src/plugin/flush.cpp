@@ -47,6 +47,14 @@
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
+
+// The writer of a receive comm's flush-QP rebuilds (ControlPlane): defined here only.
+struct FlushWriter {
+  static FlushRebuild& of(CommBase& c) noexcept { return c.cp.flush_; }
+};
+namespace {
+FlushRebuild& rebuild_of(CommBase& c) noexcept { return FlushWriter::of(c); }
+}  // namespace
 namespace {
 
 constexpr int kFlushDepth = 2 * kMaxRequests;  // a READ of each flush outstanding, and abandoned ones
@@ -199,7 +207,7 @@ bool install_next(RecvComm& c, int s) {
   if (cur && cur->sends_out > 0) return false;
   const bool replaced = cur != nullptr;
   retire(std::move(c.flush_paths[s]));
-  c.flush_paths[s] = std::move(c.flush_next[s]);
+  c.flush_paths[s] = std::move(rebuild_of(c).next[s]);
   if (replaced) ++c.stats.flush_rebuilds[s];
   c.flush_waiting = static_cast<std::uint8_t>(c.flush_waiting & ~bit(s));
   HA_INFO("NET/HA: %s: flush QP %u on %s %s", c.id.c_str(), c.flush_paths[s]->local.qpn,
@@ -211,10 +219,10 @@ bool install_next(RecvComm& c, int s) {
 void start_rebuild(RecvComm& c, int s) {
   Device* d = c.devs[s];
   const std::uint32_t gen = d->recover_gen.load(std::memory_order_relaxed);
-  c.flush_want[s] = false;
+  rebuild_of(c).want[s] = false;
   HA_INFO("NET/HA: %s: rebuilding the flush QP on %s (%s)", c.id.c_str(), d->port.id().c_str(),
           usable(c, s) ? "its port came back or changed its GID" : "it failed");
-  c.flush_job[s] = start_job(c, nullptr, [reaper = c.reaper, d, s, gen](PathJob& job) -> Status {
+  rebuild_of(c).job[s] = start_job(c, nullptr, [reaper = c.reaper, d, s, gen](PathJob& job) -> Status {
     auto p = build_flush_path(reaper, *d, s);
     if (!p) return std::move(p).error();
     job.flush = std::move(p).value();
@@ -226,8 +234,8 @@ void start_rebuild(RecvComm& c, int s) {
 // HA_NCCL_TEST_FLUSH_QP_ERROR_MS: the active slot's loopback QP moved to ERROR, as a fault would
 // leave it (the next READ on it fails), at each of the given times. Returns the next one (0: none).
 std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
-  auto& at = c.test_flush_error_ns;
-  for (; c.test_flush_errors_done < at.size() && now >= at[c.test_flush_errors_done]; ++c.test_flush_errors_done) {
+  auto& at = rebuild_of(c).test_error_ns;
+  for (; rebuild_of(c).test_errors_done < at.size() && now >= at[rebuild_of(c).test_errors_done]; ++rebuild_of(c).test_errors_done) {
     Path* p = c.flush_paths[c.active].get();
     if (!p) continue;
     ibv_qp_attr attr{};
@@ -236,7 +244,7 @@ std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
     HA_INFO("NET/HA: %s: test: flush QP %u on %s moved to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS)%s", c.id.c_str(),
             p->local.qpn, p->dev->port.id().c_str(), rc ? (std::string(": ") + std::strerror(rc)).c_str() : "");
   }
-  return c.test_flush_errors_done < at.size() ? at[c.test_flush_errors_done] : 0;
+  return rebuild_of(c).test_errors_done < at.size() ? at[rebuild_of(c).test_errors_done] : 0;
 }
 
 }  // namespace
@@ -262,7 +270,7 @@ Status setup_flush(RecvComm& c) {
   for (int s = 0; s < kSlots; ++s) {
     Device* dev = c.devs[s];
     if (!dev) continue;
-    c.flush_gen[s] = dev->recover_gen.load(std::memory_order_relaxed);
+    rebuild_of(c).gen[s] = dev->recover_gen.load(std::memory_order_relaxed);
     Status ok;
     if (auto mr = net::register_mr(dev->pd.get(), &c.flush_sink[s], sizeof c.flush_sink[s], IBV_ACCESS_LOCAL_WRITE))
       c.keys[s].flush_sink = std::move(mr).value();
@@ -278,23 +286,28 @@ Status setup_flush(RecvComm& c) {
       if (s == c.active) return ok;  // the flush QP of the path the comm starts on is required
       HA_WARN("NET/HA: %s: no flush QP on %s (%s); flushes read through %s until one is built", c.id.c_str(),
               dev->port.id().c_str(), ok.error().message.c_str(), c.devs[c.active]->port.id().c_str());
-      c.flush_want[s] = c.keys[s].flush_sink != nullptr;  // the control plane builds it when it can
+      rebuild_of(c).want[s] = c.keys[s].flush_sink != nullptr;  // the control plane builds it when it can
     }
   }
   for (auto& r : c.flushes) r.comm = &c;
   const std::uint64_t start = now_ns();
   for (const int ms : st->config.test_flush_qp_error_ms)
-    c.test_flush_error_ns.push_back(start + static_cast<std::uint64_t>(ms) * 1000000ull);
+    rebuild_of(c).test_error_ns.push_back(start + static_cast<std::uint64_t>(ms) * 1000000ull);
   return {};
 }
 
 void close_flush(RecvComm& c) {
   for (int s = 0; s < kSlots; ++s) {
     retire(std::move(c.flush_paths[s]));
-    retire(std::move(c.flush_next[s]));
-    if (c.flush_job[s]) c.flush_job[s]->cancelled.store(true, std::memory_order_relaxed);
-    c.flush_job[s].reset();
+    retire(std::move(rebuild_of(c).next[s]));
+    if (rebuild_of(c).job[s]) rebuild_of(c).job[s]->cancelled.store(true, std::memory_order_relaxed);
+    rebuild_of(c).job[s].reset();
   }
+}
+
+void drop_flush_path(RecvComm& c, int slot) {
+  retire(std::move(c.flush_paths[slot]));
+  rebuild_of(c).want[slot] = false;
 }
 
 void offer_flush_path(RecvComm& c, int slot, PathJob& job) {
@@ -303,16 +316,16 @@ void offer_flush_path(RecvComm& c, int slot, PathJob& job) {
     if (!job.flush_why.empty()) {
       HA_INFO("NET/HA: %s: the flush QP on %s was not rebuilt with the standby: %s", c.id.c_str(),
               c.devs[slot]->port.id().c_str(), job.flush_why.c_str());
-      c.flush_want[slot] = true;
+      rebuild_of(c).want[slot] = true;
     }
     return;
   }
-  retire(std::move(c.flush_next[slot]));
-  c.flush_next[slot] = std::move(job.flush);
-  c.flush_gen[slot] = job.flush_gen;
-  c.flush_want[slot] = false;
-  if (c.flush_job[slot]) c.flush_job[slot]->cancelled.store(true, std::memory_order_relaxed);  // not needed now
-  c.flush_job[slot].reset();
+  retire(std::move(rebuild_of(c).next[slot]));
+  rebuild_of(c).next[slot] = std::move(job.flush);
+  rebuild_of(c).gen[slot] = job.flush_gen;
+  rebuild_of(c).want[slot] = false;
+  if (rebuild_of(c).job[slot]) rebuild_of(c).job[slot]->cancelled.store(true, std::memory_order_relaxed);  // not needed now
+  rebuild_of(c).job[slot].reset();
   install_next(c, slot);
 }
 
@@ -324,7 +337,7 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
   for (int s = 0; s < kSlots; ++s) {
     Device* d = c.devs[s];
     if (!d || !c.keys[s].flush_sink) continue;
-    if (const auto& job = c.flush_job[s]) {  // a rebuild of its own
+    if (const auto& job = rebuild_of(c).job[s]) {  // a rebuild of its own
       const int o = job_outcome(*job);
       if (o == 0) continue;  // it wakes us
       if (o > 0) {
@@ -332,38 +345,38 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
         offer_flush_path(c, s, *done);
         if (c.error != ncclSuccess) return 0;
       } else {
-        c.flush_want[s] = true;
-        c.flush_backoff_ns[s] =
-            c.flush_backoff_ns[s] ? std::min(c.flush_backoff_ns[s] * 2, kMaxRebuildBackoffNs) : kFirstRebuildBackoffNs;
-        c.flush_retry_ns[s] = now + c.flush_backoff_ns[s];
+        rebuild_of(c).want[s] = true;
+        rebuild_of(c).backoff_ns[s] =
+            rebuild_of(c).backoff_ns[s] ? std::min(rebuild_of(c).backoff_ns[s] * 2, kMaxRebuildBackoffNs) : kFirstRebuildBackoffNs;
+        rebuild_of(c).retry_ns[s] = now + rebuild_of(c).backoff_ns[s];
         HA_INFO("NET/HA: %s: rebuilding the flush QP on %s failed (%s); next attempt in %llu ms", c.id.c_str(),
                 d->port.id().c_str(), job->why.c_str(),
-                static_cast<unsigned long long>(c.flush_backoff_ns[s] / 1000000));
-        c.flush_job[s].reset();
+                static_cast<unsigned long long>(rebuild_of(c).backoff_ns[s] / 1000000));
+        rebuild_of(c).job[s].reset();
       }
     }
-    if (c.flush_next[s]) {
+    if (rebuild_of(c).next[s]) {
       if (!install_next(c, s)) soonest(now + kDrainPollNs);
       if (c.error != ncclSuccess) return 0;
       continue;
     }
-    if (c.flush_job[s]) continue;
-    if (const auto gen = d->recover_gen.load(std::memory_order_relaxed); gen != c.flush_gen[s]) {
-      c.flush_gen[s] = gen;  // the port came back, or its GID changed, since the QP was built
-      c.flush_want[s] = true;
+    if (rebuild_of(c).job[s]) continue;
+    if (const auto gen = d->recover_gen.load(std::memory_order_relaxed); gen != rebuild_of(c).gen[s]) {
+      rebuild_of(c).gen[s] = gen;  // the port came back, or its GID changed, since the QP was built
+      rebuild_of(c).want[s] = true;
     }
-    if (!usable(c, s)) c.flush_want[s] = true;
-    if (!c.flush_want[s]) {
-      c.flush_backoff_ns[s] = 0;
+    if (!usable(c, s)) rebuild_of(c).want[s] = true;
+    if (!rebuild_of(c).want[s]) {
+      rebuild_of(c).backoff_ns[s] = 0;
       continue;
     }
     // The standby's device without a standby up: re-protection builds it, with the flush QP;
     // unless a flush waits for it (its device wrote the data): then now.
-    if (s == c.standby_slot() && (c.cp.rp.job || c.cp.standby.state != StandbyHealth::up) && !(c.flush_waiting & bit(s)))
+    if (s == c.standby_slot() && (c.cp.rp().job || c.cp.standby().state != StandbyHealth::up) && !(c.flush_waiting & bit(s)))
       continue;
     if (!d->port_up.load(std::memory_order_relaxed)) continue;  // PORT_ACTIVE brings us back
-    if (now < c.flush_retry_ns[s]) {
-      soonest(c.flush_retry_ns[s]);
+    if (now < rebuild_of(c).retry_ns[s]) {
+      soonest(rebuild_of(c).retry_ns[s]);
       continue;
     }
     start_rebuild(c, s);

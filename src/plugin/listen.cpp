@@ -34,15 +34,11 @@ constexpr int kMaxHandshakes = 64;
 
 // Drops the standby of a comm whose peer did not take it (before NCCL has the comm).
 void make_single_path(CommBase& c) {
-  if (c.kind == CommKind::recv) {  // its flush QP on the standby's device goes too
-    auto& rc = static_cast<RecvComm&>(c);
-    retire(std::move(rc.flush_paths[1]));
-    rc.flush_want[1] = false;
-  }
+  if (c.kind == CommKind::recv) drop_flush_path(static_cast<RecvComm&>(c), 1);  // its flush QP on the standby's device goes too
   retire(std::move(c.paths[1]));
   c.keys[1] = SlotKeys{};
   c.devs[1] = nullptr;
-  c.cp.standby.state = StandbyHealth::none;
+  init_standby(c, false);
   account_ports(c);
 }
 

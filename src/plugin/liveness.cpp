@@ -30,14 +30,14 @@ bool holds(const CommBase& c, const Path& p) {
 // A member the pair has no more use for: its comm or path gone, closing, closed by the peer, or
 // the path replaced. Read with the comm held.
 bool gone(const CommBase& c, const Path& p) {
-  return c.closing.load(std::memory_order_relaxed) || c.cp.peer_closed || !holds(c, p);
+  return c.closing.load(std::memory_order_relaxed) || c.cp.peer_closed() || !holds(c, p);
 }
 
 // The comm (held) may carry a heartbeat on `p` now: no failover under way, the path up and idle
 // (a heartbeat completes after the writes before it - a 4 MiB write takes a while - and the path's
 // own completions and soft RTO watch a busy one), without the pair's last heartbeat still out.
 bool may_probe(const CommBase& c, const Path& p) {
-  return c.error == ncclSuccess && c.cp.fo.phase == FailoverState::normal && c.cp.fo.requested.empty() &&
+  return c.error == ncclSuccess && c.cp.fo().phase == FailoverState::normal && c.cp.fo().requested.empty() &&
          p.link.load(std::memory_order_acquire) == Path::up && p.pair_heartbeat == 0 && p.sends_out == 0;
 }
 
@@ -140,7 +140,7 @@ void join_pair(CommBase& c, const std::shared_ptr<Path>& p) {
   k.dev = p->dev->index;
   std::memcpy(k.peer_gid.data(), p->remote.gid.raw, k.peer_gid.size());
   k.peer_lid = p->remote.lid;
-  k.peer = c.cp.rescue.peer.port() != 0 ? c.cp.rescue.peer.address().to_string() + ":" + std::to_string(c.cp.rescue.peer.port())
+  k.peer = c.cp.rescue().peer.port() != 0 ? c.cp.rescue().peer.address().to_string() + ":" + std::to_string(c.cp.rescue().peer.port())
                                      : c.id;
   k.traffic_class = p->qos.traffic_class;
   k.service_level = p->qos.service_level;

@@ -74,26 +74,13 @@ void on_control(CommBase& c, Path& p, std::uint32_t kind) {
   if (int rc = post_recvs(p, 0, 1); rc != 0)
     HA_WARN("NET/HA: %s on %s: re-posting a control receive failed: %s", c.id.c_str(), p.dev->port.id().c_str(),
             std::strerror(rc));
-  switch (static_cast<CtlKind>(kind)) {
-    case CtlKind::sync:
-      c.cp.inbox.sync = true;
-      c.cp.inbox.sync_path = &p;
-      break;
-    case CtlKind::reprotect:
-      c.cp.inbox.reprotect = true;
-      break;
-    case CtlKind::hello:
-      c.cp.inbox.hello = true;
-      break;
-    case CtlKind::bye:
-      if (!c.cp.peer_closed)
-        HA_INFO("NET/HA: %s on %s: the peer closed the connection", c.id.c_str(), p.dev->port.id().c_str());
-      c.cp.peer_closed = true;
-      break;
-    default:
-      HA_WARN("NET/HA: %s on %s: unknown control write %u", c.id.c_str(), p.dev->port.id().c_str(), kind);
-      return;
+  const bool closed = c.cp.peer_closed();
+  if (!c.cp.reaped_control(static_cast<CtlKind>(kind), p)) {
+    HA_WARN("NET/HA: %s on %s: unknown control write %u", c.id.c_str(), p.dev->port.id().c_str(), kind);
+    return;
   }
+  if (!closed && c.cp.peer_closed())
+    HA_INFO("NET/HA: %s on %s: the peer closed the connection", c.id.c_str(), p.dev->port.id().c_str());
   // Reaped by the data path: the control plane must hear of it now, not at its next tick.
   if (const State* st = state(); st && !st->reactor.in_progress_thread()) wake(c);
 }
@@ -125,7 +112,7 @@ bool all_free(const std::array<Request, N>& reqs) {
 }
 
 bool orderly(const CommBase& c) {
-  if (c.error != ncclSuccess || c.cp.peer_closed || c.cp.fo.phase != FailoverState::normal || !c.cp.fo.requested.empty())
+  if (c.error != ncclSuccess || c.cp.peer_closed() || !c.cp.may_post())
     return false;
   return c.kind == CommKind::send ? all_free(static_cast<const SendComm&>(c).reqs)
                                   : all_free(static_cast<const RecvComm&>(c).reqs);
@@ -275,7 +262,7 @@ int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::siz
 }
 
 int post_heartbeat(CommBase& c, Path& p, std::uint64_t seq) {
-  c.ctrl_out.heartbeat = ++c.cp.standby.heartbeats;
+  c.ctrl_out.heartbeat = ++c.stats.heartbeats_sent;
   return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t), {}, nullptr, seq);
 }
 
@@ -296,7 +283,7 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
       heartbeat_done(p, wr_value(wc.wr_id));
       break;
     case WrKind::sync:
-      if (c.cp.fo.phase == FailoverState::syncing && &p == c.paths[c.active].get()) c.cp.fo.proven = true;
+      c.cp.reaped_notice_write(&p == c.paths[c.active].get());
       break;
     case WrKind::cts:
     case WrKind::bye:  // awaited by say_goodbye itself

@@ -29,74 +29,31 @@
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
+
+// The writer of the detection's own state (ControlPlane): defined here only.
+struct DetectWriter {
+  static bool& rto_noted(CommBase& c) noexcept { return c.cp.rto_noted_; }
+};
+namespace {
+bool& rto_noted(CommBase& c) noexcept { return DetectWriter::rto_noted(c); }
+}  // namespace
 namespace {
 
 constexpr std::uint64_t kMinTickNs = 5'000'000;
-
-// The standby path is dead (an error completion, a failed post, a fault of its device): down
-// until re-protection replaces it (reprotect.cpp drives a path whose link failed).
-void standby_failed(CommBase& c, Path& sb, const std::string& why) {
-  ++c.cp.standby.failures;
-  sb.fault_gen = sb.dev->fault_gen.load(std::memory_order_relaxed);
-  sb.link.store(Path::failed, std::memory_order_relaxed);
-  if (auto s = net::qp_to_error(sb.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
-  set_standby(c, StandbyHealth::down, why);
-}
-
-// Health of the standby path: its device's events, its completions, its pair's heartbeats.
-void tend_standby(CommBase& c) {
-  StandbyHealth& h = c.cp.standby;
-  if (h.state == StandbyHealth::none) return;
-  Path* sb = c.paths[c.standby_slot()].get();
-  if (!sb) return;
-  if (h.state == StandbyHealth::connecting) {
-    if (c.cp.rp.job) return;  // being re-protected (reprotect.cpp): no heartbeats on the path it replaces
-    const int link = sb->link.load(std::memory_order_acquire);  // the initial background connection
-    if (link == Path::connecting) return;
-    if (link == Path::failed) {
-      set_standby(c, StandbyHealth::down, "setup failed: " + sb->why);
-      return;
-    }
-    sb->fault_gen = sb->dev->fault_gen.load(std::memory_order_relaxed);
-    set_standby(c, StandbyHealth::up, "connected on " + sb->dev->port.id());
-  }
-  if (sb->link.load(std::memory_order_relaxed) != Path::up) return;  // dead until re-protected
-  if (sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen) {
-    // A port error or device event on its device, whatever the QP says yet: the path is given up
-    // (ERROR, so the peer's heartbeats fail too) and re-protection builds another.
-    standby_failed(c, *sb, describe_fault(*sb->dev));
-    return;
-  }
-  ibv_wc err{};
-  err.status = IBV_WC_SUCCESS;
-  poll_and_arm(c, *sb, 8, &err);
-  if (err.status != IBV_WC_SUCCESS) {  // the QP is in ERROR now: down until re-protected
-    standby_failed(c, *sb, "heartbeat failed: " + describe_error(*sb, err));
-    return;
-  }
-  if (!sb->pair) return;
-  if (sb->pair->silent() && h.state == StandbyHealth::up) {
-    ++h.failures;
-    set_standby(c, StandbyHealth::down, sb->pair->why());
-    h.silent = true;
-  } else if (!sb->pair->silent() && h.state == StandbyHealth::down && h.silent) {
-    set_standby(c, StandbyHealth::up, "heartbeats answered again");
-  }
-}
 
 // The active path cannot be trusted (the soft RTO, its pair silent): a failover with a healthy
 // standby; the last path is left to the hardware's retries (said once), which an idle path gets
 // a heartbeat of its own for: they end in an error completion if the path is dead.
 void suspect_active_path(CommBase& c, Path& p, const std::string& silent) {
   const Path* sb = c.paths[c.standby_slot()].get();
-  if (sb && c.cp.standby.state == StandbyHealth::up) {
+  if (sb && c.cp.standby().state == StandbyHealth::up) {
     start_failover(c, "soft RTO: " + silent);
-  } else if (!c.cp.rto_noted) {
-    c.cp.rto_noted = true;
+  } else if (!rto_noted(c)) {
+    rto_noted(c) = true;
     const auto& t = p.dev->timeouts;
     HA_WARN("NET/HA: %s: %s and no healthy standby (%s): left to the hardware retry window "
             "(4.096 us x 2^%u x %u tries)", c.id.c_str(), silent.c_str(),
-            sb ? standby_name(c.cp.standby.state) : "single path", t.timeout, t.retry_cnt + 1u);
+            sb ? standby_name(c.cp.standby().state) : "single path", t.timeout, t.retry_cnt + 1u);
     if (p.sends_out == 0 && post_heartbeat(c, p) != 0) start_failover(c, "probing the path failed on " + p.dev->port.id());
   }
 }
@@ -157,9 +114,7 @@ int poll_and_arm(CommBase& c, Path& p, int max, ibv_wc* error) {
 }
 
 void request_failover(CommBase& c, std::string cause) {
-  if (!c.cp.fo.requested.empty() || c.cp.fo.phase != FailoverState::normal) return;
-  c.cp.fo.requested = std::move(cause);
-  wake(c);
+  if (c.cp.hand_over(std::move(cause))) wake(c);
 }
 
 ncclResult_t data_poll(CommBase& c) {
@@ -193,7 +148,7 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
     p.seen_completions = p.completions;
     p.last_completion_ns = now;
     p.last_progress_ns = now;
-    c.cp.rto_noted = false;
+    rto_noted(c) = false;
   }
   if (p.sends_out == 0 || p.last_progress_ns == 0) p.last_progress_ns = now;
   const std::uint64_t rto_at = p.last_progress_ns + c.rto_ns + p.rto_allowance_ns;
@@ -202,9 +157,9 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
     start_failover(c, "ibv_poll_cq failed on " + p.dev->port.id());
   } else if (err.status != IBV_WC_SUCCESS) {
     start_failover(c, describe_error(p, err));
-  } else if (peer_notice(c, c.cp.fo.epoch + 1)) {  // of a newer failover than ours
-    const bool planned = c.cp.peer_sync.planned != 0;
-    start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.cp.inbox.sync_path);
+  } else if (peer_notice(c, c.cp.fo().epoch + 1)) {  // of a newer failover than ours
+    const bool planned = c.cp.peer_sync().planned != 0;
+    start_failover(c, planned ? "the peer fails back" : "the peer failed over", planned, c.cp.inbox().sync_path());
   } else if (p.dev->fault_gen.load(std::memory_order_relaxed) != p.fault_gen) {
     start_failover(c, describe_fault(*p.dev));
   } else if (p.sends_out > 0 && now > rto_at) {
@@ -220,59 +175,56 @@ void watch_active_path(CommBase& c, std::uint64_t now, bool data_idle) {
 // Only if the data path still meets an error there (NCCL used the comm after its peer closed it)
 // does the comm end, with that error and no failover.
 std::uint64_t after_peer_closed(CommBase& c) {
-  if (c.cp.fo.requested.empty()) return 0;
+  const std::string fault = take_failover_request(c);
+  if (fault.empty()) return 0;
   c.error = ncclRemoteError;
-  HA_INFO("NET/HA: %s: %s after the peer closed the connection: no failover", c.id.c_str(), c.cp.fo.requested.c_str());
-  c.cp.fo.requested.clear();
+  HA_INFO("NET/HA: %s: %s after the peer closed the connection: no failover", c.id.c_str(), fault.c_str());
   return 0;
+}
+
+// When the comm wants its next step without being woken: in use (NCCL polled since the last
+// step: its CQ is not armed), or a standby connecting in the background (it publishes its link
+// without a wake), or work outstanding (the soft RTO). Idle: never (0), whatever the number of comms.
+std::uint64_t watch_again(const CommBase& c, std::uint64_t now, bool data_idle) {
+  std::uint64_t next = 0;
+  if (!data_idle || c.cp.standby().state == StandbyHealth::connecting)
+    next = now + std::max(kMinTickNs, std::min(c.heartbeat_ns, c.rto_ns / 4));
+  const Path& p = *c.paths[c.active];
+  if (p.sends_out > 0) next = soonest(next, std::max(now + kMinTickNs, p.last_progress_ns + c.rto_ns + p.rto_allowance_ns));
+  if (c.cp.inbox().has(CtlKind::sync)) next = soonest(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
+  if (!c.cp.fo().requested.empty()) next = soonest(next, now + kMinTickNs);  // a failover waiting for its standby
+  return next;
 }
 
 }  // namespace
 
 std::uint64_t control_step(CommBase& c, std::uint64_t now) {
   if (c.closing.load(std::memory_order_relaxed) || c.error != ncclSuccess) return 0;
-  if (c.cp.peer_closed) return after_peer_closed(c);
+  if (c.cp.peer_closed()) return after_peer_closed(c);
   const bool data_idle = c.polls == c.seen_polls;  // NCCL polled nothing since the last step
   c.seen_polls = c.polls;
-  if (!c.cp.fo.requested.empty()) {
-    const std::string cause = std::move(c.cp.fo.requested);
-    c.cp.fo.requested.clear();
-    start_failover(c, cause);
-  }
-  if (c.error == ncclSuccess && c.cp.fo.phase == FailoverState::normal) watch_active_path(c, now, data_idle);
-  if (c.error != ncclSuccess) return 0;
-  if (c.cp.fo.phase != FailoverState::normal) return advance_failover(c, now);
-  join_pairs(c);
 
-  // In use (NCCL polled since the last step: its CQ is not armed), or a standby connecting in the
-  // background (it publishes its link without a wake): look again. Idle: no timer of its own.
-  std::uint64_t next = 0;
-  if (!data_idle || c.cp.standby.state == StandbyHealth::connecting)
-    next = now + std::max(kMinTickNs, std::min(c.heartbeat_ns, c.rto_ns / 4));
-  next = soonest(next, reprotect(c, now));
+  // 1. Detect, and fail over: the fault the data path handed over, else (or while that one waits
+  //    for its standby) what watching the active path finds - it tends the standby first, whose
+  //    health the failover needs and over which the peer's notice comes.
+  if (std::string handed = take_failover_request(c); !handed.empty()) start_failover(c, handed);
+  if (c.error == ncclSuccess && c.cp.fo().phase == FailoverState::normal) watch_active_path(c, now, data_idle);
   if (c.error != ncclSuccess) return 0;
+  if (c.cp.fo().phase != FailoverState::normal) return advance_failover(c, now);
+
+  // 2. Tend the standby: its connected paths join their pairs' heartbeats.
+  join_pairs(c);
+  // 3. Re-protect: a new standby where there is none (or a move home of one that is away).
+  std::uint64_t next = reprotect(c, now);
+  if (c.error != ncclSuccess) return 0;
+  // 4. Tend the flush paths.
   if (c.kind == CommKind::recv) next = soonest(next, tend_flush(static_cast<RecvComm&>(c), now));
   if (c.error != ncclSuccess) return 0;
-  // Failback: back to the connection's own ports once the standby runs there again.
-  if (const Path* sb = c.paths[c.standby_slot()].get(); c.failback && c.kind == CommKind::send && sb &&
-      c.at_home(*sb) && !c.at_home(c.path()) && c.cp.standby.state == StandbyHealth::up) {
-    const std::size_t flaps = failovers_in_window(c.cp.fo.recent, now, c.retry_window_ns);
-    const std::uint64_t hold = dampened_hold_ns(c.failback_hold_ns, flaps);
-    const std::uint64_t at = c.cp.standby.up_since_ns + hold;
-    if (now >= at)
-      start_failover(c, "failback: " + sb->dev->port.id() + " healthy for " + std::to_string(hold / 1000000) + " ms" +
-                            (hold > c.failback_hold_ns ? " (hold doubled: " + std::to_string(flaps) +
-                                                             " failovers in HA_NCCL_RETRY_WINDOW_MS)" : ""),
-                     true);
-    else
-      next = soonest(next, at);
-    if (c.cp.fo.phase != FailoverState::normal) return advance_failover(c, now);
-  }
-  const Path& p = c.path();
-  if (p.sends_out > 0) next = soonest(next, std::max(now + kMinTickNs, p.last_progress_ns + c.rto_ns + p.rto_allowance_ns));
-  if (c.cp.inbox.sync) next = soonest(next, now + 1'000'000);  // the peer's notice came in this step (re-protection's path)
-  if (!c.cp.fo.requested.empty()) next = soonest(next, now + kMinTickNs);  // a failover waiting for its standby
-  return next;
+  // 5. Go home: a failback once the standby runs on the connection's own ports again.
+  next = soonest(next, go_home(c, now));
+  if (c.cp.fo().phase != FailoverState::normal) return advance_failover(c, now);
+
+  return soonest(next, watch_again(c, now, data_idle));
 }
 
 }  // namespace nccl_ha::plugin

@@ -4,7 +4,7 @@
 // (a standby on a third port when the failed one stays down, a fall-back to the next candidate:
 // reprotect.cpp). The move is prepared off the progress thread and installed in one step:
 //
-//   progress thread   begin_rebind(c, d): the move is announced (CommBase::rebind_dev); from now
+//   progress thread   begin_rebind(c, d): the move is announced (ControlPlane::rebind().dev); from now
 //                     on regMr registers new buffers on d as well
 //   worker            prepare_rebind(c, d, slot, gen, keys): the comm's own memory and every buffer
 //                     registered so far registered on d (SlotKeys, RegHandle::next_mr)

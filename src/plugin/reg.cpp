@@ -146,7 +146,7 @@ ncclResult_t register_handle(CommBase& c, std::unique_ptr<RegHandle> h, void** m
     h->mr[s] = *mr;
     h->dev[s] = dev;
   }
-  if (Device* next = c.rebind_dev) {  // a slot is moving there: the buffer goes along
+  if (Device* next = c.cp.rebind().dev) {  // a slot is moving there: the buffer goes along
     if (auto mr = register_on(*next, *h)) {
       h->next_mr = *mr;
       h->next_dev = next;

@@ -47,6 +47,17 @@
 
 namespace nccl_ha::plugin {
 
+// The writer of re-protection's state machine and of the inbox's reprotect and hello marks
+// (ControlPlane): defined here only.
+struct ReprotectWriter {
+  static ReprotectState& rp(CommBase& c) noexcept { return c.cp.rp_; }
+  static Inbox& inbox(CommBase& c) noexcept { return c.cp.inbox_; }
+};
+namespace {
+ReprotectState& rp_of(CommBase& c) noexcept { return ReprotectWriter::rp(c); }
+Inbox& rp_inbox(CommBase& c) noexcept { return ReprotectWriter::inbox(c); }
+}  // namespace
+
 namespace {
 
 constexpr std::uint64_t kFirstBackoffNs = 100'000'000;
@@ -90,12 +101,12 @@ std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint
   const int rd = c.kind == CommKind::send ? kSendRecvQueueDepth : kRecvQueueDepth;
   const bool connect = remote_to_connect != nullptr;
   const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
-  c.cp.rp.rebind = dp != c.devs[slot] ? begin_rebind(c, d) : 0;
+  rp_of(c).rebind = dp != c.devs[slot] ? begin_rebind(c, d) : 0;
   // A flush QP needs the slot's flush sink: registered with the move, or there already.
   const bool flush = c.kind == CommKind::recv && static_cast<RecvComm&>(c).flush_on &&
-                     (c.cp.rp.rebind || c.keys[slot].flush_sink);
+                     (rp_of(c).rebind || c.keys[slot].flush_sink);
   const std::uint32_t gen = dp->recover_gen.load(std::memory_order_relaxed);  // before the port is queried
-  return start_job(c, nullptr, [reaper = c.reaper, dp, slot, sd, rd, connect, remote, flush, gen, rebind = c.cp.rp.rebind,
+  return start_job(c, nullptr, [reaper = c.reaper, dp, slot, sd, rd, connect, remote, flush, gen, rebind = rp_of(c).rebind,
                                 qos = c.qos, owner = c.weak_from_this()](PathJob& job) {
     Status s = build_path(job, reaper, *dp, slot, sd, rd, owner);
     if (s) job.path->qos = qos;  // a rebuilt standby keeps the connection's QoS
@@ -121,7 +132,7 @@ std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint
 
 // Our keys on the attempt's device: the slot's own, or the ones the job registered there.
 const SlotKeys& attempt_keys(const CommBase& c, const PathJob& job) {
-  return c.cp.rp.rebind ? job.keys : c.keys[c.standby_slot()];
+  return c.cp.rp().rebind ? job.keys : c.keys[c.standby_slot()];
 }
 
 // Installs the job's path as the standby (and, on a receive comm, its flush path); when it is on
@@ -130,30 +141,30 @@ const SlotKeys& attempt_keys(const CommBase& c, const PathJob& job) {
 bool install(CommBase& c, PathJob& job, std::uint64_t now) {
   std::shared_ptr<Path> p = job.path;
   const int slot = p->slot;
-  if (c.cp.rp.rebind) {
-    if (auto s = commit_rebind(c, slot, c.cp.rp.rebind, job.keys); !s) {
-      if (!c.cp.rp.move) set_standby(c, StandbyHealth::down, "re-protection on " + p->dev->port.id() + ": " + s.error().message);
+  if (rp_of(c).rebind) {
+    if (auto s = commit_rebind(c, slot, rp_of(c).rebind, job.keys); !s) {
+      if (!rp_of(c).move) set_standby(c, StandbyHealth::down, "re-protection on " + p->dev->port.id() + ": " + s.error().message);
       return false;
     }
-    c.cp.rp.rebind = 0;
+    rp_of(c).rebind = 0;
     watch_device(c, *p->dev);
     account_ports(c);
   }
-  c.keys[slot].peer_ctrl = c.cp.rp.peer_ctrl;
-  if (c.kind == CommKind::recv) c.keys[slot].peer_fifo = c.cp.rp.peer_fifo;
-  p->peer_dev = c.cp.rp.peer_dev;
+  c.keys[slot].peer_ctrl = rp_of(c).peer_ctrl;
+  if (c.kind == CommKind::recv) c.keys[slot].peer_fifo = rp_of(c).peer_fifo;
+  p->peer_dev = rp_of(c).peer_dev;
   if (c.kind == CommKind::recv) offer_flush_path(static_cast<RecvComm&>(c), slot, job);
-  c.cp.rp.job.reset();
+  rp_of(c).job.reset();
   p->link.store(Path::up, std::memory_order_relaxed);
   const std::string dev = p->dev->port.id();
   retire(std::move(c.paths[slot]));  // the standby it replaces
   c.paths[slot] = std::move(p);
-  ++c.cp.rp.done;
-  c.cp.rp.step = ReprotectState::idle;
-  c.cp.rp.backoff_ns = 0;
-  if (c.cp.rp.move) {
-    c.cp.rp.move = false;
-    c.cp.standby.up_since_ns = now;  // a failback's hold counts from here
+  ++rp_of(c).done;
+  rp_of(c).step = ReprotectState::idle;
+  rp_of(c).backoff_ns = 0;
+  if (rp_of(c).move) {
+    rp_of(c).move = false;
+    restart_failback_hold(c, now);  // a failback's hold counts from here
     set_standby(c, StandbyHealth::up, "moved to " + dev + ", its own pair");
   } else {
     set_standby(c, StandbyHealth::up, "re-protected on " + dev);
@@ -165,7 +176,7 @@ bool install(CommBase& c, PathJob& job, std::uint64_t now) {
 // pair (a move would bring it there).
 bool standby_away(CommBase& c) {
   const Path* sb = c.paths[c.standby_slot()].get();
-  return c.failback && sb && c.cp.standby.state == StandbyHealth::up && !c.at_home(*sb) && !c.at_home(c.path());
+  return c.failback && sb && c.cp.standby().state == StandbyHealth::up && !c.at_home(*sb) && !c.at_home(c.path());
 }
 
 // A move that failed (or was given up): the standby stays where it is, the pair is skipped until a
@@ -173,50 +184,50 @@ bool standby_away(CommBase& c) {
 void end_move(CommBase& c, std::uint64_t now, const std::string& why) {
   HA_INFO("NET/HA: %s: its standby stays on %s: moving it to %s: %s", c.id.c_str(),
           c.devs[c.standby_slot()] ? c.devs[c.standby_slot()]->port.id().c_str() : "-",
-          c.cp.rp.port.empty() ? "its own pair" : c.cp.rp.port.c_str(), why.c_str());
-  if (c.kind == CommKind::send) standby_ports_failed(c, c.cp.rp.dev, c.cp.rp.peer_dev);
+          rp_of(c).port.empty() ? "its own pair" : rp_of(c).port.c_str(), why.c_str());
+  if (c.kind == CommKind::send) standby_ports_failed(c, rp_of(c).dev, rp_of(c).peer_dev);
   retire_job(c);
-  c.cp.rp.step = ReprotectState::idle;
-  c.cp.rp.move = false;
-  c.cp.rp.next_move_ns = now + kMoveRetryNs;
+  rp_of(c).step = ReprotectState::idle;
+  rp_of(c).move = false;
+  rp_of(c).next_move_ns = now + kMoveRetryNs;
 }
 
 // Drops the attempt (its job, a move it prepared) and waits: every pair failed. In a rescue, the
 // failover waiting for it gives up (rescue.hpp).
 void back_off(CommBase& c, std::uint64_t now, const std::string& why) {
-  if (c.cp.rp.move) return end_move(c, now, why);
-  if (c.cp.rescue.on && c.cp.rescue.fatal.empty()) c.cp.rescue.fatal = "no pair took a new path (" + why + ")";
+  if (rp_of(c).move) return end_move(c, now, why);
+  rescue_hopeless(c, "no pair took a new path (" + why + ")");
   retire_job(c);
   standby_ports_reset(c);
-  c.cp.rp.step = ReprotectState::idle;
-  c.cp.rp.backoff_ns = c.cp.rp.backoff_ns ? std::min(c.cp.rp.backoff_ns * 2, kMaxBackoffNs) : kFirstBackoffNs;
-  c.cp.rp.next_try_ns = now + c.cp.rp.backoff_ns;
+  rp_of(c).step = ReprotectState::idle;
+  rp_of(c).backoff_ns = rp_of(c).backoff_ns ? std::min(rp_of(c).backoff_ns * 2, kMaxBackoffNs) : kFirstBackoffNs;
+  rp_of(c).next_try_ns = now + rp_of(c).backoff_ns;
   set_standby(c, StandbyHealth::down, why + "; next re-protection attempt in " +
-                                          std::to_string(c.cp.rp.backoff_ns / 1000000) + " ms");
+                                          std::to_string(rp_of(c).backoff_ns / 1000000) + " ms");
 }
 
 // Send side: the attempt's pair of ports failed: the next pair at once, or the backoff when none is left.
 std::uint64_t attempt_failed(CommBase& c, std::uint64_t now, const std::string& why) {
-  if (c.cp.rp.move) {
+  if (rp_of(c).move) {
     end_move(c, now, why);
     return now + 1;
   }
-  standby_ports_failed(c, c.cp.rp.dev, c.cp.rp.peer_dev);
+  standby_ports_failed(c, rp_of(c).dev, rp_of(c).peer_dev);
   retire_job(c);
-  c.cp.rp.step = ReprotectState::idle;
+  rp_of(c).step = ReprotectState::idle;
   if (const auto next = choose_standby_ports(c); next.dev) {
     set_standby(c, StandbyHealth::down, why + "; trying " + next.dev->port.id() + " next");
-    c.cp.rp.next_try_ns = now;
+    rp_of(c).next_try_ns = now;
     return now + 1;
   }
   back_off(c, now, why);
-  return c.cp.rp.next_try_ns;
+  return rp_of(c).next_try_ns;
 }
 
 // The peer's ReprotectMsg, once one arrived (its completion was seen) and reads whole.
 bool read_reprotect(CommBase& c, ReprotectMsg& out) {
-  if (!c.cp.inbox.reprotect || !read_record(c.ctrl.reprotect, out)) return false;
-  c.cp.inbox.reprotect = false;
+  if (!c.cp.inbox().has(CtlKind::reprotect) || !read_record(c.ctrl.reprotect, out)) return false;
+  rp_inbox(c).clear(CtlKind::reprotect);
   heard_from_peer(c, now_ns());
   return true;
 }
@@ -239,7 +250,7 @@ int post_reprotect(CommBase& c, const PathJob* job, std::uint32_t ok, std::uint3
   if (peer_dev >= 0) m.dev = static_cast<std::uint32_t>(peer_dev);
   seal(m);
   if (rescue_answer(c, m)) return 0;  // the request came over TCP: so does the answer
-  if (c.cp.rescue.on && c.kind == CommKind::send && ok != kPortBack) {  // no path left
+  if (c.cp.rescue().on && c.kind == CommKind::send && ok != kPortBack) {  // no path left
     rescue_send(c);
     return 0;
   }
@@ -251,8 +262,8 @@ int post_reprotect(CommBase& c, const PathJob* job, std::uint32_t ok, std::uint3
 // not after the backoff.
 void retry_now(CommBase& c, std::uint64_t now, const std::string& what) {
   HA_INFO("NET/HA: %s: %s is active again: re-protecting now (the backoff had %lld ms left)", c.id.c_str(),
-          what.c_str(), static_cast<long long>(c.cp.rp.next_try_ns > now ? (c.cp.rp.next_try_ns - now) / 1000000 : 0));
-  c.cp.rp.next_try_ns = now;
+          what.c_str(), static_cast<long long>(rp_of(c).next_try_ns > now ? (rp_of(c).next_try_ns - now) / 1000000 : 0));
+  rp_of(c).next_try_ns = now;
 }
 
 // ---- send side: the receiver refused because its device `dev` is down (kPortDown): no pair with it
@@ -265,33 +276,33 @@ void peer_port_down(CommBase& c, int dev, std::uint64_t now) {
       known = true;
     }
   if (!known) return;
-  if (std::find(c.cp.rp.peer_down.begin(), c.cp.rp.peer_down.end(), dev) == c.cp.rp.peer_down.end()) c.cp.rp.peer_down.push_back(dev);
-  c.cp.rp.peer_down_until_ns = now + kPeerPortDownNs;
+  if (std::find(rp_of(c).peer_down.begin(), rp_of(c).peer_down.end(), dev) == rp_of(c).peer_down.end()) rp_of(c).peer_down.push_back(dev);
+  rp_of(c).peer_down_until_ns = now + kPeerPortDownNs;
 }
 
 // The peer's devices it said are down, after kPeerPortDownNs without its note: tried again.
 void peer_ports_expire(CommBase& c, std::uint64_t now) {
-  if (c.cp.rp.peer_down.empty() || now < c.cp.rp.peer_down_until_ns) return;
+  if (rp_of(c).peer_down.empty() || now < rp_of(c).peer_down_until_ns) return;
   for (Candidate& theirs : c.peer_cands)
-    if (std::find(c.cp.rp.peer_down.begin(), c.cp.rp.peer_down.end(), theirs.dev) != c.cp.rp.peer_down.end())
+    if (std::find(rp_of(c).peer_down.begin(), rp_of(c).peer_down.end(), theirs.dev) != rp_of(c).peer_down.end())
       theirs.flags |= kCandUp;
-  c.cp.rp.peer_down.clear();
+  rp_of(c).peer_down.clear();
 }
 
 // ---- send side: the receiver's note that a port of its came back: every pair may be tried again, now.
 void take_port_back(CommBase& c, std::uint64_t now) {
   ReprotectMsg m;
-  if (c.cp.rp.step != ReprotectState::idle || !c.cp.inbox.reprotect || !read_record(c.ctrl.reprotect, m)) return;  // an answer is drive()'s
-  c.cp.inbox.reprotect = false;  // idle: an answer now is a late one (a reminder's second), of no use
+  if (rp_of(c).step != ReprotectState::idle || !c.cp.inbox().has(CtlKind::reprotect) || !read_record(c.ctrl.reprotect, m)) return;  // an answer is drive()'s
+  rp_inbox(c).clear(CtlKind::reprotect);  // idle: an answer now is a late one (a reminder's second), of no use
   if (m.ok != kPortBack) return;
   standby_ports_reset(c);
   // Its ports as its handshake listed them (or its kPortDown answers) may say down (a connection
   // opened while one was): every pair may be tried again, and one whose port is still down is
   // refused and skipped as any other.
   for (Candidate& theirs : c.peer_cands) theirs.flags |= kCandUp;
-  c.cp.rp.peer_down.clear();
-  c.cp.rp.next_move_ns = 0;
-  if (c.cp.standby.state == StandbyHealth::down) retry_now(c, now, "a port of the peer");
+  rp_of(c).peer_down.clear();
+  rp_of(c).next_move_ns = 0;
+  if (c.cp.standby().state == StandbyHealth::down) retry_now(c, now, "a port of the peer");
 }
 
 // ---- send side: the steps of an attempt (ReprotectState::Step), one function each. Each returns
@@ -300,12 +311,12 @@ void take_port_back(CommBase& c, std::uint64_t now) {
 // idle: after the backoff, the ports of the next attempt; the new standby's QP and the comm's
 // registrations there are built by a job on a worker.
 std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   if (now < rp.next_try_ns) return rp.next_try_ns;
   if (const auto hold = static_cast<std::uint64_t>(state()->config.test_reprotect_delay_ms) * 1'000'000;
-      hold && !rp.move && !c.cp.rescue.on && now < c.cp.standby.lost_ns + hold)
-    return c.cp.standby.lost_ns + hold;  // test setting HA_NCCL_TEST_REPROTECT_DELAY_MS
-  if (State* st = state(); st && !c.cp.rescue.on) {
+      hold && !rp.move && !c.cp.rescue().on && now < c.cp.standby().lost_ns + hold)
+    return c.cp.standby().lost_ns + hold;  // test setting HA_NCCL_TEST_REPROTECT_DELAY_MS
+  if (State* st = state(); st && !c.cp.rescue().on) {
     if (const std::uint64_t later = st->attempts.defer(now, rp.deferred_ns); later != 0) {
       rp.move = false;  // nothing started: a move is decided again then (move_home)
       return later;     // failovers first
@@ -339,22 +350,22 @@ std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
 // usable (our port up, the pair not failed since the last port came back, and the first choice of
 // choose_standby_ports). Returns when it wants to run again (0: no move).
 std::uint64_t move_home(CommBase& c, std::uint64_t now) {
-  if (!standby_away(c) || c.cp.fo.phase != FailoverState::normal || !c.cp.fo.requested.empty() || !c.home->port_up.load(std::memory_order_relaxed))
+  if (!standby_away(c) || c.cp.fo().phase != FailoverState::normal || !c.cp.fo().requested.empty() || !c.home->port_up.load(std::memory_order_relaxed))
     return 0;
-  if (now < c.cp.rp.next_move_ns) return c.cp.rp.next_move_ns;
+  if (now < rp_of(c).next_move_ns) return rp_of(c).next_move_ns;
   const AttemptPorts ports = choose_standby_ports(c);
   if (ports.dev != c.home || ports.peer_dev != c.peer_home) {
-    c.cp.rp.next_move_ns = now + kMoveRetryNs;  // not usable yet: looked at again then (or when a port comes back)
-    return c.cp.rp.next_move_ns;
+    rp_of(c).next_move_ns = now + kMoveRetryNs;  // not usable yet: looked at again then (or when a port comes back)
+    return rp_of(c).next_move_ns;
   }
-  c.cp.rp.move = true;
+  rp_of(c).move = true;
   return start_attempt(c, now);
 }
 
 // The attempt's request (generation rp.gen): our endpoint and keys, what it is for, the peer's device.
 int post_request(CommBase& c) {
-  ReprotectState& rp = c.cp.rp;
-  const std::uint32_t kind = rp.move ? kMove : c.cp.rescue.on ? kRescueSlot + static_cast<std::uint32_t>(c.standby_slot()) : 1;
+  ReprotectState& rp = rp_of(c);
+  const std::uint32_t kind = rp.move ? kMove : c.cp.rescue().on ? kRescueSlot + static_cast<std::uint32_t>(c.standby_slot()) : 1;
   return post_reprotect(c, rp.job.get(), kind, rp.gen, rp.peer_dev);
 }
 
@@ -362,10 +373,10 @@ int post_request(CommBase& c) {
 // (a receiver that answered already answers again: an answer written on a path that failed since is
 // not lost) and waited for one more timeout (keep_waiting_for_answer, attempt_gate.hpp).
 bool remind(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   const Path* active = c.paths[c.active].get();
   const std::uint64_t heard = active && active->pair ? active->pair->heard_ns() : 0;
-  if (c.cp.rescue.on || !keep_waiting_for_answer(rp.requested_ns, heard, now, c.failover_timeout_ns)) return false;
+  if (c.cp.rescue().on || !keep_waiting_for_answer(rp.requested_ns, heard, now, c.failover_timeout_ns)) return false;
   if (post_request(c) != 0) return false;
   ++rp.reminders;
   rp.deadline_ns = now + c.failover_timeout_ns;
@@ -378,13 +389,13 @@ bool remind(CommBase& c, std::uint64_t now) {
 
 // building: once the job built our side, the request to the peer (our endpoint and keys).
 std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   if (const int o = job_outcome(*rp.job); o == 0) {
     return 0;
   } else if (o < 0) {
     return attempt_failed(c, now, "re-protection on " + rp.port + ": " + rp.job->why);
   }
-  c.cp.inbox.reprotect = false;  // answers to older attempts are of no interest
+  rp_inbox(c).clear(CtlKind::reprotect);  // answers to older attempts are of no interest
   ++rp.gen;
   if (post_request(c) != 0) {
     back_off(c, now, "re-protection: the request could not be posted");
@@ -393,14 +404,14 @@ std::uint64_t request_peer_side(CommBase& c, std::uint64_t now) {
   rp.step = ReprotectState::requested;
   rp.requested_ns = now;
   // Over TCP the exchange bounds itself (its outcome always comes as mail), within the rescue's deadline.
-  rp.deadline_ns = c.cp.rescue.on ? c.cp.rescue.deadline_ns : now + c.failover_timeout_ns;
+  rp.deadline_ns = c.cp.rescue().on ? c.cp.rescue().deadline_ns : now + c.failover_timeout_ns;
   return rp.deadline_ns;
 }
 
 // requested: the peer's answer (its endpoint and control key, or why not), within the deadline;
 // then our QP is connected to it by a job on a worker.
 std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   ReprotectMsg answer;
   if (!read_reprotect(c, answer) || answer.gen != rp.gen || answer.ok == kPortBack) {
     if (now > rp.deadline_ns && !remind(c, now)) {
@@ -415,8 +426,8 @@ std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
     return attempt_failed(c, now, "re-protection: the peer's port of that pair is down (it says when it is back)");
   }
   if (!answer.ok)  // over TCP, a refusal of the exchange itself says why
-    return attempt_failed(c, now, "re-protection: " + (c.cp.rescue.why.empty() ? std::string("the peer cannot build its side")
-                                                                            : c.cp.rescue.why));
+    return attempt_failed(c, now, "re-protection: " + (c.cp.rescue().why.empty() ? std::string("the peer cannot build its side")
+                                                                            : c.cp.rescue().why));
   auto remote = net::decode_endpoint(std::span<const std::uint8_t>(answer.endpoint, sizeof answer.endpoint));
   if (!remote || answer.ctrl_rkey == 0)
     return attempt_failed(c, now, "re-protection: " + (remote ? std::string("no control key in the answer")
@@ -438,7 +449,7 @@ std::uint64_t take_answer(CommBase& c, std::uint64_t now) {
 // connecting: once the QP is connected, the hello over it proves the new path end to end. None:
 // go on to the hello at once.
 std::optional<std::uint64_t> send_hello(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   if (const int o = job_outcome(*rp.job); o == 0) {
     return 0;
   } else if (o < 0) {
@@ -460,7 +471,7 @@ std::optional<std::uint64_t> send_hello(CommBase& c, std::uint64_t now) {
 
 // hello: its completion (within the deadline) installs the new standby.
 std::uint64_t finish_hello(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   Path& p = *rp.job->path;
   ibv_wc err{};
   err.status = IBV_WC_SUCCESS;
@@ -470,7 +481,7 @@ std::uint64_t finish_hello(CommBase& c, std::uint64_t now) {
   if (p.sends_out == 0) {
     const auto job = rp.job;
     if (!install(c, *job, now)) {
-      back_off(c, now, "re-protection: " + c.cp.standby.why);
+      back_off(c, now, "re-protection: " + c.cp.standby().why);
       return rp.next_try_ns;
     }
     return now + 1;
@@ -481,7 +492,7 @@ std::uint64_t finish_hello(CommBase& c, std::uint64_t now) {
 
 // ---- send side: drives the attempts. Returns when it wants to run again (0: when woken).
 std::uint64_t drive(CommBase& c, std::uint64_t now) {
-  switch (c.cp.rp.step) {
+  switch (rp_of(c).step) {
     case ReprotectState::idle:
       return start_attempt(c, now);
     case ReprotectState::building:
@@ -535,7 +546,7 @@ Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why,
 // port events, is told, so that it does not wait out its backoff.
 void note_port_back(CommBase& c) {
   if (const std::string back = standby_ports_recovered(c);
-      !back.empty() && c.cp.rp.step == ReprotectState::idle && (c.cp.standby.state == StandbyHealth::down || standby_away(c))) {
+      !back.empty() && rp_of(c).step == ReprotectState::idle && (c.cp.standby().state == StandbyHealth::down || standby_away(c))) {
     HA_INFO("NET/HA: %s: %s is active again: telling the peer to re-protect now", c.id.c_str(), back.c_str());
     post_reprotect(c, nullptr, kPortBack, 0, -1);
   }
@@ -549,7 +560,7 @@ bool follow_rescue_slot(CommBase& c, const ReprotectMsg& req, std::string& why) 
   if (req.ok != kRescueSlot && req.ok != kRescueSlot + 1) return true;
   const int slot = static_cast<int>(req.ok - kRescueSlot);
   if (slot == c.standby_slot()) return true;
-  if (c.cp.fo.phase != FailoverState::normal) {
+  if (c.cp.fo().phase != FailoverState::normal) {
     why = "a rescue's request for slot " + std::to_string(slot) + " during a failover here";
     return false;
   }
@@ -563,7 +574,7 @@ bool follow_rescue_slot(CommBase& c, const ReprotectMsg& req, std::string& why) 
 // A new request: whatever was under way for an older one is dropped; our side of the attempt is
 // built by a job (or refused).
 void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   rp.gen = req.gen;
   ++rp.attempts;
   retire_job(c);
@@ -596,7 +607,7 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   rp.peer_fifo = req.fifo_rkey;
   rp.job = start_build(c, *d, &*remote);
   rp.step = ReprotectState::building;
-  c.cp.inbox.hello = false;
+  rp_inbox(c).clear(CtlKind::hello);
   if (rp.move)
     HA_INFO("NET/HA: %s: the peer moves the standby to its own pair: building ours on %s (the old one serves "
             "meanwhile)", c.id.c_str(), rp.port.c_str());
@@ -608,7 +619,7 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
 // again - our finished job is what the sender waits for, not a new one; one still being built
 // answers when done.
 void answer_again(CommBase& c) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   if (rp.step == ReprotectState::hello && rp.job)
     post_reprotect(c, rp.job.get(), 1, rp.gen, -1);
   else if (rp.step == ReprotectState::idle && rp.refused_gen == rp.gen)
@@ -616,7 +627,7 @@ void answer_again(CommBase& c) {
 }
 
 std::uint64_t answer(CommBase& c, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   note_port_back(c);
   ReprotectMsg req;
   if (read_reprotect(c, req)) {
@@ -654,8 +665,8 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
     err.status = IBV_WC_SUCCESS;
     poll_and_arm(c, *rp.job->path, 4, &err);  // the hello comes over the new path
     HelloMsg hello;
-    if (c.cp.inbox.hello && read_record(c.ctrl.hello, hello) && hello.gen == rp.gen) {
-      c.cp.inbox.hello = false;
+    if (c.cp.inbox().has(CtlKind::hello) && read_record(c.ctrl.hello, hello) && hello.gen == rp.gen) {
+      rp_inbox(c).clear(CtlKind::hello);
       const auto job = rp.job;
       if (!install(c, *job, now)) {
         retire_job(c);
@@ -671,30 +682,29 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
 }  // namespace
 
 bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* via, std::uint64_t now) {
-  ReprotectState& rp = c.cp.rp;
+  ReprotectState& rp = rp_of(c);
   if (!rp.move) return false;
   if (via && rp.job && via == rp.job->path.get()) return false;  // adopt_job_path installs it
   if (!via && rp.step == ReprotectState::hello && now < rp.deadline_ns) {
-    c.cp.fo.requested = cause;  // again at the next step: the hello's outcome decides which path is the standby
-    return true;
+    return true;  // again at the next step: the hello's outcome decides which path is the standby
   }
   end_move(c, now, "a failover came first (" + cause + ")");
   return false;
 }
 
 bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now) {
-  if (!via || !c.cp.rp.job || c.cp.rp.job->path.get() != via || job_outcome(*c.cp.rp.job) <= 0) return false;
-  const auto job = c.cp.rp.job;
+  if (!via || !rp_of(c).job || rp_of(c).job->path.get() != via || job_outcome(*rp_of(c).job) <= 0) return false;
+  const auto job = rp_of(c).job;
   return install(c, *job, now);
 }
 
 void retire_job(CommBase& c) {
   // A job still queued does nothing; one running finishes and its paths go to the reaper with the
   // last reference (~PathJob), whichever thread drops it. A move it prepared is given up.
-  if (c.cp.rp.job) c.cp.rp.job->cancelled.store(true, std::memory_order_relaxed);
-  c.cp.rp.job.reset();
-  if (c.cp.rp.rebind) abort_rebind(c);
-  c.cp.rp.rebind = 0;
+  if (rp_of(c).job) rp_of(c).job->cancelled.store(true, std::memory_order_relaxed);
+  rp_of(c).job.reset();
+  if (rp_of(c).rebind) abort_rebind(c);
+  rp_of(c).rebind = 0;
 }
 
 void restart_for_rescue(CommBase& c, std::uint64_t now) {
@@ -703,10 +713,10 @@ void restart_for_rescue(CommBase& c, std::uint64_t now) {
     return;
   }
   retire_job(c);  // an attempt under way talked over the lost path
-  c.cp.rp.move = false;
-  c.cp.rp.step = ReprotectState::idle;
-  c.cp.rp.backoff_ns = 0;
-  c.cp.rp.next_try_ns = now;
+  rp_of(c).move = false;
+  rp_of(c).step = ReprotectState::idle;
+  rp_of(c).backoff_ns = 0;
+  rp_of(c).next_try_ns = now;
   standby_ports_reset(c);
   set_standby(c, StandbyHealth::down, "no path left: re-protecting over TCP", true);
 }
@@ -716,13 +726,13 @@ std::uint64_t reprotect(CommBase& c, std::uint64_t now) {
   deliver_rescue_mail(c);
   if (c.kind == CommKind::send) {
     if (const std::string back = standby_ports_recovered(c); !back.empty()) {  // a port came back (or its GID changed)
-      c.cp.rp.next_move_ns = 0;
-      if (c.cp.rp.step == ReprotectState::idle && c.cp.standby.state == StandbyHealth::down) retry_now(c, now, back);
+      rp_of(c).next_move_ns = 0;
+      if (rp_of(c).step == ReprotectState::idle && c.cp.standby().state == StandbyHealth::down) retry_now(c, now, back);
     }
     take_port_back(c, now);
     const Path* sb = c.paths[c.standby_slot()].get();
     const bool dead = !sb || sb->link.load(std::memory_order_relaxed) == Path::failed;
-    if (dead || c.cp.rp.step != ReprotectState::idle) return drive(c, now);
+    if (dead || rp_of(c).step != ReprotectState::idle) return drive(c, now);
     return move_home(c, now);
   }
   return answer(c, now);

@@ -14,6 +14,16 @@
 
 namespace nccl_ha::plugin {
 
+// The writer of a comm's rescue state, and of its TCP mail into the inbox (ControlPlane): defined
+// here only.
+struct RescueWriter {
+  static RescueState& rescue(CommBase& c) noexcept { return c.cp.rescue_; }
+  static Inbox& inbox(CommBase& c) noexcept { return c.cp.inbox_; }
+};
+namespace {
+RescueState& rescue_of(CommBase& c) noexcept { return RescueWriter::rescue(c); }
+}  // namespace
+
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
@@ -71,8 +81,8 @@ asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket s
   if (f->payload.size() == sizeof raw) std::memcpy(&raw, f->payload.data(), sizeof raw);
   if (!c || c->closing.load(std::memory_order_relaxed)) {
     co_await refuse(sock, f->token, "no such connection here (closed)", timeout);
-  } else if (c->cp.rescue.failed) {
-    co_await refuse(sock, f->token, "the connection failed here: " + c->cp.rescue.cause, timeout);
+  } else if (rescue_of(*c).failed) {
+    co_await refuse(sock, f->token, "the connection failed here: " + rescue_of(*c).cause, timeout);
   } else if (f->payload.size() != sizeof raw || !read_record(raw, req)) {
     co_await refuse(sock, f->token, "malformed rescue request", timeout);
   } else if (req.ok == kRescueCheck) {
@@ -81,9 +91,9 @@ asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket s
     (void)sent;
   } else {
     auto ex = std::make_shared<RescueExchange>(co_await asio::this_coro::executor);
-    if (c->cp.rescue.exchange) c->cp.rescue.exchange->ready.cancel();  // an older one is left unanswered
-    c->cp.rescue.exchange = ex;
-    c->cp.rescue.mail = std::move(f->payload);
+    if (rescue_of(*c).exchange) rescue_of(*c).exchange->ready.cancel();  // an older one is left unanswered
+    rescue_of(*c).exchange = ex;
+    rescue_of(*c).mail = std::move(f->payload);
     wake_here(*c);
     c.reset();  // not kept alive by the wait
     ex->ready.expires_after(timeout);
@@ -138,19 +148,19 @@ asio::awaitable<void> exchange(std::weak_ptr<CommBase> owner, tcp::endpoint peer
   if (!c) co_return;
   ReprotectMsg sent;
   std::memcpy(&sent, msg.data(), sizeof sent);
-  if (c->cp.rescue.mail && sent.gen < gen_of(*c->cp.rescue.mail)) co_return;  // a newer attempt's outcome is waiting
+  if (rescue_of(*c).mail && sent.gen < gen_of(*rescue_of(*c).mail)) co_return;  // a newer attempt's outcome is waiting
   if (!fatal.empty()) {
-    c->cp.rescue.fatal = fatal;
+    rescue_of(*c).fatal = fatal;
   } else if (!why.empty()) {  // a refusal of this attempt, as the comm's own answer would be
     ReprotectMsg refusal;
     refusal.gen = sent.gen;
     seal(refusal);
-    c->cp.rescue.why = why;
-    c->cp.rescue.mail = bytes_of(refusal);
+    rescue_of(*c).why = why;
+    rescue_of(*c).mail = bytes_of(refusal);
   } else {
     ReprotectMsg m;
     std::memcpy(&m, answer.data(), sizeof m);
-    if (m.ok != kRescueCheck) c->cp.rescue.mail = std::move(answer);
+    if (m.ok != kRescueCheck) rescue_of(*c).mail = std::move(answer);
   }
   wake_here(*c);
 }
@@ -200,22 +210,22 @@ void RescueService::stop() {
 RescuePoint rescue_point(const std::shared_ptr<CommBase>& c) {
   State* st = state();
   if (!st || !st->rescue || !st->config.enable_backup) return {};
-  c->cp.rescue.token = st->rescue->enroll(c);
-  return {st->rescue->port(), c->cp.rescue.token};
+  rescue_of(*c).token = st->rescue->enroll(c);
+  return {st->rescue->port(), rescue_of(*c).token};
 }
 
 void take_rescue_point(CommBase& c, const asio::ip::address& addr, const RescuePoint& theirs) {
-  c.cp.rescue.peer = tcp::endpoint(addr, theirs.port);
-  c.cp.rescue.peer_token = theirs.token;
+  rescue_of(c).peer = tcp::endpoint(addr, theirs.port);
+  rescue_of(c).peer_token = theirs.token;
 }
 
 void withdraw_rescue(CommBase& c) {
-  if (State* st = state(); st && st->rescue && c.cp.rescue.token) st->rescue->withdraw(c.cp.rescue.token);
+  if (State* st = state(); st && st->rescue && rescue_of(c).token) st->rescue->withdraw(rescue_of(c).token);
 }
 
 bool rescue_possible(const CommBase& c) {
   const State* st = state();
-  if (!st || !st->rescue || c.cp.rescue.token == 0 || c.cp.rescue.peer.port() == 0 || !c.devs[c.standby_slot()]) return false;
+  if (!st || !st->rescue || c.cp.rescue().token == 0 || c.cp.rescue().peer.port() == 0 || !c.devs[c.standby_slot()]) return false;
   for (const auto& d : st->devices)
     if (d->port_up.load(std::memory_order_relaxed) && d->port.link_layer == c.home->port.link_layer) return true;
   return false;
@@ -223,13 +233,13 @@ bool rescue_possible(const CommBase& c) {
 
 void rescue_send(CommBase& c) {
   State* st = state();
-  st->reactor.spawn(c.id + " rescue", exchange(c.weak_from_this(), c.cp.rescue.peer, c.cp.rescue.peer_token,
+  st->reactor.spawn(c.id + " rescue", exchange(c.weak_from_this(), rescue_of(c).peer, rescue_of(c).peer_token,
                                                bytes_of(c.ctrl_out.reprotect), exchange_timeout()));
 }
 
 bool rescue_answer(CommBase& c, const ReprotectMsg& m) {
-  if (!c.cp.rescue.exchange || m.ok == kPortBack) return false;
-  const auto ex = std::move(c.cp.rescue.exchange);
+  if (!rescue_of(c).exchange || m.ok == kPortBack) return false;
+  const auto ex = std::move(rescue_of(c).exchange);
   ex->answer = bytes_of(m);
   ex->ready.cancel();
   return true;
@@ -243,13 +253,13 @@ void check_peer(CommBase& c) {
   ReprotectMsg q;
   q.ok = kRescueCheck;
   seal(q);
-  state()->reactor.spawn(c.id + " rescue check", exchange(c.weak_from_this(), c.cp.rescue.peer, c.cp.rescue.peer_token,
+  state()->reactor.spawn(c.id + " rescue check", exchange(c.weak_from_this(), rescue_of(c).peer, rescue_of(c).peer_token,
                                                           bytes_of(q), exchange_timeout()));
 }
 
 // The first time: the rescue begins (send side: re-protection starts over, its messages over TCP).
 void begin_rescue(CommBase& c, const std::string& what, std::uint64_t now) {
-  RescueState& r = c.cp.rescue;
+  RescueState& r = rescue_of(c);
   r.on = true;
   r.deadline_ns = now + c.rescue_timeout_ns;
   r.cause = what;
@@ -267,9 +277,9 @@ void begin_rescue(CommBase& c, const std::string& what, std::uint64_t now) {
 
 }  // namespace
 
-bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& cause, std::uint64_t now,
+bool wait_for_rescue(CommBase& c, const std::string& what, std::uint64_t now,
                      std::string& gave_up) {
-  RescueState& r = c.cp.rescue;
+  RescueState& r = rescue_of(c);
   if (!r.on) {
     if (!rescue_possible(c)) return false;
     begin_rescue(c, what, now);
@@ -285,23 +295,31 @@ bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& ca
     r.next_check_ns = now + kCheckEveryNs;
     check_peer(c);
   }
-  c.cp.fo.requested = cause;  // again at the next step, until the new standby is up
   return true;
 }
 
 void end_rescue(CommBase& c, std::uint64_t now) {
-  if (!c.cp.rescue.on) return;
-  c.cp.rescue.on = false;
+  if (!rescue_of(c).on) return;
+  rescue_of(c).on = false;
   const Path& p = *c.paths[c.standby_slot()];
   HA_WARN("NET/HA: %s: rescued %.0f ms after the loss: a new path on %s <-> the peer's device %d; failing over to it",
-          c.id.c_str(), static_cast<double>(now - c.cp.rescue.started_ns) / 1e6, p.dev->port.id().c_str(), p.peer_dev);
+          c.id.c_str(), static_cast<double>(now - rescue_of(c).started_ns) / 1e6, p.dev->port.id().c_str(), p.peer_dev);
+}
+
+void refuse_rescues(CommBase& c, const std::string& why) {
+  rescue_of(c).failed = true;
+  rescue_of(c).cause = why;
+}
+
+void rescue_hopeless(CommBase& c, const std::string& why) {
+  if (rescue_of(c).on && rescue_of(c).fatal.empty()) rescue_of(c).fatal = why;
 }
 
 bool deliver_rescue_mail(CommBase& c) {
-  if (!c.cp.rescue.mail) return false;
-  std::memcpy(static_cast<void*>(&c.ctrl.reprotect), c.cp.rescue.mail->data(), sizeof(ReprotectMsg));
-  c.cp.rescue.mail.reset();
-  c.cp.inbox.reprotect = true;
+  if (!rescue_of(c).mail) return false;
+  std::memcpy(static_cast<void*>(&c.ctrl.reprotect), rescue_of(c).mail->data(), sizeof(ReprotectMsg));
+  rescue_of(c).mail.reset();
+  RescueWriter::inbox(c).post(CtlKind::reprotect, nullptr);
   return true;
 }
 

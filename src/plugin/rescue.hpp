@@ -89,15 +89,18 @@ void withdraw_rescue(CommBase& c);
 // Whether the comm can try a rescue: both sides have the service, and one of our ports is up.
 bool rescue_possible(const CommBase& c);
 // Send side, rescue on: sends the ReprotectMsg in c.ctrl_out.reprotect to the peer; its answer
-// (or a refusal with the reason in c.cp.rescue.why) lands in c.cp.rescue.mail and wakes the comm.
+// (or a refusal with the reason in c.cp.rescue().why) lands in c.cp.rescue().mail and wakes the comm.
 void rescue_send(CommBase& c);
 // Receive side: whether an exchange waits for our answer; then the answer goes there.
 bool rescue_answer(CommBase& c, const ReprotectMsg& m);
 // start_failover, comm held: the failover found no usable standby (`what` says what failed).
-// True: it waits for a rescue (begun now, if possible; c.cp.fo.requested holds `cause` again).
+// True: it waits for a rescue (begun now, if possible; the failover asks again at every step).
 // False: no rescue (not possible, or given up: `gave_up` says why) - the comm fails.
-bool wait_for_rescue(CommBase& c, const std::string& what, const std::string& cause, std::uint64_t now,
-                     std::string& gave_up);
+bool wait_for_rescue(CommBase& c, const std::string& what, std::uint64_t now, std::string& gave_up);
+// The comm failed (fail_comm): the peer's rescue requests are refused at once, with `why`.
+void refuse_rescues(CommBase& c, const std::string& why);
+// The rescue under way cannot succeed (no pair took a new path): the failover waiting for it fails.
+void rescue_hopeless(CommBase& c, const std::string& why);
 // The failover goes ahead on the rescued standby: says so.
 void end_rescue(CommBase& c, std::uint64_t now);
 // Control plane, comm held: a message that came over TCP is moved to where RDMA would have

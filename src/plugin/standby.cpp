@@ -17,6 +17,14 @@
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
+
+// The writer of where a comm's standbys go (ControlPlane): defined here only.
+struct PortsWriter {
+  static StandbyPorts& of(CommBase& c) noexcept { return c.cp.ports_; }
+};
+namespace {
+StandbyPorts& ports_of(CommBase& c) noexcept { return PortsWriter::of(c); }
+}  // namespace
 Candidate candidate_for(const Device& d, const Device& primary) {
   Candidate c;
   c.dev = static_cast<std::uint8_t>(d.index);
@@ -34,7 +42,8 @@ Candidate candidate_for(const Device& d, const Device& primary) {
 namespace {
 
 bool failed(const CommBase& c, const PortPair& p) {
-  return std::find(c.cp.failed_pairs.begin(), c.cp.failed_pairs.end(), std::pair{p.a, p.b}) != c.cp.failed_pairs.end();
+  const auto& failed = c.cp.ports().failed_pairs;
+  return std::find(failed.begin(), failed.end(), std::pair{p.a, p.b}) != failed.end();
 }
 
 }  // namespace
@@ -59,7 +68,7 @@ AttemptPorts choose_standby_ports(CommBase& c) {
   std::vector<Candidate> mine = local_candidates(*c.home);
   // This comm's own standby does not count against the port it is on: staying there is no move.
   for (Candidate& m : mine)
-    if (c.cp.counted_standby && m.dev == c.cp.counted_standby->index && m.load > 0) --m.load;
+    if (ports_of(c).counted_standby && m.dev == ports_of(c).counted_standby->index && m.load > 0) --m.load;
   const PortPair active{c.devs[c.active]->index, c.path().peer_dev};
   // The sender is side A (it connected), the receiver side B.
   const bool send = c.kind == CommKind::send;
@@ -83,26 +92,26 @@ AttemptPorts choose_standby_ports(CommBase& c) {
 }
 
 void standby_ports_failed(CommBase& c, int dev, int peer_dev) {
-  if (std::find(c.cp.failed_pairs.begin(), c.cp.failed_pairs.end(), std::pair{dev, peer_dev}) == c.cp.failed_pairs.end())
-    c.cp.failed_pairs.emplace_back(dev, peer_dev);
+  if (std::find(ports_of(c).failed_pairs.begin(), ports_of(c).failed_pairs.end(), std::pair{dev, peer_dev}) == ports_of(c).failed_pairs.end())
+    ports_of(c).failed_pairs.emplace_back(dev, peer_dev);
 }
 
-void standby_ports_reset(CommBase& c) { c.cp.failed_pairs.clear(); }
+void standby_ports_reset(CommBase& c) { ports_of(c).failed_pairs.clear(); }
 
 std::string standby_ports_recovered(CommBase& c) {
   const State* st = state();
   if (!st) return {};
-  if (c.cp.seen_recover.empty()) {  // the first look: what happened before the comm is history
-    for (const auto& d : st->devices) c.cp.seen_recover.push_back(d->recover_gen.load(std::memory_order_relaxed));
+  if (ports_of(c).seen_recover.empty()) {  // the first look: what happened before the comm is history
+    for (const auto& d : st->devices) ports_of(c).seen_recover.push_back(d->recover_gen.load(std::memory_order_relaxed));
     return {};
   }
   std::string ports;
   for (const auto& d : st->devices) {
     const std::uint32_t g = d->recover_gen.load(std::memory_order_relaxed);
-    auto& seen = c.cp.seen_recover[static_cast<std::size_t>(d->index)];
+    auto& seen = ports_of(c).seen_recover[static_cast<std::size_t>(d->index)];
     if (g == seen) continue;
     seen = g;
-    std::erase_if(c.cp.failed_pairs, [&d](const std::pair<int, int>& p) { return p.first == d->index; });
+    std::erase_if(ports_of(c).failed_pairs, [&d](const std::pair<int, int>& p) { return p.first == d->index; });
     ports += (ports.empty() ? "" : ",") + d->port.id();
   }
   return ports;
@@ -112,15 +121,15 @@ void account_ports(CommBase& c) {
   const bool counted = !c.closing.load(std::memory_order_relaxed);
   Device* active = counted ? c.devs[c.active] : nullptr;
   Device* standby = counted ? c.devs[c.standby_slot()] : nullptr;
-  if (active != c.cp.counted_active) {
-    if (c.cp.counted_active) c.cp.counted_active->active_comms.fetch_sub(1, std::memory_order_relaxed);
+  if (active != ports_of(c).counted_active) {
+    if (ports_of(c).counted_active) ports_of(c).counted_active->active_comms.fetch_sub(1, std::memory_order_relaxed);
     if (active) active->active_comms.fetch_add(1, std::memory_order_relaxed);
-    c.cp.counted_active = active;
+    ports_of(c).counted_active = active;
   }
-  if (standby != c.cp.counted_standby) {
-    if (c.cp.counted_standby) c.cp.counted_standby->standby_comms.fetch_sub(1, std::memory_order_relaxed);
+  if (standby != ports_of(c).counted_standby) {
+    if (ports_of(c).counted_standby) ports_of(c).counted_standby->standby_comms.fetch_sub(1, std::memory_order_relaxed);
     if (standby) standby->standby_comms.fetch_add(1, std::memory_order_relaxed);
-    c.cp.counted_standby = standby;
+    ports_of(c).counted_standby = standby;
   }
 }
 

@@ -87,37 +87,6 @@ const char* standby_name(StandbyHealth::State s) noexcept {
   return "?";
 }
 
-void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why, bool said) {
-  if (c.cp.standby.state == state && c.cp.standby.why == why) return;
-  c.cp.standby.silent = false;  // tend_standby sets it after a down for unanswered heartbeats
-  if (state == StandbyHealth::up && c.cp.standby.state != StandbyHealth::up) c.cp.standby.up_since_ns = now_ns();
-  bool loud = false;
-  if (state == StandbyHealth::down && !c.cp.standby.lost) {
-    c.cp.standby.lost = true;
-    c.cp.standby.lost_ns = now_ns();
-    loud = !said;
-  } else if (state == StandbyHealth::up && c.cp.standby.lost) {
-    c.cp.standby.lost = false;
-    loud = true;
-  }
-  c.cp.standby.state = state;
-  c.cp.standby.why = why;
-  const Device* d = c.devs[c.standby_slot()];
-  const std::string port_id = d ? d->port.id() : "-";  // named: id() returns a temporary
-  const char* port = port_id.c_str();
-  if (loud && state == StandbyHealth::up)
-    HA_WARN("NET/HA: standby %s of %s is %s (%s): protected again", port, c.id.c_str(), standby_name(state), why.c_str());
-  else if (loud)
-    HA_WARN("NET/HA: standby %s of %s is %s (%s): this connection is NOT protected until a standby is rebuilt", port,
-            c.id.c_str(), standby_name(state), why.c_str());
-  else
-    HA_INFO("NET/HA: standby %s of %s is %s (%s)", port, c.id.c_str(), standby_name(state), why.c_str());
-  write_stats(c, "standby", [&](net::JsonWriter& j) {
-    j.kv("state", standby_name(state));
-    j.kv("why", why);
-  });
-}
-
 namespace {
 
 // Events after which an operator wants to see where the node's connections are now: every port with
@@ -167,18 +136,18 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   const Path* sbp = c.paths[c.standby_slot()].get();
   j.kv("active_peer_dev", act ? act->peer_dev : -1);
   j.kv("backup_peer_dev", sbp ? sbp->peer_dev : -1);
-  j.kv("standby", standby_name(c.cp.standby.state));
+  j.kv("standby", standby_name(c.cp.standby().state));
   const std::pair<std::string_view, std::uint64_t> counters[] = {
       {"failovers", c.stats.failovers},           {"replayed", c.stats.replayed},
-      {"duplicates_dropped", c.stats.duplicates_dropped}, {"heartbeats_sent", c.cp.standby.heartbeats},
-      {"heartbeat_failures", c.cp.standby.failures}, {"messages", c.stats.messages},
+      {"duplicates_dropped", c.stats.duplicates_dropped}, {"heartbeats_sent", c.stats.heartbeats_sent},
+      {"heartbeat_failures", c.cp.standby().failures}, {"messages", c.stats.messages},
       {"bytes_sent", c.stats.bytes_sent},         {"bytes_received", c.stats.bytes_received}};
   for (const auto& [key, n] : counters) j.kv(key, n);
   j.kv("last_stall_ms", c.stats.last_stall_ms);
   j.kv("failbacks", c.stats.failbacks);
-  j.kv("reprotections", c.cp.rp.done);
-  j.kv("reprotect_attempts", c.cp.rp.attempts);
-  j.kv("reprotect_reminders", c.cp.rp.reminders);
+  j.kv("reprotections", c.cp.rp().done);
+  j.kv("reprotect_attempts", c.cp.rp().attempts);
+  j.kv("reprotect_reminders", c.cp.rp().reminders);
   j.kv_list("flush_reads", c.stats.flush_reads);  // per device slot
   j.kv_list("flush_rebuilds", c.stats.flush_rebuilds);
   j.kv_list("flush_redirects", c.stats.flush_redirects);
@@ -195,16 +164,16 @@ CommSample sample_comm(const CommBase& c) {
   s.valid = true;
   if (c.error != ncclSuccess)
     s.protection = Protection::failed;
-  else if (c.cp.standby.state == StandbyHealth::up && c.cp.fo.phase == FailoverState::normal && c.cp.fo.requested.empty())
+  else if (c.cp.standby().state == StandbyHealth::up && c.cp.fo().phase == FailoverState::normal && c.cp.fo().requested.empty())
     s.protection = Protection::protected_;
   else
     s.protection = Protection::unprotected;
   s.active_port = c.devs[c.active]->port.id();
-  if (const Device* sb = c.devs[c.standby_slot()]; sb && c.cp.standby.state == StandbyHealth::up)
+  if (const Device* sb = c.devs[c.standby_slot()]; sb && c.cp.standby().state == StandbyHealth::up)
     s.standby_port = sb->port.id();
   s.counters.failovers = c.stats.failovers;
   s.counters.failbacks = c.stats.failbacks;
-  s.counters.reprotections = c.cp.rp.done;
+  s.counters.reprotections = c.cp.rp().done;
   s.counters.replayed = c.stats.replayed;
   s.counters.messages = c.stats.messages;
   s.counters.bytes_sent = c.stats.bytes_sent;

@@ -33,11 +33,11 @@ BOOST_AUTO_TEST_CASE(at_most_the_limit_in_flight_the_rest_in_line_in_order) {
   BOOST_TEST(gate.in_flight() == 2u);
   BOOST_TEST(gate.waiting() == 2u);
   gate.leave(*c[1]);  // the first in line gets the place
-  BOOST_TEST(c[2]->cp.rp.admitted);
-  BOOST_TEST(!c[3]->cp.rp.admitted);
+  BOOST_TEST(c[2]->cp.ticket().admitted);
+  BOOST_TEST(!c[3]->cp.ticket().admitted);
   BOOST_TEST(gate.enter(*c[2], false));
   gate.leave(*c[0]);
-  BOOST_TEST(c[3]->cp.rp.admitted);
+  BOOST_TEST(c[3]->cp.ticket().admitted);
   BOOST_TEST(gate.waiting() == 0u);
   gate.leave(*c[0]);  // leaving twice changes nothing
   BOOST_TEST(gate.in_flight() == 2u);
@@ -51,11 +51,11 @@ BOOST_AUTO_TEST_CASE(comms_without_a_standby_go_before_moves) {
   BOOST_TEST(!gate.enter(*c[2], false));  // without a standby: before it
   BOOST_TEST(!gate.enter(*c[3], false));
   gate.leave(*c[0]);
-  BOOST_TEST(c[2]->cp.rp.admitted);
+  BOOST_TEST(c[2]->cp.ticket().admitted);
   gate.leave(*c[2]);
-  BOOST_TEST(c[3]->cp.rp.admitted);
+  BOOST_TEST(c[3]->cp.ticket().admitted);
   gate.leave(*c[3]);
-  BOOST_TEST(c[1]->cp.rp.admitted);
+  BOOST_TEST(c[1]->cp.ticket().admitted);
 }
 
 BOOST_AUTO_TEST_CASE(a_closed_or_destroyed_comm_gives_its_place_back) {
@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(a_closed_or_destroyed_comm_gives_its_place_back) {
   c[0]->closing.store(true);        // closed while admitted: its place is free at the next look
   BOOST_TEST(gate.enter(*c[2], false));
   BOOST_TEST(gate.in_flight() == 1u);
-  BOOST_TEST(!c[3]->cp.rp.admitted);
+  BOOST_TEST(!c[3]->cp.ticket().admitted);
   c[2].reset();                     // destroyed while admitted
   BOOST_TEST(gate.enter(*c[3], false));
 }

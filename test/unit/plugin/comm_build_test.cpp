@@ -194,7 +194,7 @@ void expect_base(const CommBase& c, const CommEnv& env, const Device& primary, c
   BOOST_TEST(c.devs[1] == backup);
   BOOST_TEST(c.home == &primary);
   BOOST_TEST(c.active == 0);
-  BOOST_TEST(c.cp.standby.state == (backup ? StandbyHealth::connecting : StandbyHealth::none));
+  BOOST_TEST(c.cp.standby().state == (backup ? StandbyHealth::connecting : StandbyHealth::none));
   BOOST_TEST(static_cast<bool>(c.paths[1]) == (backup != nullptr));
   BOOST_TEST(c.id.rfind(c.kind == CommKind::send ? "send comm " : "recv comm ", 0) == 0u, c.id);
   BOOST_TEST(!c.task);  // no control task: that needs the reactor (start_control, after the handshake)
@@ -331,7 +331,7 @@ BOOST_AUTO_TEST_CASE(attach_standby_adds_slot_1_on_the_backup, *needs_ports(2)) 
   (*r)->qos = qos;
   for (CommBase* c : {static_cast<CommBase*>(s->get()), static_cast<CommBase*>(r->get())}) {
     BOOST_TEST_CONTEXT((c->kind == CommKind::send ? "send comm" : "recv comm")) {
-      BOOST_TEST(c->cp.standby.state == StandbyHealth::none);
+      BOOST_TEST(c->cp.standby().state == StandbyHealth::none);
       BOOST_TEST_REQUIRE(attach_standby(*c, b).ok());
       BOOST_TEST(c->devs[1] == &b);
       BOOST_TEST((c->paths[1]->qos == qos));

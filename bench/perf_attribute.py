@@ -7,6 +7,13 @@ Reads `perf script -F comm,tid,time,ip,sym,dso` with call chains and charges eve
 thread to the innermost frame of the plugin (libnccl-net-ha.so) on its stack: the plugin function
 that the kernel's, rxe's and libc's time is spent under. Samples with no plugin frame are charged to
 their leaf ("[kernel] sym", "[libc] sym"). Times are seconds since the profile's first sample.
+
+    bench/perf_attribute.py NAME.perf-script.gz --inclusive [--thread ncclHaProgress] ...
+
+charges every sample instead to each kernel entry on its stack that says what the thread asked the
+kernel for (system calls, uverbs commands, rxe's verbs) and to each plugin function on it (a
+sample counts once per entry; the shares add up to more than 100 %). Made for the plugin built
+without frame pointers, whose kernel samples end at libc: where the kernel's time goes by verb.
 """
 import argparse
 import collections
@@ -57,6 +64,20 @@ def charge(frames):
     return f"[{where}] {short(sym)}"
 
 
+KERNEL_ENTRY = re.compile(r"^(__x64_sys_|ib_uverbs_|rxe_post|rxe_modify|rxe_req_notify|rxe_poll|rxe_create|rxe_destroy)")
+
+
+def entries(frames):
+    """The kernel entries (system calls, verbs) and plugin functions on a sample's stack."""
+    out = set()
+    for sym, dso in frames:
+        if "kernel" in dso and KERNEL_ENTRY.match(sym):
+            out.add(f"[kernel] {sym}")
+        elif PLUGIN in dso:
+            out.add(short(sym))
+    return out or {charge(frames)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("script")
@@ -64,19 +85,27 @@ def main():
     ap.add_argument("--to", dest="t_to", type=float, default=1e9)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--by-second", action="store_true", help="a table per second instead of one for the span")
+    ap.add_argument("--inclusive", action="store_true", help="charge each kernel entry and plugin function on the stack")
+    ap.add_argument("--thread", help="only this thread (its comm name, e.g. ncclHaProgress)")
     a = ap.parse_args()
     t0 = None
     per = collections.defaultdict(collections.Counter)  # (thread, second or span) -> function -> samples
     for (comm, t), frames in samples(a.script):
         t0 = t if t0 is None else t0
         rel = t - t0
-        if rel < a.t_from or rel >= a.t_to:
+        if rel < a.t_from or rel >= a.t_to or (a.thread and comm != a.thread):
             continue
-        per[(comm, int(rel) if a.by_second else "span")][charge(frames)] += 1
+        key = (comm, int(rel) if a.by_second else "span")
+        if a.inclusive:
+            per[key]["(samples)"] += 1
+            for e in entries(frames):
+                per[key][e] += 1
+        else:
+            per[key][charge(frames)] += 1
     if not per:
         sys.exit("perf_attribute: no samples in that span")
     for (comm, when), counts in sorted(per.items(), key=lambda kv: (str(kv[0][1]).zfill(6), kv[0][0])):
-        total = sum(counts.values())
+        total = counts.pop("(samples)") if a.inclusive else sum(counts.values())
         print(f"== {comm}, {'second ' + str(when) if a.by_second else 'the span'}: {total} samples")
         for fn, n in counts.most_common(a.top):
             print(f"  {n:6d} {100.0 * n / total:5.1f}%  {fn}")

@@ -68,8 +68,11 @@ void settle_attempt(CommBase& c) {
 
 bool keep_waiting_for_answer(std::uint64_t requested_ns, std::uint64_t heard_ns, std::uint64_t now,
                              std::uint64_t timeout_ns) noexcept {
+  if (now - requested_ns >= kAnswerWaitTimeouts * timeout_ns) return false;
   const bool heard_lately = heard_ns != 0 && (heard_ns >= now || now - heard_ns < timeout_ns);
-  return heard_lately && now - requested_ns < kAnswerWaitTimeouts * timeout_ns;
+  const bool asked_mid_conversation =
+      heard_ns != 0 && heard_ns + timeout_ns > requested_ns && now - requested_ns < 2 * timeout_ns;
+  return heard_lately || asked_mid_conversation;
 }
 
 }  // namespace nccl_ha::plugin

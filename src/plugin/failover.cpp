@@ -337,7 +337,7 @@ const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch) {
   SyncMsg m;
   if (!c.cp.inbox().has(CtlKind::sync) || !read_record(c.ctrl.sync, m)) return nullptr;
   peer_sync_of(c) = m;  // only a whole one
-  heard_from_peer(c, now_ns());
+  heard_from_peer(c, now_ns(), c.cp.inbox().sync_path());  // the pair it came over
   if (m.epoch >= min_epoch) return &peer_sync_of(c);
   sync_inbox(c).clear(CtlKind::sync);  // stale: an earlier failover's
   return nullptr;

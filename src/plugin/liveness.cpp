@@ -155,9 +155,12 @@ void join_pair(CommBase& c, const std::shared_ptr<Path>& p) {
   p->pair = std::move(pair);
 }
 
-void heard_from_peer(CommBase& c, std::uint64_t now) {
-  if (c.active < 0 || c.active >= kSlots) return;
-  if (const Path* p = c.paths[c.active].get(); p && p->pair) p->pair->heard(now);
+void heard_from_peer(CommBase& c, std::uint64_t now, const Path* via) {
+  const Path* p = nullptr;
+  for (const auto& q : c.paths)
+    if (q && q.get() == via) p = q.get();
+  if (!p && c.active >= 0 && c.active < kSlots) p = c.paths[c.active].get();
+  if (p && p->pair) p->pair->heard(now);
 }
 
 }  // namespace nccl_ha::plugin

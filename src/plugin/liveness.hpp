@@ -128,8 +128,10 @@ struct LivenessRegistry {
 // heartbeat loop started), unless it is there already. A comm with HA off joins none.
 void join_pair(CommBase& c, const std::shared_ptr<Path>& p);
 
-// Progress thread: `c` read a control record of its peer at `now`: the pair of its active path
-// hears of it (PairLiveness::heard).
-void heard_from_peer(CommBase& c, std::uint64_t now);
+// Progress thread: `c` read a control record of its peer at `now` that came over `via` (one of its
+// paths; null, or none of them any more: its active path): that path's pair hears of it
+// (PairLiveness::heard). A failover notice comes over the standby, read before the switch: it is
+// heard on the pair the comm goes on with, not on the one that failed.
+void heard_from_peer(CommBase& c, std::uint64_t now, const Path* via = nullptr);
 
 }  // namespace nccl_ha::plugin

@@ -7,6 +7,7 @@
 
 #include "attempt_gate.hpp"
 #include "comm.hpp"
+#include "liveness.hpp"
 
 using namespace nccl_ha::plugin;
 
@@ -82,11 +83,38 @@ BOOST_AUTO_TEST_CASE(an_overdue_answer_is_waited_for_while_the_peer_is_heard_fro
   BOOST_TEST(keep_waiting_for_answer(t0, t0 + 300 * ms, late, timeout));    // heard since the request
   BOOST_TEST(keep_waiting_for_answer(t0, t0 - 500 * ms, late - 600 * ms, timeout));  // heard just before it
   BOOST_TEST(!keep_waiting_for_answer(t0, 0, late, timeout));               // never heard from
-  BOOST_TEST(!keep_waiting_for_answer(t0, t0 - 10 * ms, late, timeout));    // quiet for a whole timeout
+  // Heard just before the request and quiet since: asked in the middle of a conversation (the peer
+  // works through its half of a failover storm, writing nothing back): a second timeout, not a third.
+  BOOST_TEST(keep_waiting_for_answer(t0, t0 - 10 * ms, late, timeout));
+  BOOST_TEST(!keep_waiting_for_answer(t0, t0 - 10 * ms, t0 + 2 * timeout, timeout));
+  BOOST_TEST(!keep_waiting_for_answer(t0, t0 - timeout - 10 * ms, late, timeout));  // quiet for a whole timeout before it
   BOOST_TEST(keep_waiting_for_answer(t0, late + 5 * ms, late, timeout));    // heard "after now" (another clock read)
   const std::uint64_t cap = t0 + kAnswerWaitTimeouts * timeout;
   BOOST_TEST(keep_waiting_for_answer(t0, cap - 2 * ms, cap - 1 * ms, timeout));
   BOOST_TEST(!keep_waiting_for_answer(t0, cap, cap, timeout));              // the cap, however busy the peer
+}
+
+// What the deadline follows: the peer heard from on the pair of the path its record came over. A
+// failover notice comes over the standby before the switch: heard on the pair the comm goes on
+// with, where its re-protection requests are then written, not on the pair that failed.
+BOOST_AUTO_TEST_CASE(a_record_is_heard_on_the_pair_of_the_path_it_came_over) {
+  auto c = std::make_shared<SendComm>();
+  auto failed = std::make_shared<Path>();
+  auto standby = std::make_shared<Path>();
+  failed->pair = std::make_shared<PairLiveness>(LivenessKey{}, "rail 0", 1'000'000, 1'000'000);
+  standby->pair = std::make_shared<PairLiveness>(LivenessKey{}, "rail 1", 1'000'000, 1'000'000);
+  c->paths[0] = failed;
+  c->paths[1] = standby;
+  c->active = 0;
+  heard_from_peer(*c, 5, standby.get());
+  BOOST_TEST(standby->pair->heard_ns() == 5u);
+  BOOST_TEST(failed->pair->heard_ns() == 0u);
+  heard_from_peer(*c, 7);  // no path named (a re-protection answer): the active path's pair
+  BOOST_TEST(failed->pair->heard_ns() == 7u);
+  Path gone;
+  heard_from_peer(*c, 9, &gone);  // not one of its paths any more: the active path's pair
+  BOOST_TEST(failed->pair->heard_ns() == 9u);
+  BOOST_TEST(standby->pair->heard_ns() == 5u);
 }
 
 // Failovers first: an attempt waits until the process's failovers are quiet for kFailoverQuietNs,

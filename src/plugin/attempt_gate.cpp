@@ -33,6 +33,11 @@ void AttemptGate::leave(CommBase& c) {
   dispatch(&c);
 }
 
+void AttemptGate::failover_activity(std::uint64_t now) noexcept {
+  if (now >= quiet_at_) storm_began_ = now;  // a storm begins
+  quiet_at_ = std::max(quiet_at_, now + std::max(kFailoverQuietNs, (now - storm_began_) / 2));
+}
+
 std::uint64_t AttemptGate::defer(std::uint64_t now, std::uint64_t& since_ns) const noexcept {
   if (now >= quiet_at_ || (since_ns != 0 && now - since_ns >= kMaxFailoverDeferNs)) {
     since_ns = 0;

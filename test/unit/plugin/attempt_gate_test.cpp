@@ -119,6 +119,22 @@ BOOST_AUTO_TEST_CASE(a_record_is_heard_on_the_pair_of_the_path_it_came_over) {
 
 // Failovers first: an attempt waits until the process's failovers are quiet for kFailoverQuietNs,
 // each new failover pushing the quiet back, but no comm waits longer than kMaxFailoverDeferNs.
+// A long storm here means the peer's half of it goes on for a while after ours: the quiet waited
+// for grows to half the storm's length; a new storm after the quiet starts from kFailoverQuietNs.
+BOOST_AUTO_TEST_CASE(after_a_long_failover_storm_the_quiet_is_half_its_length) {
+  constexpr std::uint64_t ms = 1'000'000, t0 = 1'000 * ms;
+  AttemptGate gate;
+  std::uint64_t t = t0;
+  for (; t <= t0 + 10'000 * ms; t += 10 * ms) gate.failover_activity(t);  // 10 s of failovers
+  const std::uint64_t last = t - 10 * ms;
+  std::uint64_t since = 0;
+  BOOST_TEST(gate.defer(last + 1 * ms, since) == last + 5'000 * ms);
+  since = 0;
+  BOOST_TEST(gate.defer(last + 5'000 * ms, since) == 0u);
+  gate.failover_activity(last + 6'000 * ms);  // a new storm, one failover
+  BOOST_TEST(gate.defer(last + 6'000 * ms, since) == last + 6'000 * ms + kFailoverQuietNs);
+}
+
 BOOST_AUTO_TEST_CASE(attempts_wait_for_the_failovers_to_be_quiet_within_a_bound) {
   constexpr std::uint64_t ms = 1'000'000, t0 = 1'000 * ms;
   AttemptGate gate;

@@ -499,8 +499,9 @@ struct RebindState {
 //
 // The data path, under `owned` too, has three calls and nothing else: may it post (may_post),
 // hand a fault over (hand_over), and what its polls reaped (reaped_control, reaped_notice_write).
-// Everyone may read every state machine; each has one writer, named below as a friend: the one
-// file that defines that type (a second definition would not link, and fails the unity build).
+// Everyone may read every state machine; each has one writer, named below as a friend: the type
+// defined in the one file named beside it, and named nowhere else (unit.plugin_writers checks it:
+// a second definition elsewhere is an ODR violation no linker reports).
 class ControlPlane {
  public:
   // ---- the data path

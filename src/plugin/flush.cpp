@@ -234,8 +234,9 @@ void start_rebuild(RecvComm& c, int s) {
 // HA_NCCL_TEST_FLUSH_QP_ERROR_MS: the active slot's loopback QP moved to ERROR, as a fault would
 // leave it (the next READ on it fails), at each of the given times. Returns the next one (0: none).
 std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
-  auto& at = rebuild_of(c).test_error_ns;
-  for (; rebuild_of(c).test_errors_done < at.size() && now >= at[rebuild_of(c).test_errors_done]; ++rebuild_of(c).test_errors_done) {
+  FlushRebuild& fr = rebuild_of(c);
+  auto& at = fr.test_error_ns;
+  for (; fr.test_errors_done < at.size() && now >= at[fr.test_errors_done]; ++fr.test_errors_done) {
     Path* p = c.flush_paths[c.active].get();
     if (!p) continue;
     ibv_qp_attr attr{};
@@ -244,7 +245,7 @@ std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
     HA_INFO("NET/HA: %s: test: flush QP %u on %s moved to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS)%s", c.id.c_str(),
             p->local.qpn, p->dev->port.id().c_str(), rc ? (std::string(": ") + std::strerror(rc)).c_str() : "");
   }
-  return rebuild_of(c).test_errors_done < at.size() ? at[rebuild_of(c).test_errors_done] : 0;
+  return fr.test_errors_done < at.size() ? at[fr.test_errors_done] : 0;
 }
 
 }  // namespace
@@ -297,11 +298,12 @@ Status setup_flush(RecvComm& c) {
 }
 
 void close_flush(RecvComm& c) {
+  FlushRebuild& fr = rebuild_of(c);
   for (int s = 0; s < kSlots; ++s) {
     retire(std::move(c.flush_paths[s]));
-    retire(std::move(rebuild_of(c).next[s]));
-    if (rebuild_of(c).job[s]) rebuild_of(c).job[s]->cancelled.store(true, std::memory_order_relaxed);
-    rebuild_of(c).job[s].reset();
+    retire(std::move(fr.next[s]));
+    if (fr.job[s]) fr.job[s]->cancelled.store(true, std::memory_order_relaxed);
+    fr.job[s].reset();
   }
 }
 
@@ -311,25 +313,27 @@ void drop_flush_path(RecvComm& c, int slot) {
 }
 
 void offer_flush_path(RecvComm& c, int slot, PathJob& job) {
+  FlushRebuild& fr = rebuild_of(c);
   if (!c.flush_on) return;
   if (!job.flush) {
     if (!job.flush_why.empty()) {
       HA_INFO("NET/HA: %s: the flush QP on %s was not rebuilt with the standby: %s", c.id.c_str(),
               c.devs[slot]->port.id().c_str(), job.flush_why.c_str());
-      rebuild_of(c).want[slot] = true;
+      fr.want[slot] = true;
     }
     return;
   }
-  retire(std::move(rebuild_of(c).next[slot]));
-  rebuild_of(c).next[slot] = std::move(job.flush);
-  rebuild_of(c).gen[slot] = job.flush_gen;
-  rebuild_of(c).want[slot] = false;
-  if (rebuild_of(c).job[slot]) rebuild_of(c).job[slot]->cancelled.store(true, std::memory_order_relaxed);  // not needed now
-  rebuild_of(c).job[slot].reset();
+  retire(std::move(fr.next[slot]));
+  fr.next[slot] = std::move(job.flush);
+  fr.gen[slot] = job.flush_gen;
+  fr.want[slot] = false;
+  if (fr.job[slot]) fr.job[slot]->cancelled.store(true, std::memory_order_relaxed);  // not needed now
+  fr.job[slot].reset();
   install_next(c, slot);
 }
 
 std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
+  FlushRebuild& fr = rebuild_of(c);
   if (!c.flush_on || c.error != ncclSuccess) return 0;
   std::uint64_t next = 0;
   const auto soonest = [&next](std::uint64_t t) { next = next == 0 ? t : std::min(next, t); };
@@ -337,7 +341,7 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
   for (int s = 0; s < kSlots; ++s) {
     Device* d = c.devs[s];
     if (!d || !c.keys[s].flush_sink) continue;
-    if (const auto& job = rebuild_of(c).job[s]) {  // a rebuild of its own
+    if (const auto& job = fr.job[s]) {  // a rebuild of its own
       const int o = job_outcome(*job);
       if (o == 0) continue;  // it wakes us
       if (o > 0) {
@@ -345,29 +349,29 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
         offer_flush_path(c, s, *done);
         if (c.error != ncclSuccess) return 0;
       } else {
-        rebuild_of(c).want[s] = true;
-        rebuild_of(c).backoff_ns[s] =
-            rebuild_of(c).backoff_ns[s] ? std::min(rebuild_of(c).backoff_ns[s] * 2, kMaxRebuildBackoffNs) : kFirstRebuildBackoffNs;
-        rebuild_of(c).retry_ns[s] = now + rebuild_of(c).backoff_ns[s];
+        fr.want[s] = true;
+        fr.backoff_ns[s] =
+            fr.backoff_ns[s] ? std::min(fr.backoff_ns[s] * 2, kMaxRebuildBackoffNs) : kFirstRebuildBackoffNs;
+        fr.retry_ns[s] = now + fr.backoff_ns[s];
         HA_INFO("NET/HA: %s: rebuilding the flush QP on %s failed (%s); next attempt in %llu ms", c.id.c_str(),
                 d->port.id().c_str(), job->why.c_str(),
-                static_cast<unsigned long long>(rebuild_of(c).backoff_ns[s] / 1000000));
-        rebuild_of(c).job[s].reset();
+                static_cast<unsigned long long>(fr.backoff_ns[s] / 1000000));
+        fr.job[s].reset();
       }
     }
-    if (rebuild_of(c).next[s]) {
+    if (fr.next[s]) {
       if (!install_next(c, s)) soonest(now + kDrainPollNs);
       if (c.error != ncclSuccess) return 0;
       continue;
     }
-    if (rebuild_of(c).job[s]) continue;
-    if (const auto gen = d->recover_gen.load(std::memory_order_relaxed); gen != rebuild_of(c).gen[s]) {
-      rebuild_of(c).gen[s] = gen;  // the port came back, or its GID changed, since the QP was built
-      rebuild_of(c).want[s] = true;
+    if (fr.job[s]) continue;
+    if (const auto gen = d->recover_gen.load(std::memory_order_relaxed); gen != fr.gen[s]) {
+      fr.gen[s] = gen;  // the port came back, or its GID changed, since the QP was built
+      fr.want[s] = true;
     }
-    if (!usable(c, s)) rebuild_of(c).want[s] = true;
-    if (!rebuild_of(c).want[s]) {
-      rebuild_of(c).backoff_ns[s] = 0;
+    if (!usable(c, s)) fr.want[s] = true;
+    if (!fr.want[s]) {
+      fr.backoff_ns[s] = 0;
       continue;
     }
     // The standby's device without a standby up: re-protection builds it, with the flush QP;
@@ -375,8 +379,8 @@ std::uint64_t tend_flush(RecvComm& c, std::uint64_t now) {
     if (s == c.standby_slot() && (c.cp.rp().job || c.cp.standby().state != StandbyHealth::up) && !(c.flush_waiting & bit(s)))
       continue;
     if (!d->port_up.load(std::memory_order_relaxed)) continue;  // PORT_ACTIVE brings us back
-    if (now < rebuild_of(c).retry_ns[s]) {
-      soonest(rebuild_of(c).retry_ns[s]);
+    if (now < fr.retry_ns[s]) {
+      soonest(fr.retry_ns[s]);
       continue;
     }
     start_rebuild(c, s);

@@ -70,7 +70,7 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "ibverbs-providers")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "nccl-ha-doc")
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS
-  "libibverbs-dev, libboost1.81-dev | libboost1.83-dev | libboost-dev (>= ${NCCL_HA_BOOST_MIN}), pkg-config | pkgconf")
+  "libibverbs-dev, libssl-dev, libboost1.81-dev | libboost1.83-dev | libboost-dev (>= ${NCCL_HA_BOOST_MIN}), pkg-config | pkgconf")
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SUGGESTS "nccl-ha-doc")
 
 # .rpm (same layout; the -devel suffix is the RPM convention)
@@ -83,7 +83,7 @@ set(CPACK_RPM_DEVELOPMENT_PACKAGE_NAME nccl-ha-devel)
 set(CPACK_RPM_DOCS_PACKAGE_NAME nccl-ha-doc)
 set(CPACK_RPM_DOCS_PACKAGE_ARCHITECTURE noarch)
 set(CPACK_RPM_RUNTIME_PACKAGE_REQUIRES "libibverbs")
-set(CPACK_RPM_DEVELOPMENT_PACKAGE_REQUIRES "libibverbs-devel, boost-devel >= ${NCCL_HA_BOOST_MIN}")
+set(CPACK_RPM_DEVELOPMENT_PACKAGE_REQUIRES "libibverbs-devel, openssl-devel, boost-devel >= ${NCCL_HA_BOOST_MIN}")
 # rpmbuild's automatic Requires/Provides scanning is left on (libc, libibverbs sonames);
 # no debuginfo split, no build-id links shared with other packages.
 set(CPACK_RPM_SPEC_MORE_DEFINE "%define _build_id_links none")

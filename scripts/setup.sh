@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-test1.81-dev
+  libssl-dev  # libcrypto: HMAC-SHA256 of the handshakes
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
   qemu-system-x86 busybox-static cpio kmod iproute2 python3
   tcpdump  # plugin-qos, ha-ping-rails: the TOS byte of RoCE packets on the wire

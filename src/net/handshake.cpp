@@ -39,8 +39,12 @@ Error io_error(const char* what, const error_code& ec) {
 
 asio::awaitable<Status> write_frame(tcp::socket& socket, std::uint16_t type, std::uint64_t token,
                                     std::span<const std::uint8_t> payload, Millis timeout) {
-  auto bytes = encode_frame(type, token, payload);
-  auto [ec, n] = co_await with_deadline(asio::async_write(socket, asio::buffer(bytes), use_tuple), timeout);
+  const auto bytes = encode_frame(type, token, payload);
+  co_return co_await write_bytes(socket, bytes, timeout);
+}
+
+asio::awaitable<Status> write_bytes(tcp::socket& socket, std::span<const std::uint8_t> bytes, Millis timeout) {
+  auto [ec, n] = co_await with_deadline(asio::async_write(socket, asio::buffer(bytes.data(), bytes.size()), use_tuple), timeout);
   if (ec) co_return io_error("sending a frame", ec);
   co_return Status{};
 }

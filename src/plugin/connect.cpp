@@ -19,6 +19,7 @@
 #include "core.hpp"
 #include "control_plane.hpp"
 #include "handle.hpp"
+#include "handshake_auth.hpp"
 #include "handshake_common.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "state.hpp"
@@ -74,10 +75,11 @@ std::string check_offer(const ConnRequest& sent, const ConnReply& rep) {
   return {};
 }
 
-// What phase two needs after the comm was handed over.
+// What phase two needs after the comm was handed over: the handshake's socket and channel.
 struct StandbyPlan {
   std::optional<tcp::socket> sock;
-  std::shared_ptr<Path> path;  // null: single path
+  std::optional<Channel> channel;  // on `sock`
+  std::shared_ptr<Path> path;      // null: single path
   net::Endpoint remote{};
 };
 
@@ -110,8 +112,8 @@ void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& pe
 
 // Coroutine parameters are references or trivially destructible values: GCC 12 may destroy
 // by-value temporaries of a co_await expression twice.
-asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token, bool peer_ha,
-                                    Millis timeout, StandbyPlan& plan) {
+asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token, net::Key secret,
+                                    bool peer_ha, Millis timeout, StandbyPlan& plan) {
   std::string unprotected = no_standby_here(*dev);
   if (unprotected.empty() && !peer_ha) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
   // The comm first, the connection to the listener then: nobody waits for this job, which may
@@ -124,19 +126,23 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<SendComm> owned = std::move(comm).value();
   const DiscardUnclaimed<SendComm> unclaimed{owned};
-  auto sock = co_await net::connect_with_retry(peer, timeout);
-  if (!sock) co_return std::move(sock).error();
+  auto connected = co_await net::connect_with_retry(peer, timeout);
+  if (!connected) co_return std::move(connected).error();
+  plan.sock.emplace(std::move(*connected));
+  tcp::socket& sock = *plan.sock;
+  auto keys = co_await hs::connector_hello(sock, secret, token, timeout);  // we prove the secret first
+  if (!keys) co_return std::move(keys).error();
+  Channel& ch = plan.channel.emplace(sock, keys->session, token, true);
   SendComm& c = *owned;
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
   c.peer = peer_name(peer.address());
   ConnRequest request = make_request(c, unprotected.empty());
-  request.rescue = rescue_point(owned);
+  request.rescue = rescue_point(owned, keys->rescue);
   const ConnRequest& sent = request;
-  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), token,
-                                         encode_request(sent), timeout); !s)
+  if (auto s = co_await ch.send(static_cast<std::uint16_t>(HandshakeMsg::conn_request), encode_request(sent), timeout); !s)
     co_return s;
-  auto reply = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), token, timeout);
+  auto reply = co_await ch.recv_of(static_cast<std::uint16_t>(HandshakeMsg::conn_reply), timeout);
   if (!reply) co_return std::move(reply).error();
   auto decoded = decode_reply(reply->payload);
   if (!decoded) co_return std::move(decoded).error();
@@ -173,18 +179,16 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
     }
   }
   ready.start_on_standby = !home_down.empty();
-  if (auto s = co_await net::write_frame(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), token,
-                                         encode_ready(ready), timeout); !s)
+  if (auto s = co_await ch.send(static_cast<std::uint16_t>(HandshakeMsg::conn_ready), encode_ready(ready), timeout); !s)
     co_return s;
   if (!home_down.empty())
-    if (auto s = co_await start_on_standby(*sock, c, rep.standby->endpoint, token, timeout, home_down); !s) co_return s;
-  auto ack = co_await net::read_frame_of(*sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ack), token, timeout);
+    if (auto s = co_await start_on_standby(ch, c, rep.standby->endpoint, timeout, home_down); !s) co_return s;
+  auto ack = co_await ch.recv_of(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), timeout);
   if (!ack) co_return std::move(ack).error();
   log_connected(c, *dev, peer, *remote, home_down);
-  if (c.paths[1] && home_down.empty()) {  // phase two, after the hand-over
+  if (c.paths[1] && home_down.empty()) {  // phase two, after the hand-over, on the same channel
     plan.path = c.paths[1];
     plan.remote = rep.standby->endpoint;
-    plan.sock.emplace(std::move(*sock));
   }
   op.comm = std::move(owned);
   co_return Status{};
@@ -234,9 +238,9 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
     State* st = state();
     st->reactor.spawn("connect to " + handle_address(h),
                       [](std::shared_ptr<ConnectOp> o, Device* dv, tcp::endpoint peer, std::uint64_t token,
-                         bool peer_ha, Millis timeout) -> asio::awaitable<void> {
+                         net::Key secret, bool peer_ha, Millis timeout) -> asio::awaitable<void> {
                         StandbyPlan plan;
-                        auto s = co_await run_connect(*o, dv, peer, token, peer_ha, timeout, plan);
+                        auto s = co_await run_connect(*o, dv, peer, token, secret, peer_ha, timeout, plan);
                         std::shared_ptr<SendComm> orphan;
                         {
                           std::lock_guard<std::mutex> lock(connect_ops().mutex);
@@ -245,8 +249,8 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
                           o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
                         }
                         if (orphan) discard(*orphan);
-                        if (s && plan.path) co_await run_standby(*plan.sock, *plan.path, plan.remote, token, timeout);
-                      }(op, d, handle_endpoint(h), h.token, (h.flags & kOfferStandby) != 0,
+                        if (s && plan.path) co_await run_standby(*plan.channel, *plan.path, plan.remote, timeout);
+                      }(op, d, handle_endpoint(h), h.token, handle_secret(h), (h.flags & kOfferStandby) != 0,
                         Millis(st->config.handshake_timeout_ms)));
     return ncclSuccess;
   }

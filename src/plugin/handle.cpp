@@ -21,7 +21,8 @@ const char* unusable(const asio::ip::address& a) {
 
 }  // namespace
 
-Handle make_handle(const asio::ip::tcp::endpoint& listener, std::uint64_t token, std::uint32_t flags) {
+Handle make_handle(const asio::ip::tcp::endpoint& listener, std::uint64_t token, const net::Key& secret,
+                   std::uint32_t flags) {
   Handle h{};
   h.magic = kHandleMagic;
   h.version = kHandleVersion;
@@ -40,7 +41,14 @@ Handle make_handle(const asio::ip::tcp::endpoint& listener, std::uint64_t token,
     h.scope_id = addr.to_v6().scope_id();
   }
   h.token = token;
+  std::memcpy(h.secret, secret.data(), sizeof h.secret);
   return h;
+}
+
+net::Key handle_secret(const Handle& h) {
+  net::Key k;
+  std::memcpy(k.data(), h.secret, k.size());
+  return k;
 }
 
 asio::ip::tcp::endpoint handle_endpoint(const Handle& h) {
@@ -58,7 +66,9 @@ Status validate_handle(const Handle& h) {
   if (h.length != sizeof(Handle)) return make_error(Errc::truncated, "handle length " + std::to_string(h.length));
   if (h.family != AF_INET && h.family != AF_INET6) return make_error(Errc::invalid_argument, "handle address family");
   if (h.port == 0) return make_error(Errc::invalid_argument, "handle port 0");
-  if (h.token == 0) return make_error(Errc::bad_token, "handle without token");
+  if (h.token == 0) return make_error(Errc::bad_token, "handle without id");
+  if (net::all_zero(net::Bytes(h.secret, sizeof h.secret))) return make_error(Errc::bad_token, "handle without secret");
+  if (!net::all_zero(net::Bytes(h.zero, sizeof h.zero))) return make_error(Errc::invalid_argument, "handle: reserved bytes set");
   const auto addr = handle_endpoint(h).address();
   if (const char* why = unusable(addr))
     return make_error(Errc::invalid_argument, std::string("handle address ") + addr.to_string() + " is " + why);

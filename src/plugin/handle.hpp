@@ -8,11 +8,14 @@
 //       12    2 family   AF_INET / AF_INET6
 //       14    2 port     listener TCP port, host order
 //       16   16 addr     listener address (IPv4 in the first 4 bytes)
-//       32    8 token    random; the listener rejects a connector that does not present it
+//       32    8 id       random, not 0: names the listener in the frames of its handshakes (not a
+//                        secret: it crosses the wire in every frame header)
 //       40    8 stage    connector-local: id of the connect in progress (0 on the wire)
 //       48    4 scope    IPv6 link-local only: the listener's interface index, which the connector
 //                        uses as its own scope id (NCCL ships sockaddr_in6 whole, same rule); else 0
-//       52   76 -        zero
+//       52   32 secret   random, not all zero: the key a connector proves it holds before the
+//                        listener answers anything (handshake_auth.hpp); it never crosses our sockets
+//       84   44 -        zero
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -21,6 +24,7 @@
 #include <string>
 
 #include "nccl_net_abi.h"
+#include "nccl_ha/net/auth.hpp"
 #include "nccl_ha/reactor/expected.hpp"
 
 namespace nccl_ha::plugin {
@@ -32,7 +36,10 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // 4: request and reply carry each side's candidate ports (rail, island, NIC, load: topology.hpp),
 // the listener chooses the standby pair both ends reach and offers it in the reply; conn_ready
 // carries the connector's standby (conn_msg.hpp, #12).
-constexpr std::uint16_t kHandleVersion = 5;
+// 6: the handle carries the listener's secret; a connector proves it holds it (HMAC-SHA256 over
+// fresh nonces) in its first frame, every later frame of the handshake carries a MAC under a key
+// derived from it, and the rescue service's messages one under the connection's own key (#31).
+constexpr std::uint16_t kHandleVersion = 6;
 
 struct Handle {
   std::uint32_t magic;
@@ -45,15 +52,19 @@ struct Handle {
   std::uint64_t token;
   std::uint64_t stage;
   std::uint32_t scope_id;
-  std::uint8_t zero[76];
+  std::uint8_t secret[32];
+  std::uint8_t zero[44];
 };
 static_assert(sizeof(Handle) == NCCL_NET_HANDLE_MAXSIZE);
 
 // The handle of a listener at `listener` (its address and port; an IPv6 address's scope id goes
 // into scope_id) with `token` and `flags` (kOfferStandby), stage 0. Pure.
-Handle make_handle(const boost::asio::ip::tcp::endpoint& listener, std::uint64_t token, std::uint32_t flags);
+Handle make_handle(const boost::asio::ip::tcp::endpoint& listener, std::uint64_t token, const net::Key& secret,
+                   std::uint32_t flags);
+// The handle's secret.
+net::Key handle_secret(const Handle& h);
 // Checks magic, version, length, family, port, token (not 0; its value is checked by the
-// listener) and the address: not unspecified (0.0.0.0 / :: would reach this host), not
+// listener), the secret (not all zero), the zero bytes, and the address: not unspecified (0.0.0.0 / :: would reach this host), not
 // multicast or broadcast, and a link-local IPv6 address only with its scope id. Pure.
 Status validate_handle(const Handle& h);
 // The same on the bytes NCCL hands to connect(): NCCL_NET_HANDLE_MAXSIZE of them, any alignment.
@@ -64,6 +75,8 @@ std::string handle_address(const Handle& h);  // "a.b.c.d:port", "[fd00::1]:port
 
 // Handshake message types (nccl-ha wire frames, net/wire.hpp).
 enum class HandshakeMsg : std::uint16_t {
+  hello = 0x206,        // connector -> listener, first: its nonce and proof (handshake_auth.hpp)
+  hello_reply = 0x207,  // listener -> connector: its nonce and proof
   conn_request = 0x200,  // connector -> listener: ConnRequest (conn_msg.hpp)
   conn_reply = 0x201,    // listener -> connector: ConnReply, with the standby offer
   conn_ready = 0x202,  // payload: ConnReady (the connector's standby, conn_msg.hpp)

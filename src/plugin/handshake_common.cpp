@@ -134,10 +134,10 @@ Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> t
                                          port_states(mine, true) + "; the peer's: " + port_states(theirs, false) + ")");
 }
 
-asio::awaitable<Status> start_on_standby(tcp::socket& sock, CommBase& c, const net::Endpoint& remote, std::uint64_t token,
-                                         Millis timeout, const std::string& why) {
+asio::awaitable<Status> start_on_standby(Channel& ch, CommBase& c, const net::Endpoint& remote, Millis timeout,
+                                         const std::string& why) {
   Path& p = *c.paths[1];
-  co_await run_standby(sock, p, remote, token, timeout);
+  co_await run_standby(ch, p, remote, timeout);
   if (p.link.load(std::memory_order_acquire) != Path::up)
     co_return make_error(Errc::closed, why + ", and the pair through " + p.dev->port.id() + " did not connect: " + p.why);
   if (c.paths[0]->qp) (void)net::qp_to_error(c.paths[0]->qp.get());  // not connected, or not to be used
@@ -151,11 +151,10 @@ asio::awaitable<Status> start_on_standby(tcp::socket& sock, CommBase& c, const n
 // Phase two: connects the standby QP and agrees with the peer that both ends are up, then
 // publishes Path::link. The comm may already be in NCCL's hands (and even closed: `path` is
 // shared); only the Path is touched here.
-asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endpoint& remote, std::uint64_t token,
-                                  Millis timeout) {
+asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& remote, Millis timeout) {
   path.remote = remote;
   if (const int ms = state()->config.test_standby_delay_ms; ms > 0) {  // test setting: a slow standby
-    asio::steady_timer delay(sock.get_executor(), Millis(ms));
+    asio::steady_timer delay(ch.socket().get_executor(), Millis(ms));
     auto [ec] = co_await delay.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;
   }
@@ -169,15 +168,17 @@ asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endp
   const std::string mine = local ? std::string() : local.error().message;
   const std::vector<std::uint8_t> payload(mine.begin(), mine.end());
   const auto type = static_cast<std::uint16_t>(local ? HandshakeMsg::standby_up : HandshakeMsg::standby_failed);
-  auto sent = co_await net::write_frame(sock, type, token, payload, timeout);
+  auto sent = co_await ch.send(type, payload, timeout);
   std::string why;
   if (!local) {
     why = "local: " + mine;
   } else if (!sent) {
     why = "telling the peer: " + sent.error().message;
   } else {
-    auto theirs = co_await net::read_frame(sock, token, timeout);
-    if (!theirs)
+    auto theirs = co_await ch.recv(timeout);
+    if (!theirs && theirs.error().code == Errc::peer_error)
+      why = "the peer: " + theirs.error().message;
+    else if (!theirs)
       why = "waiting for the peer: " + theirs.error().message;
     else if (theirs->type != static_cast<std::uint16_t>(HandshakeMsg::standby_up))
       why = "the peer: " + std::string(theirs->payload.begin(), theirs->payload.end());

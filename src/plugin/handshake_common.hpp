@@ -8,7 +8,9 @@
 // burst of handshakes never sits in front of port events and failovers on the progress thread.
 //
 //   connector (sender)                         listener (receiver)
-//   TCP connect to the handle's address  --->  accept
+//   TCP connect to the handle's address  --->  accept, admit unproven (admission.hpp)
+//   hello / hello_reply: the connector proves the handle's secret first (handshake_auth.hpp);
+//   every frame below is sealed with the session key (Channel)
 //   conn_request {primary endpoint, FIFO and control block addresses/rkeys, QoS, the connector's
 //                 candidate ports (topology.hpp: rail, island, NIC, load ...)}
 //                                              chooses the standby pair both ends can reach
@@ -35,9 +37,10 @@
 // down (start_on_standby). No pair up at both ends: the listener refuses (no_live_pair).
 //
 // The messages are encoded and checked by conn_msg.cpp, the handle by handle.cpp: nothing is
-// created for a connector before its request decoded whole. Whatever a connector sends (garbage,
-// another token, half a frame, nothing), its handshake ends with one WARN, within the handshake
-// timeout; at most kMaxHandshakes run per listener at once, the rest wait in the kernel's backlog.
+// created for a connector before its request decoded whole. A connection that does not prove the
+// secret in its first frame (garbage, another id, a replay, half a frame, nothing) is closed within
+// the admission deadline without a byte sent back (admission.hpp: counted, an INFO line at most
+// once a minute per source). A proven connector's handshake that fails ends with one WARN.
 //
 // Comms that never reach NCCL (queued when the listener is closed, or made by a connect() that is
 // never called again before finalize: drop_connect_ops) go the way closeSend / closeRecv send
@@ -55,6 +58,7 @@
 
 #include "comm.hpp"
 #include "conn_msg.hpp"
+#include "handshake_auth.hpp"
 
 namespace nccl_ha::plugin::hs {
 
@@ -117,13 +121,12 @@ Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> t
 // comm is as after a failover away from home: slot 1 active, slot 0 without a path and its standby
 // "down" (`why`), so re-protection rebuilds slot 0 - at home once its port is back, where a
 // failback (HA_NCCL_ENABLE_FAILBACK) returns the traffic. An error when that path did not come up.
-boost::asio::awaitable<Status> start_on_standby(tcp::socket& sock, CommBase& c, const net::Endpoint& remote,
-                                                std::uint64_t token, Millis timeout, const std::string& why);
+boost::asio::awaitable<Status> start_on_standby(Channel& ch, CommBase& c, const net::Endpoint& remote, Millis timeout,
+                                                const std::string& why);
 
 // Phase two: connects the standby QP and agrees with the peer that both ends are up, then
 // publishes Path::link. The comm may already be in NCCL's hands (and even closed: `path` is
 // shared); only the Path is touched here.
-boost::asio::awaitable<void> run_standby(tcp::socket& sock, Path& path, const net::Endpoint& remote,
-                                         std::uint64_t token, Millis timeout);
+boost::asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& remote, Millis timeout);
 
 }  // namespace nccl_ha::plugin::hs

@@ -1,8 +1,11 @@
 // listen / accept / closeListen: the listener's side of the handshake (the connector's is
-// connect.cpp; the protocol and what both sides share: handshake_common.hpp). listen() binds the
-// handshake socket, writes the handle (handle.hpp) and spawns the acceptor on the reactor; each
-// connection's handshake is a coroutine there, at most kMaxHandshakes at once per listener, the
-// rest wait in the kernel's backlog. accept() takes what the handshakes queued; it never waits.
+// connect.cpp; the protocol and what both sides share: handshake_common.hpp; who may talk:
+// handshake_auth.hpp). listen() binds the handshake socket, writes the handle (handle.hpp, with
+// the listener's secret) and spawns the acceptor on the reactor. Every connection is accepted at
+// once and admitted unproven (admission.hpp): it must prove the secret in its first frame within
+// seconds, or it is closed without a byte sent back. A proven connection's handshake is a
+// coroutine there, its frames sealed (Channel). accept() takes what the handshakes queued; it
+// never waits; it only ever returns comms whose peer proved the secret.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -17,7 +20,9 @@
 #include "conn_msg.hpp"
 #include "core.hpp"
 #include "control_plane.hpp"
+#include "admission.hpp"
 #include "handle.hpp"
+#include "handshake_auth.hpp"
 #include "handshake_common.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "state.hpp"
@@ -27,10 +32,6 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace hs;
-
-// Handshakes one listener runs at once; more connections wait in the kernel's backlog until one
-// ends (each is bounded by the handshake timeout). NCCL connects one connector per listener.
-constexpr int kMaxHandshakes = 64;
 
 // Drops the standby of a comm whose peer did not take it (before NCCL has the comm).
 void make_single_path(CommBase& c) {
@@ -43,14 +44,14 @@ void make_single_path(CommBase& c) {
 }
 
 struct ListenState {
-  explicit ListenState(asio::io_context& io) : acceptor(io), slot_free(io) {}
+  explicit ListenState(asio::io_context& io) : acceptor(io) {}
   Device* dev = nullptr;
   CommParams params;  // the listening communicator's (v11+)
-  std::uint64_t token = 0;
+  std::uint64_t token = 0;  // the handle's public id: the header token of this listener's frames
+  net::Key secret{};        // the handle's secret (handshake_auth.hpp)
   Millis ack_delay{0};     // HA_NCCL_TEST_ACK_DELAY_MS (tests only)
   tcp::acceptor acceptor;  // progress thread only (after listen() returns)
-  int handshakes = 0;      // progress thread: handshakes running (<= kMaxHandshakes)
-  asio::steady_timer slot_free;  // progress thread: cancelled when one ends
+  hs::NonceLog nonces;     // progress thread: the connectors' hello nonces seen (replays are refused)
   std::mutex mutex;        // guards ready / closed / error (accept() vs the progress thread)
   std::deque<std::shared_ptr<RecvComm>> ready;
   bool closed = false;
@@ -73,10 +74,11 @@ enum class AckResult {
   closed,  // closeListen() came first: nothing sent (the caller sends the error frame)
   failed   // conn_ack could not be written whole (`why`): the comm is not queued
 };
-AckResult ack_and_queue(ListenState& ls, tcp::socket& sock, std::shared_ptr<RecvComm>& comm, std::string& why) {
-  const std::vector<std::uint8_t> ack = net::encode_frame(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), ls.token, {});
+AckResult ack_and_queue(ListenState& ls, Channel& ch, std::shared_ptr<RecvComm>& comm, std::string& why) {
+  const std::vector<std::uint8_t> ack = ch.seal(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), {});
   std::lock_guard<std::mutex> lock(ls.mutex);
   if (ls.closed) return AckResult::closed;
+  tcp::socket& sock = ch.socket();
   boost::system::error_code ec;
   sock.non_blocking(true, ec);
   const std::size_t n = ec ? 0 : sock.send(asio::buffer(ack), 0, ec);
@@ -156,11 +158,11 @@ void log_accepted(const ListenState& ls, const RecvComm& c, const ConnRequest& r
 }
 
 // HA_NCCL_TEST_ACK_DELAY_MS (tests only): the window in which closeListen() may come.
-asio::awaitable<void> hold_ack(const ListenState& ls, tcp::socket& sock, const RecvComm& c) {
+asio::awaitable<void> hold_ack(const ListenState& ls, Channel& ch, const RecvComm& c) {
   if (ls.ack_delay.count() <= 0) co_return;
   HA_WARN("NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection from %s "
           "on %s for %lld ms", c.peer.c_str(), ls.dev->port.id().c_str(), static_cast<long long>(ls.ack_delay.count()));
-  asio::steady_timer hold(sock.get_executor(), ls.ack_delay);
+  asio::steady_timer hold(ch.socket().get_executor(), ls.ack_delay);
   auto [ec] = co_await hold.async_wait(asio::as_tuple(asio::use_awaitable));
   (void)ec;
 }
@@ -191,9 +193,12 @@ asio::awaitable<Status> connect_primary(const Device& dev, RecvComm& c, const Co
   co_return Status{};
 }
 
-asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Millis timeout) {
+// The handshake of a connector that proved the secret (`rescue_key`: the connection's, derived from
+// it): every frame through `ch`, sealed.
+asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::Key& rescue_key, Millis timeout) {
+  tcp::socket& sock = ch.socket();
   boost::system::error_code peer_ec;
-  auto frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_request), ls->token, timeout);
+  auto frame = co_await ch.recv_of(static_cast<std::uint16_t>(HandshakeMsg::conn_request), timeout);
   if (!frame) co_return std::move(frame).error();
   auto decoded = decode_request(frame->payload);  // nothing is created for a request that does not decode
   if (!decoded) co_return std::move(decoded).error();
@@ -226,11 +231,10 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
   c.paths[0]->remote = req.primary;
   if (auto s = co_await connect_primary(*ls->dev, c, req, start); !s) co_return s;
   ConnReply answer = make_reply(c, pair, mine, !home_down.empty());
-  answer.rescue = rescue_point(owned);
+  answer.rescue = rescue_point(owned, rescue_key);
   const std::vector<std::uint8_t> reply = encode_reply(answer);
-  if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_reply), ls->token, reply, timeout); !s)
-    co_return s;
-  auto ready_frame = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::conn_ready), ls->token, timeout);
+  if (auto s = co_await ch.send(static_cast<std::uint16_t>(HandshakeMsg::conn_reply), reply, timeout); !s) co_return s;
+  auto ready_frame = co_await ch.recv_of(static_cast<std::uint16_t>(HandshakeMsg::conn_ready), timeout);
   if (!ready_frame) co_return std::move(ready_frame).error();
   auto ready = decode_ready(ready_frame->payload);
   if (!ready) co_return std::move(ready).error();
@@ -248,12 +252,12 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     make_single_path(c);
   }
   if (!home_down.empty())
-    if (auto s = co_await start_on_standby(sock, c, *ready->standby, ls->token, timeout, home_down); !s) co_return s;
+    if (auto s = co_await start_on_standby(ch, c, *ready->standby, timeout, home_down); !s) co_return s;
   log_accepted(*ls, c, req, start);
-  co_await hold_ack(*ls, sock, c);
+  co_await hold_ack(*ls, ch, c);
   const std::shared_ptr<Path> standby_path = home_down.empty() ? c.paths[1] : nullptr;  // phase two still to run
   std::string why;
-  switch (ack_and_queue(*ls, sock, owned, why)) {
+  switch (ack_and_queue(*ls, ch, owned, why)) {
     case AckResult::queued:
       break;
     case AckResult::failed:
@@ -261,8 +265,36 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, tcp::socket& sock, Milli
     case AckResult::closed:  // the connector is told (run_acceptor), so its connect() fails instead of returning a dead comm
       co_return make_error(Errc::closed, "the listener was closed during the handshake");
   }
-  if (standby_path) co_await run_standby(sock, *standby_path, *ready->standby, ls->token, timeout);
+  if (standby_path) co_await run_standby(ch, *standby_path, *ready->standby, timeout);
   co_return Status{};
+}
+
+// One accepted connection: admitted unproven; closed without a word unless its first frame proves
+// the secret within the admission deadline; then its handshake, sealed. A proven connector that
+// fails later is told why (sealed: only it can read it as ours).
+asio::awaitable<void> serve_connection(std::shared_ptr<ListenState> ls, tcp::socket sock, Millis timeout) {
+  Admission& adm = state()->admission;
+  boost::system::error_code ec;
+  const asio::ip::address from = sock.remote_endpoint(ec).address();
+  Admission::Ticket ticket = adm.admit(sock, from);
+  auto keys = co_await hs::listener_hello(sock, ls->secret, ls->token, ls->nonces, std::min(adm.limits().deadline, timeout));
+  if (!keys) {
+    adm.refused("listener on " + ls->dev->port.id(), from, keys.error().message);
+    co_return;
+  }
+  ticket.proven();
+  Channel ch(sock, keys->session, ls->token, false);
+  auto result = co_await run_accept_one(ls.get(), ch, keys->rescue, timeout);
+  if (!result) {
+    HA_WARN("NET/HA: rejected a connection from %s on %s: %s", from.to_string().c_str(), ls->dev->port.id().c_str(),
+            result.error().message.c_str());
+    // The connector's connect() fails with our reason, not "peer closed" (best effort: it also
+    // fails when the socket closes).
+    const std::string& why = result.error().message;
+    const std::vector<std::uint8_t> reason(why.begin(), why.begin() + static_cast<std::ptrdiff_t>(std::min(why.size(), hs::kMaxSealedPayload)));
+    auto sent = co_await ch.send(static_cast<std::uint16_t>(net::MsgType::error), reason, timeout);
+    (void)sent;
+  }
 }
 
 // accept() errors that say nothing about the listener itself (the connection went away before it
@@ -279,11 +311,6 @@ asio::awaitable<void> run_acceptor(std::shared_ptr<ListenState> ls, Millis timeo
   constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
   bool paused = false;  // a transient accept() error was WARNed about and not yet followed by a success
   for (;;) {
-    while (ls->handshakes >= kMaxHandshakes && ls->acceptor.is_open()) {
-      ls->slot_free.expires_at(asio::steady_timer::time_point::max());
-      auto [ignored] = co_await ls->slot_free.async_wait(use_tuple);  // cancelled when a handshake ends
-      (void)ignored;
-    }
     auto [ec, sock] = co_await ls->acceptor.async_accept(use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !ls->acceptor.is_open()) co_return;
@@ -302,26 +329,7 @@ asio::awaitable<void> run_acceptor(std::shared_ptr<ListenState> ls, Millis timeo
       co_return;
     }
     paused = false;
-    boost::system::error_code ignored;
-    const std::string from = sock.remote_endpoint(ignored).address().to_string();
-    ++ls->handshakes;
-    st->reactor.spawn("handshake from " + from,
-                      [](std::shared_ptr<ListenState> l, tcp::socket s, Millis t, std::string who) -> asio::awaitable<void> {
-                        auto result = co_await run_accept_one(l.get(), s, t);
-                        if (!result) {
-                          HA_WARN("NET/HA: rejected a connection from %s on %s: %s", who.c_str(),
-                                  l->dev->port.id().c_str(), result.error().message.c_str());
-                          // The connector's connect() fails with our reason, not "peer closed" (best effort:
-                          // it also fails when the socket closes).
-                          const std::string& why = result.error().message;
-                          const std::vector<std::uint8_t> reason(why.begin(), why.end());
-                          auto sent = co_await net::write_frame(s, static_cast<std::uint16_t>(net::MsgType::error),
-                                                                l->token, reason, t);
-                          (void)sent;
-                        }
-                        --l->handshakes;
-                        l->slot_free.cancel();
-                      }(ls, std::move(sock), timeout, from));
+    st->reactor.spawn("handshake on " + ls->dev->port.id(), serve_connection(ls, std::move(sock), timeout));
   }
 }
 
@@ -335,6 +343,7 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
   ls->dev = d;
   ls->params = params;
   ls->token = net::random_token();
+  ls->secret = net::random_key();
   ls->ack_delay = Millis(st->config.test_ack_delay_ms);
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(st->handshake_ip, ec);
@@ -348,7 +357,7 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
     return ncclSystemError;
   }
   const std::uint32_t flags = (st->config.enable_backup && d->backup >= 0) ? kOfferStandby : 0;
-  const Handle h = make_handle(tcp::endpoint(addr, ls->acceptor.local_endpoint(ec).port()), ls->token, flags);
+  const Handle h = make_handle(tcp::endpoint(addr, ls->acceptor.local_endpoint(ec).port()), ls->token, ls->secret, flags);
   std::memcpy(handle, &h, sizeof h);
   st->reactor.spawn("listener on " + d->port.id(), run_acceptor(ls, Millis(st->config.handshake_timeout_ms)));
   auto lc = std::make_unique<ListenComm>();
@@ -394,7 +403,6 @@ ncclResult_t close_listen(void* listen_comm) {
     st->reactor.post([ls = lc->state] {
       boost::system::error_code ignored;
       ls->acceptor.close(ignored);
-      ls->slot_free.cancel();
     });
   return ncclSuccess;
 }

@@ -8,8 +8,10 @@
 
 #include <cstring>
 
+#include "admission.hpp"
 #include "control_plane.hpp"
 #include "nccl_ha/net/handshake.hpp"
+#include "rescue_wire.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -28,8 +30,6 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 
-// Frame type of both directions: a ReprotectMsg (64 bytes). The token is the receiving comm's.
-constexpr std::uint16_t kRescueMsg = 0x240;
 // The receive side asks this often whether the peer's side of the connection still lives.
 constexpr std::uint64_t kCheckEveryNs = 1'000'000'000;
 
@@ -63,49 +63,90 @@ Millis exchange_timeout() {
   return Millis(st ? std::max(st->config.failover_timeout_ms * 5, 5000) : 5000);
 }
 
-asio::awaitable<void> refuse(tcp::socket& sock, std::uint64_t token, const std::string& why, Millis timeout) {
-  const std::vector<std::uint8_t> reason(why.begin(), why.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(why.size(), 1024)));
-  auto sent = co_await net::write_frame(sock, static_cast<std::uint16_t>(net::MsgType::error), token, reason, timeout);
+// A proven request's answer, sealed (rescue_wire.hpp): `type` kRescueMsg with a ReprotectMsg, or an
+// error frame with a reason.
+asio::awaitable<void> answer(tcp::socket& sock, std::uint64_t id, const net::Key& key, const net::Mac& request_tag,
+                             std::uint16_t type, std::span<const std::uint8_t> body, Millis timeout) {
+  const auto sealed = seal_rescue_answer(key, id, request_tag, type, body);
+  auto sent = co_await net::write_frame(sock, type, id, sealed, timeout);
   (void)sent;
 }
 
-// One request: found by its token, handed to the comm, answered with what the comm answers.
+asio::awaitable<void> refuse(tcp::socket& sock, std::uint64_t id, const net::Key& key, const net::Mac& request_tag,
+                             const std::string& why, Millis timeout) {
+  const std::vector<std::uint8_t> reason(why.begin(), why.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(why.size(), 1024)));
+  co_await answer(sock, id, key, request_tag, static_cast<std::uint16_t>(net::MsgType::error), reason, timeout);
+}
+
+// Whether the comm is in the state a proven request `m` belongs to (rescue.hpp: who is heard): a
+// check to a send comm, newer than the last; a rescue's request to a receive comm that is in a
+// rescue itself, newer than the last attempt taken. Takes the generation when it is.
+bool called_for(CommBase& c, const ReprotectMsg& m) {
+  RescueState& r = rescue_of(c);
+  if (m.ok == kRescueCheck) {
+    if (c.kind != CommKind::send || m.gen <= r.check_gen) return false;
+    r.check_gen = m.gen;
+    return true;
+  }
+  if (c.kind != CommKind::recv || (m.ok != kRescueSlot && m.ok != kRescueSlot + 1) || !r.on || m.gen <= r.taken_gen)
+    return false;
+  r.taken_gen = m.gen;
+  return true;
+}
+
+// One connection to the service: admitted unproven; closed without a word unless it brings, within
+// the admission deadline, a request sealed with the key of the connection it names. A proven
+// request is handed to its comm and answered with what the comm answers (sealed), if the comm's
+// state calls for it; else it is dropped and counted.
 asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket sock, Millis timeout) {
-  auto f = co_await net::read_frame_of(sock, kRescueMsg, net::kAnyToken, timeout, sizeof(ReprotectMsg));
-  if (!f) co_return;
+  Admission& adm = state()->admission;
+  boost::system::error_code ec;
+  const asio::ip::address from = sock.remote_endpoint(ec).address();
+  Admission::Ticket ticket = adm.admit(sock, from);
+  auto f = co_await net::read_frame(sock, net::kAnyToken, std::min(adm.limits().deadline, timeout), kRescueRequestSize);
+  const auto refused = [&adm, &from](const std::string& why) { adm.refused("rescue service", from, why); };
+  if (!f) co_return refused(f.error().message);
+  if (f->type != kRescueMsg) co_return refused("a frame of type " + std::to_string(f->type));
   auto svc = weak.lock();
   if (!svc) co_return;
-  std::shared_ptr<CommBase> c = svc->find(f->token);
-  svc.reset();
-  ReprotectMsg raw, req;
-  if (f->payload.size() == sizeof raw) std::memcpy(&raw, f->payload.data(), sizeof raw);
-  if (!c || c->closing.load(std::memory_order_relaxed)) {
-    co_await refuse(sock, f->token, "no such connection here (closed)", timeout);
-  } else if (rescue_of(*c).failed) {
-    co_await refuse(sock, f->token, "the connection failed here: " + rescue_of(*c).cause, timeout);
-  } else if (f->payload.size() != sizeof raw || !read_record(raw, req)) {
-    co_await refuse(sock, f->token, "malformed rescue request", timeout);
-  } else if (req.ok == kRescueCheck) {
-    c.reset();
-    auto sent = co_await net::write_frame(sock, kRescueMsg, f->token, f->payload, timeout);  // alive: the echo
-    (void)sent;
-  } else {
-    auto ex = std::make_shared<RescueExchange>(co_await asio::this_coro::executor);
-    if (rescue_of(*c).exchange) rescue_of(*c).exchange->ready.cancel();  // an older one is left unanswered
-    rescue_of(*c).exchange = ex;
-    rescue_of(*c).mail = std::move(f->payload);
-    wake_here(*c);
-    c.reset();  // not kept alive by the wait
-    ex->ready.expires_after(timeout);
-    auto [ignored] = co_await ex->ready.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ignored;
-    if (ex->answer) {
-      auto sent = co_await net::write_frame(sock, kRescueMsg, f->token, *ex->answer, timeout);
-      (void)sent;
-    } else {
-      co_await refuse(sock, f->token, "no answer in time", timeout);
-    }
+  const std::uint64_t id = f->token;
+  std::shared_ptr<CommBase> c = svc->find(id);
+  const std::optional<RescueService::Closed> closed = c ? std::nullopt : svc->find_closed(id);
+  const net::Key key = c ? rescue_of(*c).key : closed ? closed->key : net::Key{};
+  const auto req = open_rescue_request(key, id, f->payload);
+  if (!req) co_return refused(c || closed ? "a request that does not carry the connection's seal" : "a request for no connection here");
+  ticket.proven();
+  const asio::ip::address peer = c ? rescue_of(*c).peer.address() : closed->peer;
+  if (from != peer) {  // the key is the proof; the address must be the peer's all the same
+    svc->count_dropped();
+    co_return;
   }
+  if (!c || c->closing.load(std::memory_order_relaxed))
+    co_return co_await refuse(sock, id, key, req->tag, "no such connection here (closed)", timeout);
+  if (rescue_of(*c).failed)
+    co_return co_await refuse(sock, id, key, req->tag, "the connection failed here: " + rescue_of(*c).cause, timeout);
+  if (!called_for(*c, req->msg)) {
+    svc->count_dropped();
+    co_return;
+  }
+  svc.reset();
+  if (req->msg.ok == kRescueCheck) {
+    c.reset();
+    co_return co_await answer(sock, id, key, req->tag, kRescueMsg, net::bytes_of(req->msg), timeout);  // alive: the echo
+  }
+  auto ex = std::make_shared<RescueExchange>(co_await asio::this_coro::executor);
+  if (rescue_of(*c).exchange) rescue_of(*c).exchange->ready.cancel();  // an older one is left unanswered
+  rescue_of(*c).exchange = ex;
+  rescue_of(*c).mail = std::vector<std::uint8_t>(f->payload.begin(), f->payload.begin() + sizeof(ReprotectMsg));
+  wake_here(*c);
+  c.reset();  // not kept alive by the wait
+  ex->ready.expires_after(timeout);
+  auto [ignored] = co_await ex->ready.async_wait(asio::as_tuple(asio::use_awaitable));
+  (void)ignored;
+  if (ex->answer)
+    co_await answer(sock, id, key, req->tag, kRescueMsg, *ex->answer, timeout);
+  else
+    co_await refuse(sock, id, key, req->tag, "no answer in time", timeout);
 }
 
 asio::awaitable<void> accept_loop(std::shared_ptr<RescueService::Impl> impl, std::weak_ptr<RescueService> svc) {
@@ -123,31 +164,40 @@ asio::awaitable<void> accept_loop(std::shared_ptr<RescueService::Impl> impl, std
   }
 }
 
-// Send side (or the receive side's check): one exchange; its outcome goes to the comm's mail.
-asio::awaitable<void> exchange(std::weak_ptr<CommBase> owner, tcp::endpoint peer, std::uint64_t token,
-                               std::vector<std::uint8_t> msg, Millis timeout) {
+// Send side (or the receive side's check): one exchange, sealed with the connection's key `key`;
+// its outcome goes to the comm's mail. Refusals and answers that do not carry the key's seal for this
+// request count as no answer.
+asio::awaitable<void> exchange(std::weak_ptr<CommBase> owner, tcp::endpoint peer, std::uint64_t token, net::Key key,
+                               ReprotectMsg sent, Millis timeout) {
   std::string why, fatal;
   std::vector<std::uint8_t> answer;
+  const auto request = seal_rescue_request(key, token, sent);
+  const std::optional<RescueRequest> mine = open_rescue_request(key, token, request);  // its tag, to check the answer by
   auto sock = co_await net::connect_once(peer, timeout);  // refused: the peer's process is gone
-  if (!sock) {
+  if (!mine) {
+    fatal = "the connection has no rescue key";
+  } else if (!sock) {
     fatal = "the peer's rescue service at " + peer.address().to_string() + ":" + std::to_string(peer.port()) +
             " does not answer (" + sock.error().message + ")";
-  } else if (auto s = co_await net::write_frame(*sock, kRescueMsg, token, msg, timeout); !s) {
+  } else if (auto s = co_await net::write_frame(*sock, kRescueMsg, token, request, timeout); !s) {
     fatal = "sending to the peer's rescue service: " + s.error().message;
-  } else if (auto f = co_await net::read_frame_of(*sock, kRescueMsg, token, timeout); !f) {
-    if (f.error().code == Errc::peer_error && f.error().message.find("no answer in time") == std::string::npos)
-      fatal = "the peer: " + f.error().message;  // its side of the connection is gone
+  } else if (auto f = co_await net::read_frame(*sock, token, timeout, kRescueMaxAnswer); !f) {
+    why = "the peer's rescue service: " + f.error().message;
+  } else if (auto body = open_rescue_answer(key, token, mine->tag, f->type, f->payload); !body) {
+    why = "the peer's rescue service: an answer without the connection's seal";
+  } else if (f->type == static_cast<std::uint16_t>(net::MsgType::error)) {
+    const std::string reason(body->begin(), body->end());
+    if (reason.find("no answer in time") == std::string::npos)
+      fatal = "the peer: peer reported: " + reason;  // its side of the connection is gone
     else
-      why = "the peer's rescue service: " + f.error().message;
-  } else if (f->payload.size() != sizeof(ReprotectMsg)) {
-    fatal = "the peer's rescue service answered " + std::to_string(f->payload.size()) + " bytes";
+      why = "the peer's rescue service: peer reported: " + reason;
+  } else if (f->type != kRescueMsg || body->size() != sizeof(ReprotectMsg)) {
+    fatal = "the peer's rescue service answered " + std::to_string(body->size()) + " bytes";
   } else {
-    answer = std::move(f->payload);
+    answer = std::move(*body);
   }
   auto c = owner.lock();
   if (!c) co_return;
-  ReprotectMsg sent;
-  std::memcpy(&sent, msg.data(), sizeof sent);
   if (rescue_of(*c).mail && sent.gen < gen_of(*rescue_of(*c).mail)) co_return;  // a newer attempt's outcome is waiting
   if (!fatal.empty()) {
     rescue_of(*c).fatal = fatal;
@@ -191,9 +241,15 @@ std::uint64_t RescueService::enroll(const std::shared_ptr<CommBase>& c) {
   return token;
 }
 
-void RescueService::withdraw(std::uint64_t token) {
+void RescueService::withdraw(std::uint64_t token, const net::Key& key, const asio::ip::address& peer) {
   std::lock_guard<std::mutex> lock(mutex_);
   comms_.erase(token);
+  if (net::all_zero(key) || !closed_.emplace(token, Closed{key, peer}).second) return;
+  closed_order_.push_back(token);
+  if (closed_order_.size() > kClosedMemory) {
+    closed_.erase(closed_order_.front());
+    closed_order_.pop_front();
+  }
 }
 
 std::shared_ptr<CommBase> RescueService::find(std::uint64_t token) {
@@ -202,14 +258,22 @@ std::shared_ptr<CommBase> RescueService::find(std::uint64_t token) {
   return it == comms_.end() ? nullptr : it->second.lock();
 }
 
+std::optional<RescueService::Closed> RescueService::find_closed(std::uint64_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = closed_.find(token);
+  if (it == closed_.end()) return std::nullopt;
+  return it->second;
+}
+
 void RescueService::stop() {
   boost::system::error_code ignored;
   impl_->acceptor.close(ignored);
 }
 
-RescuePoint rescue_point(const std::shared_ptr<CommBase>& c) {
+RescuePoint rescue_point(const std::shared_ptr<CommBase>& c, const net::Key& key) {
   State* st = state();
   if (!st || !st->rescue || !st->config.enable_backup) return {};
+  rescue_of(*c).key = key;  // before the comm can be found by its id
   rescue_of(*c).token = st->rescue->enroll(c);
   return {st->rescue->port(), rescue_of(*c).token};
 }
@@ -220,7 +284,8 @@ void take_rescue_point(CommBase& c, const asio::ip::address& addr, const RescueP
 }
 
 void withdraw_rescue(CommBase& c) {
-  if (State* st = state(); st && st->rescue && rescue_of(c).token) st->rescue->withdraw(rescue_of(c).token);
+  if (State* st = state(); st && st->rescue && rescue_of(c).token)
+    st->rescue->withdraw(rescue_of(c).token, rescue_of(c).key, rescue_of(c).peer.address());
 }
 
 bool rescue_possible(const CommBase& c) {
@@ -234,7 +299,7 @@ bool rescue_possible(const CommBase& c) {
 void rescue_send(CommBase& c) {
   State* st = state();
   st->reactor.spawn(c.id + " rescue", exchange(c.weak_from_this(), rescue_of(c).peer, rescue_of(c).peer_token,
-                                               bytes_of(c.ctrl_out.reprotect), exchange_timeout()));
+                                               rescue_of(c).key, c.ctrl_out.reprotect, exchange_timeout()));
 }
 
 bool rescue_answer(CommBase& c, const ReprotectMsg& m) {
@@ -252,9 +317,10 @@ namespace {
 void check_peer(CommBase& c) {
   ReprotectMsg q;
   q.ok = kRescueCheck;
+  q.gen = ++rescue_of(c).check_gen;  // the service answers only checks newer than the last
   seal(q);
   state()->reactor.spawn(c.id + " rescue check", exchange(c.weak_from_this(), rescue_of(c).peer, rescue_of(c).peer_token,
-                                                          bytes_of(q), exchange_timeout()));
+                                                          rescue_of(c).key, q, exchange_timeout()));
 }
 
 // The first time: the rescue begins (send side: re-protection starts over, its messages over TCP).

@@ -9,9 +9,14 @@
 //   send side (drives)                            receive side (answers)
 //   the ReprotectMsg request, TCP, to the
 //   peer's rescue point (its handshake socket's
-//   address, the port and the comm's token
-//   from its handshake message) ----------->      the service finds the comm by token and hands
-//                                                 it the request as if it had come over RDMA;
+//   address, the port and the comm's id from
+//   its handshake message), sealed with the
+//   connection's rescue key (rescue_wire.hpp) -->  the service finds the comm by id, checks the
+//                                                 seal, that it comes from the peer's address,
+//                                                 that the comm is in a rescue itself and that
+//                                                 the attempt is newer than any it took; then it
+//                                                 hands the comm the request as if it had come
+//                                                 over RDMA;
 //                                <------------    the comm's answer (its endpoint or why not)
 //   the answer, handed to the comm                goes back over the same connection
 //   the hello over the new path, as always; the standby is up; then the ordinary failover onto
@@ -20,11 +25,20 @@
 // One TCP connection per exchange, closed after the answer: no descriptor per connection in peace
 // time (the service's one listening socket per process). Everything here runs on the progress
 // thread; a comm's RescueState is touched only there, by the service and the control plane.
+//
+// Who is heard: a connection to the service is admitted unproven (admission.hpp, the budget the
+// listeners share) and must send a request sealed with the key of the connection it names within
+// the admission deadline; anything else is closed without a byte sent back. A proven request that
+// the comm's state does not call for (a request to a comm not in a rescue, a check to a receive
+// comm, an attempt not newer than the last one taken, a source other than the peer's address) is
+// dropped and counted (RescueService::dropped). The ids are not secrets: the key is the proof.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +46,7 @@
 #include <unordered_map>
 
 #include "conn_msg.hpp"
+#include "nccl_ha/net/auth.hpp"
 #include "nccl_ha/reactor/expected.hpp"
 
 namespace nccl_ha::plugin {
@@ -44,8 +59,11 @@ struct RescueExchange;  // one exchange of the receive side waiting for its comm
 // A comm's side of it (ControlPlane::rescue, CommBase::cp); progress thread only.
 struct RescueState {
   std::uint64_t token = 0;             // ours (0: not enrolled: HA off, or no service)
+  net::Key key{};                      // the connection's rescue key (handshake_auth.hpp), both ways
   boost::asio::ip::tcp::endpoint peer;  // the peer's rescue service (port 0: it has none)
   std::uint64_t peer_token = 0;
+  std::uint32_t taken_gen = 0;         // receive side: the newest request the service handed over
+  std::uint32_t check_gen = 0;         // receive side: our checks so far; send side: the newest answered
   // A failover found no path left and a pair may still be up at both ends: re-protection runs
   // over TCP (send side) or is waited for (receive side) until `deadline_ns`.
   bool on = false;
@@ -66,21 +84,36 @@ class RescueService {
   // Listens on `ip` (the handshake address), any port, and starts accepting.
   static Expected<std::shared_ptr<RescueService>> start(const std::string& ip);
   std::uint16_t port() const noexcept { return port_; }
-  // A token for `c`, whose rescue requests the service hands it from now on; withdraw() at close.
+  // An id for `c`, whose rescue requests the service hands it from now on; withdraw() at close.
   std::uint64_t enroll(const std::shared_ptr<CommBase>& c);
-  void withdraw(std::uint64_t token);
+  // Close: the service forgets the comm, but keeps its key and peer for a while (kClosedMemory of
+  // them), to tell the peer's proven requests that the connection is closed here.
+  void withdraw(std::uint64_t token, const net::Key& key, const boost::asio::ip::address& peer);
+  struct Closed {
+    net::Key key{};
+    boost::asio::ip::address peer;
+  };
+  // The comm of `token` (null: none enrolled), or the key and peer of one closed not long ago.
   std::shared_ptr<CommBase> find(std::uint64_t token);
+  std::optional<Closed> find_closed(std::uint64_t token);
   void stop();  // progress thread: closes the listener
+  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  void count_dropped() noexcept { dropped_.fetch_add(1, std::memory_order_relaxed); }
 
+  static constexpr std::size_t kClosedMemory = 4096;
   struct Impl;
   std::shared_ptr<Impl> impl_;
   std::uint16_t port_ = 0;
   std::mutex mutex_;  // enroll / withdraw come from NCCL's thread and the handshakes
   std::unordered_map<std::uint64_t, std::weak_ptr<CommBase>> comms_;
+  std::unordered_map<std::uint64_t, Closed> closed_;
+  std::deque<std::uint64_t> closed_order_;
+  std::atomic<std::uint64_t> dropped_{0};  // proven requests not acted on (rescue.hpp: who is heard)
 };
 
-// The comm's rescue point for its handshake message (enrolls it; none when HA is off).
-RescuePoint rescue_point(const std::shared_ptr<CommBase>& c);
+// The comm's rescue point for its handshake message (enrolls it with the connection's rescue key
+// `key`; none when HA is off).
+RescuePoint rescue_point(const std::shared_ptr<CommBase>& c, const net::Key& key);
 // The peer's, from its handshake message, at `addr` (its handshake socket's address).
 void take_rescue_point(CommBase& c, const boost::asio::ip::address& addr, const RescuePoint& theirs);
 // Close: the service forgets the comm.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "admission.hpp"
 #include "attempt_gate.hpp"
 #include "comm.hpp"
 #include "config.hpp"
@@ -72,6 +73,9 @@ struct State {
   // Re-protection over TCP when a connection has no path left (rescue.hpp), with HA on. It lives
   // on the reactor: destroy_state() stops and drops it before the reactor goes.
   std::shared_ptr<RescueService> rescue;
+  // Sockets of the listeners and the rescue service that have not proved the secret yet
+  // (admission.hpp), progress thread only.
+  Admission admission;
   bool gpu_memory = false;   // a GPU peer-memory client is loaded (gdr.hpp): ptrSupport has CUDA
   // Last member: destroyed first, with whatever coroutine frames it still holds, while the
   // devices and the reaper those frames' comms and paths need are still there.

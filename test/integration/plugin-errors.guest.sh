@@ -4,14 +4,16 @@
 # (listener / receiver) in VM a, rank 1 (connector / sender) in VM b, handshakes over eth2.
 #   bad-dev       --dev 99: getProperties, listen, connect -> ncclInvalidArgument, "out of range"
 #   bad-handle    rank 1 corrupts magic / version / length: connect -> ncclInvalidArgument at once
-#   bad-token     rank 1 flips the token: rank 0's listener rejects it, connect -> error, bounded
+#   bad-token     rank 1 flips the handle's listener id: rank 0's listener closes the connection
+#                 without a word (one INFO line), connect -> error, bounded
 #   close-listen  rank 0 closes its listener before / during rank 1's handshake: connect -> error
 #   close-listen-ack  HA_NCCL_TEST_ACK_DELAY_MS=2000 holds every accepted handshake before its
 #                 acknowledgement (a WARN says so); rank 0 closes its listener right then: rank 1's
 #                 connect -> error (never a comm whose peer was dropped)
-#   flood         raw TCP connectors (garbage, another token, half a frame, nothing, ...) among 8
-#                 good connects on one listener: one WARN each, every good connection verified,
-#                 no fd left; silent ones dropped after HA_NCCL_HANDSHAKE_TIMEOUT_MS
+#   flood         raw TCP connectors (garbage, another id, half a frame, a hello without the proof,
+#                 nothing, ...) among 8 good connects on one listener: not a byte back, no WARN, one
+#                 INFO line, every good connection verified, no fd left; silent ones dropped after
+#                 the admission deadline (min(5 s, HA_NCCL_HANDSHAKE_TIMEOUT_MS))
 #   abandon-connect  rank 1 calls connect() once and never again, then finalizes: the finished
 #                 connection's QPs are released (no QP, fd or thread left; no crash at dlclose)
 #   oversize      N-byte receive, N+1-byte isend -> ncclInvalidUsage naming both sizes
@@ -49,12 +51,15 @@ run() {
 
 run bad-dev 18711 --dev 99
 run bad-handle 18712
+PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET)  # the listener's INFO line on connections that prove nothing
 run bad-token 18713
+PL_ENV=()
 run close-listen 18714
 PL_ENV=(HA_NCCL_TEST_ACK_DELAY_MS=2000)
 run close-listen-ack 18720
-PL_ENV=()
+PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET)
 run flood 18721
+PL_ENV=()
 run abandon-connect 18722
 run oversize 18715 --sizes 64K
 # 1 MiB messages keep the rail busy, so rank 0 has writes in flight when rank 1 dies.

@@ -18,7 +18,8 @@ namespace {
 
 using handle_layout::kAddrOff, handle_layout::kFamilyOff, handle_layout::kPortOff, handle_layout::kScopeOff,
     handle_layout::kTokenOff;
-constexpr std::uint16_t kConnRequest = 0x200, kConnReady = 0x202;
+constexpr std::uint16_t kConnRequest = 0x200, kConnReady = 0x202, kHello = 0x206;
+constexpr std::size_t kHelloSize = 48;  // handshake_auth.hpp: a 16-byte nonce, a 32-byte proof
 constexpr std::size_t kRequestSize = 72 + 52 + 12;  // conn_msg v5: the fixed part, one candidate, the rescue point
 
 template <class T>
@@ -136,12 +137,34 @@ const char* bad_kind_name(BadKind k) {
     case BadKind::oversize: return "oversize";
     case BadKind::short_request: return "short-request";
     case BadKind::bad_sl: return "bad-sl";
+    case BadKind::bad_proof: return "bad-proof";
     case BadKind::silent_hold: return "silent-hold";
   }
   return "?";
 }
 
-int bad_connect(const HandshakeTarget& t, BadKind kind, double timeout_s) {
+namespace {
+
+// Reads until EOF, a reset or timeout_s: the bytes the listener sent.
+std::size_t drain(int fd, double timeout_s) {
+  std::size_t got = 0;
+  Deadline d(timeout_s);
+  while (!d.expired()) {
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, std::min(d.remaining_ms(), 50));
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    char buf[256];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (n == 0 || (errno != EINTR && errno != EAGAIN)) break;
+  }
+  return got;
+}
+
+}  // namespace
+
+BadOutcome bad_connect(const HandshakeTarget& t, BadKind kind, double timeout_s) {
   const int fd = ::socket(t.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(Fail::usage, strf("socket: %s", std::strerror(errno)));
   timeval tv{};
@@ -191,15 +214,24 @@ int bad_connect(const HandshakeTarget& t, BadKind kind, double timeout_s) {
       send_all(fd, frame(kConnRequest, t.token, req, static_cast<std::uint32_t>(req.size())));
       break;
     }
+    case BadKind::bad_proof: {
+      std::vector<std::uint8_t> hello(kHelloSize);
+      for (std::size_t i = 0; i < hello.size(); ++i) hello[i] = static_cast<std::uint8_t>(i * 37 + 11);
+      send_all(fd, frame(kHello, t.token, hello, static_cast<std::uint32_t>(hello.size())));
+      break;
+    }
     case BadKind::silent_hold:
-      return fd;
+      return {fd, 0};
   }
+  ::shutdown(fd, SHUT_WR);
+  BadOutcome out;
+  out.bytes_back = drain(fd, timeout_s);
   ::close(fd);
-  return -1;
+  return out;
 }
 
 std::vector<double> wait_closed_by_peer(const std::vector<int>& fds, const std::vector<std::int64_t>& since_ns,
-                                        double timeout_s) {
+                                        double timeout_s, std::size_t& bytes_back) {
   std::vector<double> ms(fds.size(), -1);
   std::vector<bool> open(fds.size(), true);
   std::size_t left = fds.size();
@@ -219,6 +251,7 @@ std::vector<double> wait_closed_by_peer(const std::vector<int>& fds, const std::
       if (!p[k].revents) continue;
       char buf[64];
       const ssize_t n = ::recv(p[k].fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) bytes_back += static_cast<std::size_t>(n);
       if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {  // EOF or reset: the listener let go
         const std::size_t i = idx[k];
         ms[i] = static_cast<double>(now - since_ns[i]) / 1e6;

@@ -466,6 +466,7 @@ Handle good_v4() {
   const unsigned char v4[4] = {10, 30, 0, 1};
   std::memcpy(h.addr, v4, sizeof v4);
   h.token = 0x1234;
+  h.secret[0] = 1;
   return h;
 }
 Handle with_v6(const char* text, std::uint32_t scope) {
@@ -512,10 +513,21 @@ BOOST_AUTO_TEST_CASE(decode_handle_takes_any_alignment_and_refuses_short_buffers
   BOOST_TEST((decode_handle(zero).error().code == Errc::bad_magic));
 }
 
+BOOST_AUTO_TEST_CASE(a_handle_without_its_secret_or_with_reserved_bytes_is_refused) {
+  Handle h = good_v4();
+  h.secret[0] = 0;
+  auto s = validate_handle(h);
+  BOOST_TEST((!s.ok() && s.error().code == Errc::bad_token));
+  h = good_v4();
+  h.zero[43] = 1;
+  BOOST_TEST(!validate_handle(h).ok());
+}
+
 BOOST_AUTO_TEST_CASE(make_handle_round_trips_through_decode) {
   namespace asio = boost::asio;
   const asio::ip::tcp::endpoint v4(asio::ip::make_address("10.30.0.1"), 4242);
-  const Handle h = make_handle(v4, 0x1234, kOfferStandby);
+  const nccl_ha::net::Key secret = nccl_ha::net::random_key();
+  const Handle h = make_handle(v4, 0x1234, secret, kOfferStandby);
   std::vector<std::uint8_t> buf(sizeof h);
   std::memcpy(buf.data(), &h, sizeof h);
   auto d = decode_handle(buf);
@@ -523,10 +535,11 @@ BOOST_AUTO_TEST_CASE(make_handle_round_trips_through_decode) {
   BOOST_TEST(d->token == 0x1234u);
   BOOST_TEST(d->flags == kOfferStandby);
   BOOST_TEST(d->stage == 0u);
+  BOOST_TEST((handle_secret(*d) == secret));
   BOOST_TEST((handle_endpoint(*d) == v4));
   const asio::ip::address_v6 ll = asio::ip::make_address_v6("fe80::1");
   const asio::ip::tcp::endpoint v6(asio::ip::address_v6(ll.to_bytes(), 3), 5000);
-  const Handle h6 = make_handle(v6, 7, 0);
+  const Handle h6 = make_handle(v6, 7, secret, 0);
   BOOST_TEST(h6.family == AF_INET6);
   BOOST_TEST(h6.scope_id == 3u);
   BOOST_TEST(validate_handle(h6).ok());

@@ -50,6 +50,7 @@ nccl_ha::plugin::Handle good_handle() {
   const unsigned char v4[4] = {10, 30, 0, 1};
   std::memcpy(h.addr, v4, sizeof v4);
   h.token = 0x1234;
+  h.secret[0] = 1;
   return h;
 }
 

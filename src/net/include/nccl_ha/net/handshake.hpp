@@ -20,6 +20,9 @@ using Millis = std::chrono::milliseconds;
 asio::awaitable<Status> write_frame(tcp::socket& socket, std::uint16_t type, std::uint64_t token,
                                     std::span<const std::uint8_t> payload, Millis timeout);
 
+// Writes bytes already encoded (a whole frame), bounded by `timeout`.
+asio::awaitable<Status> write_bytes(tcp::socket& socket, std::span<const std::uint8_t> bytes, Millis timeout);
+
 asio::awaitable<Expected<Frame>> read_frame(tcp::socket& socket, std::uint64_t expected_token, Millis timeout,
                                             std::size_t max_payload = kMaxPayload);
 

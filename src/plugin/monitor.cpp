@@ -186,6 +186,12 @@ std::string format_prom(const PromSnapshot& s) {
       {"nccl_ha_messages_total", "Messages completed (sends and receives).", total.messages},
       {"nccl_ha_sent_bytes_total", "Bytes of completed sends.", total.bytes_sent},
       {"nccl_ha_received_bytes_total", "Bytes of completed receives.", total.bytes_received},
+      {"nccl_ha_unproven_connections_closed_total",
+       "Connections to the plugin's listeners and rescue service closed without a byte sent back: they did not "
+       "prove the job's secret in time (strangers, scanners, replays, silent sockets).", s.unproven_closed},
+      {"nccl_ha_rescue_requests_dropped_total",
+       "Rescue requests that proved the connection's key but were not acted on (not from the peer's address, "
+       "a comm not in a rescue, an old attempt).", s.rescue_dropped},
   };
   for (const auto& c : counters) {
     e.family(c.name, "counter", c.help);

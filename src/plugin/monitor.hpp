@@ -75,6 +75,8 @@ struct PromSnapshot {
   std::vector<PortSample> ports;
   std::vector<CommSample> comms;  // live comms (invalid ones are left out)
   CommCounters closed;            // counters of the comms closed so far
+  std::uint64_t unproven_closed = 0;  // sockets closed without a word: no proof of the secret (admission.hpp)
+  std::uint64_t rescue_dropped = 0;   // proven rescue requests the comm's state did not call for (rescue.hpp)
 };
 
 // A Prometheus label value, escaped (\ " and newline).

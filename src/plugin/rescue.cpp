@@ -103,18 +103,23 @@ asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket s
   boost::system::error_code ec;
   const asio::ip::address from = sock.remote_endpoint(ec).address();
   Admission::Ticket ticket = adm.admit(sock, from);
-  auto f = co_await net::read_frame(sock, net::kAnyToken, std::min(adm.limits().deadline, timeout), kRescueRequestSize);
-  const auto refused = [&adm, &from](const std::string& why) { adm.refused("rescue service", from, why); };
-  if (!f) co_return refused(f.error().message);
-  if (f->type != kRescueMsg) co_return refused("a frame of type " + std::to_string(f->type));
+  const RescueKeyLookup key_for = [weak](std::uint64_t id) -> std::optional<net::Key> {
+    auto svc = weak.lock();
+    if (!svc) return std::nullopt;
+    if (auto c = svc->find(id)) return rescue_of(*c).key;
+    if (auto closed = svc->find_closed(id)) return closed->key;
+    return std::nullopt;
+  };
+  auto proven = co_await read_rescue_request(sock, key_for, std::min(adm.limits().deadline, timeout));
+  if (!proven) co_return adm.refused("rescue service", from, proven.error().message);
   auto svc = weak.lock();
   if (!svc) co_return;
-  const std::uint64_t id = f->token;
+  const std::uint64_t id = proven->id;
+  const RescueRequest* req = &proven->request;
   std::shared_ptr<CommBase> c = svc->find(id);
   const std::optional<RescueService::Closed> closed = c ? std::nullopt : svc->find_closed(id);
-  const net::Key key = c ? rescue_of(*c).key : closed ? closed->key : net::Key{};
-  const auto req = open_rescue_request(key, id, f->payload);
-  if (!req) co_return refused(c || closed ? "a request that does not carry the connection's seal" : "a request for no connection here");
+  if (!c && !closed) co_return;  // withdrawn and forgotten meanwhile
+  const net::Key key = c ? rescue_of(*c).key : closed->key;
   ticket.proven();
   const asio::ip::address peer = c ? rescue_of(*c).peer.address() : closed->peer;
   if (from != peer) {  // the key is the proof; the address must be the peer's all the same
@@ -137,7 +142,7 @@ asio::awaitable<void> serve_one(std::weak_ptr<RescueService> weak, tcp::socket s
   auto ex = std::make_shared<RescueExchange>(co_await asio::this_coro::executor);
   if (rescue_of(*c).exchange) rescue_of(*c).exchange->ready.cancel();  // an older one is left unanswered
   rescue_of(*c).exchange = ex;
-  rescue_of(*c).mail = std::vector<std::uint8_t>(f->payload.begin(), f->payload.begin() + sizeof(ReprotectMsg));
+  rescue_of(*c).mail = std::move(proven->raw);
   wake_here(*c);
   c.reset();  // not kept alive by the wait
   ex->ready.expires_after(timeout);

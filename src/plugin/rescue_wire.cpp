@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "nccl_ha/net/handshake.hpp"
+
 namespace nccl_ha::plugin {
 
 namespace {
@@ -47,6 +49,21 @@ std::optional<std::vector<std::uint8_t>> open_rescue_answer(const net::Key& key,
                       net::mac(key, kAnswerLabel, {net::bytes_of(id), request_tag, net::bytes_of(type), body})))
     return std::nullopt;
   return std::vector<std::uint8_t>(body.begin(), body.end());
+}
+
+boost::asio::awaitable<Expected<ProvenRequest>> read_rescue_request(boost::asio::ip::tcp::socket& sock,
+                                                                    const RescueKeyLookup& key_for,
+                                                                    std::chrono::milliseconds deadline) {
+  auto f = co_await net::read_frame(sock, net::kAnyToken, deadline, kRescueRequestSize);
+  if (!f) co_return std::move(f).error();
+  if (f->type != kRescueMsg) co_return make_error(Errc::bad_type, "a frame of type " + std::to_string(f->type));
+  const std::optional<net::Key> key = key_for(f->token);
+  if (!key) co_return make_error(Errc::not_found, "a request for no connection here");
+  auto req = open_rescue_request(*key, f->token, f->payload);
+  if (!req) co_return make_error(Errc::bad_token, "a request that does not carry the connection's seal");
+  ProvenRequest out{f->token, *req, {}};
+  out.raw.assign(f->payload.begin(), f->payload.begin() + sizeof(ReprotectMsg));
+  co_return out;
 }
 
 }  // namespace nccl_ha::plugin

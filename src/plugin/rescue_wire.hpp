@@ -12,13 +12,18 @@
 // The answer is bound to the request it answers; neither can be replayed as the other.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "comm.hpp"
 #include "nccl_ha/net/auth.hpp"
+#include "nccl_ha/reactor/expected.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -40,5 +45,18 @@ std::vector<std::uint8_t> seal_rescue_answer(const net::Key& key, std::uint64_t 
 // The body, if `payload` answers the request `request_tag` under `key` with a frame of `type`.
 std::optional<std::vector<std::uint8_t>> open_rescue_answer(const net::Key& key, std::uint64_t id, const net::Mac& request_tag,
                                                             std::uint16_t type, std::span<const std::uint8_t> payload);
+
+// The service's read of one connection: a request frame within `deadline`, for an id `key_for`
+// knows (the key of that connection; nullopt: none here), sealed with that key. Any error means:
+// close without a word (admission.hpp).
+struct ProvenRequest {
+  std::uint64_t id = 0;
+  RescueRequest request;
+  std::vector<std::uint8_t> raw;  // the ReprotectMsg's 64 bytes as sent
+};
+using RescueKeyLookup = std::function<std::optional<net::Key>(std::uint64_t id)>;
+boost::asio::awaitable<Expected<ProvenRequest>> read_rescue_request(boost::asio::ip::tcp::socket& sock,
+                                                                    const RescueKeyLookup& key_for,
+                                                                    std::chrono::milliseconds deadline);
 
 }  // namespace nccl_ha::plugin

@@ -21,6 +21,7 @@
 
 #include "control_plane.hpp"
 #include "nccl_ha/version.hpp"
+#include "rescue.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {
@@ -204,6 +205,8 @@ PromSnapshot take_snapshot(State& st) {
   PromSnapshot s;
   s.host = st.host;
   s.pid = static_cast<long>(getpid());
+  s.unproven_closed = st.admission.counters().refused;  // progress thread, as the snapshot loop
+  s.rescue_dropped = st.rescue ? st.rescue->dropped() : 0;
   for (const auto& d : st.devices) s.ports.push_back({d->port.id(), d->port_up.load(std::memory_order_relaxed)});
   std::lock_guard<std::mutex> lock(st.comms.mutex);
   s.closed = st.comms.closed;

@@ -5,7 +5,10 @@ streams, environment settings, specs and command lines), plus a few near misses.
 checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
 
 Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/conn_msg.hpp
-(request, reply, ready, candidates, rescue point: v5), src/plugin/handle.hpp (handle, version 5)."""
+(request, reply, ready, candidates, rescue point: v5), src/plugin/handle.hpp (handle, version 6),
+src/plugin/handshake_auth.hpp (hello), src/plugin/rescue_wire.hpp (rescue requests)."""
+import hashlib
+import hmac
 import ipaddress
 import os
 import socket
@@ -89,10 +92,32 @@ def ready(standby=True):
     return struct.pack("<I", 1) + endpoint(qpn=0x55) + struct.pack("<II", 0xBBBB, 0xDDDD)
 
 
-def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1):
+def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1,
+           secret=bytes(range(1, 33))):
     raw = socket.inet_pton(family, addr).ljust(16, b"\0")
-    h = struct.pack("<IHHIHH16sQQI", 0x31484148, 5, 128, flags, family, port, raw, token, 0, scope)
+    h = struct.pack("<IHHIHH16sQQI32s", 0x31484148, 6, 128, flags, family, port, raw, token, 0, scope, secret)
     return h.ljust(128, b"\0")
+
+
+HELLO, HELLO_REPLY = 0x206, 0x207
+HELLO_SECRET = bytes([0x5A]) * 32  # listener_hello.cpp kSecret
+RESCUE_ID, RESCUE_KEY, RESCUE_MSG = 0x0123456789ABCDEF, bytes([0x3C]) * 32, 0x240  # rescue_request.cpp
+
+
+def mac(key, label, *parts):
+    """net/auth.hpp mac(): HMAC-SHA256 of the label and the parts, each prefixed by its u32 length."""
+    msg = struct.pack("<I", len(label)) + label
+    for p in parts:
+        msg += struct.pack("<I", len(p)) + p
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+def hello(nonce=bytes(range(16)), secret=HELLO_SECRET, token=TOKEN):
+    return frame(HELLO, nonce + mac(secret, b"nccl-ha/6 hello", struct.pack("<Q", token), nonce), token=token)
+
+
+def rescue_request(msg=bytes(64), key=RESCUE_KEY, rid=RESCUE_ID):
+    return frame(RESCUE_MSG, msg + mac(key, b"nccl-ha/6 rescue request", struct.pack("<Q", rid), msg), token=rid)
 
 
 def write(target, name, data):
@@ -162,6 +187,18 @@ def main():
     write("handle", "seed-v6-link-local.bin", handle(socket.AF_INET6, "fe80::5054:ff:fe12:3456", scope=3))
     write("handle", "seed-unspecified.bin", handle(addr="0.0.0.0"))
     write("handle", "seed-staged.bin", handle()[:40] + struct.pack("<Q", 0xFEEDFACE) + handle()[48:])
+    # listener_hello: what a stranger (or a connector) sends a listener first
+    write("listener_hello", "seed-hello.bin", hello())
+    write("listener_hello", "seed-hello-then-frames.bin", hello() + frame(CONN_REQUEST, bytes(40)) + frame(ERROR, b"x" * 20))
+    write("listener_hello", "seed-hello-other-secret.bin", hello(secret=bytes(32)))
+    write("listener_hello", "seed-request-first.bin", frame(CONN_REQUEST, request()))
+    write("listener_hello", "seed-ff.bin", b"\xff" * 24)
+    write("listener_hello", "seed-http.bin", b"GET / HTTP/1.1\r\n\r\n")
+    # rescue_request: byte 0 even: a stream to the service; odd: an answer's payload
+    write("rescue_request", "seed-sealed.bin", b"\x00" + rescue_request())
+    write("rescue_request", "seed-other-key.bin", b"\x00" + rescue_request(key=bytes(32)))
+    write("rescue_request", "seed-other-id.bin", b"\x00" + rescue_request(rid=7))
+    write("rescue_request", "seed-answer.bin", b"\x01" + bytes(64) + bytes(32))
     # config: the settings of the VM tests and of the README
     write("config", "seed-defaults.txt", "")
     write("config", "seed-vm.txt", "NCCL_SOCKET_IFNAME=eth2\nHA_NCCL_HANDSHAKE_TIMEOUT_MS=5000\nNCCL_DEBUG=WARN\n"

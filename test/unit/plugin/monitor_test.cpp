@@ -162,6 +162,8 @@ BOOST_AUTO_TEST_CASE(exposition_of_a_snapshot) {
   s.closed.failbacks = 1;
   s.closed.reprotections = 2;
   s.closed.bytes_sent = 10;
+  s.unproven_closed = 17;
+  s.rescue_dropped = 2;
 
   std::map<std::string, std::string> types;
   const std::string text = format_prom(s);
@@ -183,13 +185,15 @@ BOOST_AUTO_TEST_CASE(exposition_of_a_snapshot) {
   BOOST_TEST(at("nccl_ha_messages_total{" + base + "}") == "3");
   BOOST_TEST(at("nccl_ha_sent_bytes_total{" + base + "}") == "1010");
   BOOST_TEST(at("nccl_ha_received_bytes_total{" + base + "}") == "24");
+  BOOST_TEST(at("nccl_ha_unproven_connections_closed_total{" + base + "}") == "17");
+  BOOST_TEST(at("nccl_ha_rescue_requests_dropped_total{" + base + "}") == "2");
   BOOST_TEST(at("nccl_ha_port_up{" + base + ",port=\"rxe0:1\"}") == "0");
   BOOST_TEST(at("nccl_ha_port_up{" + base + ",port=\"rxe1:1\"}") == "1");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe0:1\",role=\"active\"}") == "1");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe0:1\",role=\"standby\"}") == "0");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe1:1\",role=\"active\"}") == "1");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe1:1\",role=\"standby\"}") == "1");
-  BOOST_TEST(m.size() == 17u, text);
+  BOOST_TEST(m.size() == 19u, text);
   BOOST_TEST(types["nccl_ha_failovers_total"] == "counter");
   BOOST_TEST(types["nccl_ha_sent_bytes_total"] == "counter");
   BOOST_TEST(types["nccl_ha_connections"] == "gauge");

@@ -34,13 +34,24 @@ void Admission::evict(std::list<Pending>::iterator it) {
   pending_.erase(it);
 }
 
+std::list<Admission::Pending>::iterator Admission::victim(const std::function<bool(const Pending&)>& among) {
+  auto oldest = pending_.end();
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (!among(*it)) continue;
+    boost::system::error_code ec;
+    if (it->sock->available(ec) == 0 && !ec) return it;  // the oldest that has said nothing yet
+    if (oldest == pending_.end()) oldest = it;
+  }
+  return oldest;
+}
+
 Admission::Ticket Admission::admit(boost::asio::ip::tcp::socket& sock, const boost::asio::ip::address& source) {
   ++counters_.admitted;
   const auto same = [&source](const Pending& p) { return p.source == source; };
   if (static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(), same)) >= limits_.per_source)
-    evict(std::find_if(pending_.begin(), pending_.end(), same));
+    evict(victim(same));
   else if (pending_.size() >= limits_.total && !pending_.empty())
-    evict(pending_.begin());
+    evict(victim([](const Pending&) { return true; }));
   const std::uint64_t id = next_id_++;
   pending_.push_back({id, &sock, source});
   return Ticket(this, id);

@@ -6,9 +6,10 @@
 // a request sealed with its connection's key). While it has not, it holds one of at most
 // `total` places, and of at most `per_source` places of its source address. A new socket that
 // finds its source's places taken closes that source's oldest unproven socket; one that finds all
-// places taken closes the oldest of all. A real connector, which proves itself within
-// milliseconds of connecting, thus always gets a place however many silent sockets are held
-// (from its own host too), and the descriptors held by strangers stay bounded by `total`.
+// places taken closes the oldest of all - the oldest that has nothing unread, if there is one: a
+// socket whose first bytes wait to be read is a connector about to prove itself. A real connector,
+// which sends its proof with its first bytes, thus gets a place however many silent sockets are
+// held (from its own host too), and the descriptors held by strangers stay bounded by `total`.
 //
 // A socket that fails (garbage, a wrong proof, a replay, silence past the deadline, evicted) is
 // closed without a byte sent back; the refusals are counted, and said in an INFO line at most
@@ -20,6 +21,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <string>
 #include <unordered_map>
@@ -84,6 +86,8 @@ class Admission {
     std::chrono::steady_clock::time_point last{};
     std::uint64_t unsaid = 0;
   };
+  // Of the pending sockets `among` selects: the oldest with nothing unread, else the oldest.
+  std::list<Pending>::iterator victim(const std::function<bool(const Pending&)>& among);
   void evict(std::list<Pending>::iterator it);
   void forget(std::uint64_t id);
 

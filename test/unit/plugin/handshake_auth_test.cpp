@@ -5,6 +5,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -70,6 +71,11 @@ asio::awaitable<Bytes> read_to_close(tcp::socket& s, std::chrono::milliseconds l
     if (ec) break;
   }
   co_return got;
+}
+
+asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::use_awaitable);
 }
 
 template <class T>
@@ -347,6 +353,27 @@ BOOST_AUTO_TEST_CASE(unproven_sockets_are_bounded_per_source_and_in_all_oldest_f
     BOOST_TEST(adm.held() == 0u);
     adm.refused("test", asio::ip::make_address("127.0.0.9"), "why");
     BOOST_TEST(adm.counters().refused == 1u);
+    co_return;
+  });
+}
+
+// A socket whose first bytes wait unread (a connector about to prove itself) is kept over older
+// silent ones.
+BOOST_AUTO_TEST_CASE(a_socket_with_bytes_to_read_is_evicted_last) {
+  Fixture f;
+  run_co(f.r, []() -> asio::awaitable<void> {
+    Admission adm(Admission::Limits{8, 2, std::chrono::milliseconds(1000)});
+    std::vector<Pair> p;
+    p.reserve(4);
+    for (int i = 0; i < 3; ++i) p.push_back(co_await connected_pair());
+    const Bytes hello(72, 0x42);
+    co_await asio::async_write(p[0].client, asio::buffer(hello), asio::use_awaitable);  // the oldest has spoken
+    co_await sleep_for(50ms);
+    std::vector<Admission::Ticket> t;
+    for (auto& x : p) t.push_back(adm.admit(x.server, x.server.remote_endpoint().address()));
+    BOOST_TEST(p[0].server.is_open());   // kept: its bytes wait to be read
+    BOOST_TEST(!p[1].server.is_open());  // the oldest silent one made room
+    BOOST_TEST(p[2].server.is_open());
     co_return;
   });
 }

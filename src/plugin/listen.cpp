@@ -75,9 +75,11 @@ enum class AckResult {
   failed   // conn_ack could not be written whole (`why`): the comm is not queued
 };
 AckResult ack_and_queue(ListenState& ls, Channel& ch, std::shared_ptr<RecvComm>& comm, std::string& why) {
-  const std::vector<std::uint8_t> ack = ch.seal(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), {});
   std::lock_guard<std::mutex> lock(ls.mutex);
   if (ls.closed) return AckResult::closed;
+  // Sealed only now: a frame sealed takes the channel's next sequence number, and the error frame
+  // that follows a close must have it.
+  const std::vector<std::uint8_t> ack = ch.seal(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), {});
   tcp::socket& sock = ch.socket();
   boost::system::error_code ec;
   sock.non_blocking(true, ec);

@@ -138,7 +138,9 @@ asio::awaitable<Expected<SessionKeys>> connector_hello(tcp::socket& sock, net::K
     co_return std::move(s).error();
   auto reply = co_await net::read_frame_of(sock, static_cast<std::uint16_t>(HandshakeMsg::hello_reply), id, timeout,
                                            kHelloSize);
-  if (!reply) co_return std::move(reply).error();
+  if (!reply)  // a listener says nothing to a connector whose proof fails
+    co_return make_error(reply.error().code, "no answer to our proof of the handle's secret (" + reply.error().message +
+                                                 "): a stale or foreign handle, or the listener is gone");
   const auto nl = check_hello_reply(secret, id, nc, reply->payload);
   if (!nl) co_return make_error(Errc::bad_token, "the listener did not prove the handle's secret (not the listener of this handle)");
   co_return derive_keys(secret, id, nc, *nl);

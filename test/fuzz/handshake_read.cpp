@@ -4,15 +4,9 @@
 // stream, read with the token kToken (the seeds carry it). Properties: every frame read has the
 // right token and a payload within the limit, read_frame_of returns only the type asked for,
 // exchange_endpoints only valid endpoints; each call ends (EOF, never the deadline), nothing throws.
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <exception>
-
 #include "fuzz_common.hpp"
 #include "nccl_ha/net/handshake.hpp"
+#include "stream_socket.hpp"
 
 using namespace nccl_ha;
 namespace asio = boost::asio;
@@ -58,30 +52,8 @@ asio::awaitable<void> read_all(net::tcp::socket& s, int mode) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0 || size > 65536) return 0;  // the whole stream fits the socket buffer (scripts/fuzz.sh: -max_len=1024)
-  static asio::io_context io;
-  int sv[2];
-  FUZZ_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-  std::size_t off = 1;
-  while (off < size) {
-    const ssize_t n = ::write(sv[1], data + off, size - off);
-    FUZZ_REQUIRE(n > 0);
-    off += static_cast<std::size_t>(n);
-  }
-  ::shutdown(sv[1], SHUT_WR);  // EOF after the input; our replies (exchange_endpoints) still fit
-  {
-    net::tcp::socket s(io);
-    boost::system::error_code ec;
-    s.assign(net::tcp::v4(), sv[0], ec);  // any stream socket will do for the reader
-    FUZZ_REQUIRE(!ec);
-    bool finished = false;
-    asio::co_spawn(io, read_all(s, data[0] % 3), [&finished](std::exception_ptr e) {
-      FUZZ_REQUIRE(!e);
-      finished = true;
-    });
-    io.run();
-    io.restart();
-    FUZZ_REQUIRE(finished);
-  }
-  ::close(sv[1]);
+  const int mode = data[0] % 3;
+  (void)fuzz::serve_stream(std::span<const std::uint8_t>(data + 1, size - 1),
+                           [mode](net::tcp::socket& s) { return read_all(s, mode); });  // replies (endpoints) may come back
   return 0;
 }

@@ -5,17 +5,11 @@
 // valid, first-seen hello gets not one byte back; a hello that is accepted is a valid one; no
 // sealed frame opens (a stranger cannot seal without the session key); every call ends at EOF,
 // never at its deadline; nothing throws.
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <exception>
-
 #include "fuzz_common.hpp"
 #include "handle.hpp"
 #include "handshake_auth.hpp"
 #include "nccl_ha/net/handshake.hpp"
+#include "stream_socket.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;
@@ -54,36 +48,10 @@ asio::awaitable<void> serve(net::tcp::socket& s, std::span<const std::uint8_t> i
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size > 65536) return 0;  // the whole stream fits the socket buffer (scripts/fuzz.sh: -max_len=1024)
-  static asio::io_context io;
-  int sv[2];
-  FUZZ_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-  std::size_t off = 0;
-  while (off < size) {
-    const ssize_t n = ::write(sv[1], data + off, size - off);
-    FUZZ_REQUIRE(n > 0);
-    off += static_cast<std::size_t>(n);
-  }
-  ::shutdown(sv[1], SHUT_WR);
+  if (size > 65536) return 0;  // scripts/fuzz.sh: -max_len=1024
+  const std::span<const std::uint8_t> input(data, size);
   bool proven = false;
-  {
-    net::tcp::socket s(io);
-    boost::system::error_code ec;
-    s.assign(net::tcp::v4(), sv[0], ec);
-    FUZZ_REQUIRE(!ec);
-    bool finished = false;
-    asio::co_spawn(io, serve(s, std::span<const std::uint8_t>(data, size), proven), [&finished](std::exception_ptr e) {
-      FUZZ_REQUIRE(!e);
-      finished = true;
-    });
-    io.run();
-    io.restart();
-    FUZZ_REQUIRE(finished);
-  }
-  std::uint8_t buf[512];
-  std::size_t back = 0;
-  for (ssize_t n; (n = ::recv(sv[1], buf, sizeof buf, MSG_DONTWAIT)) > 0;) back += static_cast<std::size_t>(n);
+  const std::size_t back = fuzz::serve_stream(input, [&](net::tcp::socket& s) { return serve(s, input, proven); });
   FUZZ_REQUIRE(proven || back == 0);  // a listener says nothing to a socket that has not proved the secret
-  ::close(sv[1]);
   return 0;
 }

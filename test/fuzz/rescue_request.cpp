@@ -5,17 +5,12 @@
 // Properties: a request is accepted only if it names kId, carries kKey's seal over its bytes and
 // its record is whole; the read ends at EOF, never at its deadline; no answer opens without the
 // seal; nothing throws.
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 #include <cstring>
-#include <exception>
 
 #include "fuzz_common.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "rescue_wire.hpp"
+#include "stream_socket.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;
@@ -67,30 +62,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     return 0;
   }
-  static asio::io_context io;
-  int sv[2];
-  FUZZ_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-  std::size_t off = 1;
-  while (off < size) {
-    const ssize_t n = ::write(sv[1], data + off, size - off);
-    FUZZ_REQUIRE(n > 0);
-    off += static_cast<std::size_t>(n);
-  }
-  ::shutdown(sv[1], SHUT_WR);
-  {
-    net::tcp::socket s(io);
-    boost::system::error_code ec;
-    s.assign(net::tcp::v4(), sv[0], ec);
-    FUZZ_REQUIRE(!ec);
-    bool finished = false;
-    asio::co_spawn(io, serve(s), [&finished](std::exception_ptr e) {
-      FUZZ_REQUIRE(!e);
-      finished = true;
-    });
-    io.run();
-    io.restart();
-    FUZZ_REQUIRE(finished);
-  }
-  ::close(sv[1]);
+  (void)fuzz::serve_stream(std::span<const std::uint8_t>(data + 1, size - 1), serve);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "nccl_ha/net/env.hpp"
+#include "token_auth.hpp"
 
 namespace ha_ping {
 namespace {
@@ -131,16 +132,19 @@ const Spec kSpecs[] = {
     {0, "serve", false, [](Options& o, const std::string&) -> Status { return o.count = 0, Status{}; }},
     {0, "token", true,
      [](Options& o, const std::string& v) -> Status {
-       // 1..16 hex digits, "0x" allowed: strtoull alone would also take blanks, a sign ("-1") and
-       // overflow (saturating to 2^64 - 1).
-       const std::size_t digits = v.rfind("0x", 0) == 0 || v.rfind("0X", 0) == 0 ? 2 : 0;
-       const bool hex = v.size() > digits && v.size() - digits <= 16 &&
-                        std::all_of(v.begin() + static_cast<std::ptrdiff_t>(digits), v.end(),
-                                    [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; });
-       o.token = hex ? std::strtoull(v.c_str(), nullptr, 16) : 0;
-       if (o.token == 0)
-         return make_error(Errc::invalid_argument, "--token: '" + v + "' is not a non-zero hex number");
+       // Checked with the environment's after parsing (an empty one is an error there).
+       o.token = v;
+       o.token_source = "--token";
        return {};
+     }},
+    {0, "max-size", true,
+     [](Options& o, const std::string& v) -> Status {
+       auto s = parse_sizes(v);
+       if (!s || s->size() != 1)
+         return make_error(Errc::invalid_argument,
+                           "--max-size: '" + v + "' is not one size in [1, 1G] (K/M/G suffixes)");
+       o.max_size_given = true;
+       return o.max_size = s->front(), Status{};
      }},
     {0, "list", false, [](Options& o, const std::string&) -> Status { return o.list = true, Status{}; }},
     {0, "plugin", true,
@@ -197,7 +201,7 @@ const char* usage() {
          "  -d, --ib-dev=DEV      only the ports of device DEV\n"
          "  -i, --ib-port=N       only port N (of every device, or of -d DEV)\n"
          "  -x, --gid-index=N     GID index to use (default: the one nccl-ha discovers, RoCE v2 first)\n"
-         "  -s, --size[s]=LIST    message sizes, K/M suffixes (default 8,4K,64K,1M)\n"
+         "  -s, --size[s]=LIST    message sizes, K/M/G suffixes, at most 1G (default 8,4K,64K,1M)\n"
          "  -n, --iters=N         ping-pong round trips per size (default 200)\n"
          "      --bw-iters=N      streamed RDMA writes per size (default 64)\n"
          "  -D, --duration=SEC    bandwidth phase streams for SEC seconds per size instead of --bw-iters\n"
@@ -206,32 +210,48 @@ const char* usage() {
          "      --min-bw=X        a rail below X at its largest size is DEGRADED: X in MiB/s, or\n"
          "                        X% of the port's link speed (e.g. 80%)\n"
          "      --timeout=SEC     bound for reaching the peer, for each control message and for a\n"
-         "                        test phase without any completion (default 30)\n"
+         "                        test phase without any completion (default 30); a server caps the\n"
+         "                        client's at its own, and a server that waits for a given number of\n"
+         "                        clients gives up after it without one\n"
          "  -T, --tclass=N        traffic class of the QPs (RoCE: DSCP << 2), 0..255\n"
          "                        (default HA_NCCL_IB_TC, else NCCL_IB_TC, else 0)\n"
          "  -S, --sl=N            service level, 0..15 (default HA_NCCL_IB_SL, else NCCL_IB_SL, else 0)\n"
          "      --count=N         server: serve N clients one after another, then exit (default 1)\n"
          "      --serve           server: serve clients one after another until killed\n"
-         "      --token=HEX       session token both sides must share\n"
+         "      --max-size=SIZE   server: the largest message size a client may ask for (default 64M,\n"
+         "                        at most 1G; the server pins twice that per rail); a client asking\n"
+         "                        for more is refused\n"
+         "      --token=SECRET    shared secret, default $HA_PING_TOKEN: the server serves only clients\n"
+         "                        that prove they hold it (HMAC-SHA256 challenge-response; the secret\n"
+         "                        never crosses the wire), the client talks only to such a server.\n"
+         "                        Without a token ANYONE WHO CAN REACH THE SERVER'S PORT CAN USE IT.\n"
+         "                        Prefer the variable: a command line is visible to every local user\n"
          "      --json            machine-readable report on stdout (server: one JSON line per client)\n"
          "      --json-file=F     also write the JSON report to F (server: one line per client)\n"
          "      --list            load the plugin, print its devices, backups, budgets and settings\n"
          "      --plugin=PATH     plugin for --list (default: libnccl-net-ha.so next to ha-ping)\n"
          "      --version         print the version\n"
          "\n"
+         "A server drops a connection that does not prove the token or says nothing within 5 s (it\n"
+         "answers a wrong proof with \"authentication failed\" only), and ends a session whose client\n"
+         "stays silent for the session's timeout; then it waits for the next client.\n"
+         "\n"
          "Exit status: 0 every rail healthy; 1 a rail is down, degraded or unreachable;\n"
-         "             2 usage error, or the peer could not be reached at all.\n";
+         "             2 usage error, the peer could not be reached at all, or it refused the\n"
+         "               request (authentication failed, a size above the server's --max-size).\n";
 }
 
 nccl_ha::Expected<std::vector<std::uint64_t>> parse_sizes(const std::string& list) {
   std::vector<std::uint64_t> out;
   for (auto item : split(list, ',')) {
+    const std::string written = item;
     std::uint64_t mult = 1;
     if (!item.empty() && (item.back() == 'K' || item.back() == 'k')) mult = 1024, item.pop_back();
     else if (!item.empty() && (item.back() == 'M' || item.back() == 'm')) mult = 1024 * 1024, item.pop_back();
+    else if (!item.empty() && (item.back() == 'G' || item.back() == 'g')) mult = 1024 * 1024 * 1024, item.pop_back();
     auto n = parse_u64("--sizes", item, 1, 1ull << 30);
     if (!n) return std::move(n).error();
-    if (*n * mult > (1ull << 30)) return make_error(Errc::invalid_argument, "--sizes: " + item + " is larger than 1 GiB");
+    if (*n * mult > (1ull << 30)) return make_error(Errc::invalid_argument, "--sizes: " + written + " is larger than 1 GiB");
     out.push_back(*n * mult);
   }
   if (out.empty()) return make_error(Errc::invalid_argument, "--sizes: empty list");
@@ -292,6 +312,15 @@ nccl_ha::Expected<Options> parse_options(int argc, char** argv, const EnvLookup&
     return make_error(Errc::invalid_argument, "--list takes no HOST ('" + o.peer + "')");
   if (o.count != 1 && !o.peer.empty())
     return make_error(Errc::invalid_argument, "--count / --serve are server options (a HOST was given)");
+  if (o.max_size_given && !o.peer.empty())
+    return make_error(Errc::invalid_argument, "--max-size is a server option (a HOST was given)");
+  std::optional<std::string> token_option;
+  if (o.token_source == "--token") token_option = o.token;
+  ha_tools::Token token;
+  if (auto bad = ha_tools::resolve_token(token_option, kTokenEnv, env(kTokenEnv), token))
+    return make_error(Errc::invalid_argument, *bad);
+  o.token = std::move(token.value);
+  o.token_source = std::move(token.source);
   return o;
 }
 

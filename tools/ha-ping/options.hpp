@@ -33,7 +33,10 @@ struct Options {
   std::uint8_t sl = 0;              // -S: service level
   std::string sl_source = "default";
   std::uint32_t count = 1;          // server: clients to serve before exiting (0: --serve, forever)
-  std::uint64_t token = 0x68612d70696e6721ull;  // both sides must agree ("ha-ping!")
+  std::uint64_t max_size = 64ull << 20;  // server: --max-size, the largest size a client may ask for
+  bool max_size_given = false;
+  std::string token;                 // --token or $HA_PING_TOKEN (empty: none, anyone is served)
+  std::string token_source;          // "--token", "HA_PING_TOKEN" or "" (none)
   bool json = false;
   std::string json_file;             // also write the JSON report here
   bool list = false;                 // --list: the plugin's view, no traffic
@@ -41,6 +44,9 @@ struct Options {
   bool help = false;
   bool version = false;
 };
+
+// The environment variable that holds the token when --token is not given.
+inline constexpr const char* kTokenEnv = "HA_PING_TOKEN";
 
 // Environment lookup (getenv by default; tests inject their own).
 using EnvLookup = std::function<const char*(const char*)>;

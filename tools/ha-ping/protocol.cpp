@@ -47,6 +47,25 @@ std::vector<std::uint8_t> payload(Fields&& fields) {
 
 }  // namespace
 
+std::span<const std::uint8_t> before_proof(std::span<const std::uint8_t> payload) noexcept {
+  return payload.size() < kProofSize ? payload.first(0) : payload.first(payload.size() - kProofSize);
+}
+
+std::vector<std::uint8_t> encode(const Challenge& m) {
+  return payload([&](ByteWriter& w) {
+    w.u16(m.version);
+    w.bytes(m.nonce);
+  });
+}
+
+nccl_ha::Expected<Challenge> decode_challenge(std::span<const std::uint8_t> p) {
+  auto c = read_whole<Challenge>(p, "challenge", [](ByteReader& r, Challenge& m) { return r.u16(m.version) && r.bytes(m.nonce); });
+  if (c && c->version != kProtocolVersion)
+    return make_error(Errc::bad_version, "the server speaks ha-ping protocol version " + std::to_string(c->version) +
+                                             ", this client " + std::to_string(kProtocolVersion));
+  return c;
+}
+
 std::vector<std::uint8_t> encode(const Hello& m) {
   return payload([&](ByteWriter& w) {
     put_names(w, m.rails);
@@ -55,6 +74,8 @@ std::vector<std::uint8_t> encode(const Hello& m) {
     for (std::uint32_t v : {m.iters, m.bw_iters, m.window, m.timeout_ms, m.duration_ms}) w.u32(v);
     w.u8(m.tclass);
     w.u8(m.sl);
+    w.bytes(m.nonce);
+    w.bytes(m.proof);
   });
 }
 
@@ -65,22 +86,31 @@ nccl_ha::Expected<Hello> decode_hello(std::span<const std::uint8_t> p) {
   if (!get_names(r, m.rails) || !r.u16(nsizes) || nsizes == 0 || nsizes > kMaxSizes) return malformed("hello");
   m.sizes.resize(nsizes);
   for (auto& s : m.sizes)
-    if (!r.u64(s) || s == 0 || s > (1ull << 30)) return malformed("hello (sizes)");
+    if (!r.u64(s) || s == 0 || s > kMaxMessageSize) return malformed("hello (sizes)");
   if (!r.u32(m.iters) || !r.u32(m.bw_iters) || !r.u32(m.window) || !r.u32(m.timeout_ms) ||
-      !r.u32(m.duration_ms) || !r.u8(m.tclass) || !r.u8(m.sl) || r.remaining())
+      !r.u32(m.duration_ms) || !r.u8(m.tclass) || !r.u8(m.sl) || !r.bytes(m.nonce) || !r.bytes(m.proof) ||
+      r.remaining())
     return malformed("hello");
-  if (m.iters == 0 || m.bw_iters == 0 || m.window == 0 || m.window > 128 || m.timeout_ms == 0 || m.sl > 15 ||
-      m.duration_ms > 3600 * 1000)
+  if (m.iters == 0 || m.iters > kMaxIters || m.bw_iters == 0 || m.bw_iters > kMaxIters || m.window == 0 ||
+      m.window > 128 || m.timeout_ms == 0 || m.sl > 15 || m.duration_ms > kMaxDurationMs)
     return malformed("hello (parameters)");
   return m;
 }
 
 std::vector<std::uint8_t> encode(const HelloAck& m) {
-  return payload([&](ByteWriter& w) { put_names(w, m.rails); });
+  return payload([&](ByteWriter& w) {
+    put_names(w, m.rails);
+    w.u32(m.timeout_ms);
+    w.bytes(m.proof);
+  });
 }
 
 nccl_ha::Expected<HelloAck> decode_hello_ack(std::span<const std::uint8_t> p) {
-  return read_whole<HelloAck>(p, "hello ack", [](ByteReader& r, HelloAck& m) { return get_names(r, m.rails); });
+  auto a = read_whole<HelloAck>(p, "hello ack", [](ByteReader& r, HelloAck& m) {
+    return get_names(r, m.rails) && r.u32(m.timeout_ms) && r.bytes(m.proof);
+  });
+  if (a && a->timeout_ms == 0) return malformed("hello ack (timeout 0)");
+  return a;
 }
 
 std::vector<std::uint8_t> encode(const RailSetup& m) {

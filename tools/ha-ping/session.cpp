@@ -7,6 +7,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <algorithm>
 
+#include "auth.hpp"
+#include "server_limits.hpp"
+#include "token_auth.hpp"
+
 namespace ha_ping {
 
 using namespace nccl_ha;
@@ -24,6 +28,12 @@ std::uint8_t pattern_byte(std::uint64_t size, std::size_t j) {
 
 double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
+// What a peer's error frame said ("peer reported: X" from read_frame_of): X.
+std::string peer_reason(const Error& e) {
+  constexpr std::string_view prefix = "peer reported: ";
+  return e.message.rfind(prefix, 0) == 0 ? e.message.substr(prefix.size()) : e.message;
+}
+
 }  // namespace
 
 Session::Session(reactor::Reactor& reactor, Options options, std::vector<net::PortInfo> rails)
@@ -38,9 +48,9 @@ void Session::start_reader() {
 
 asio::awaitable<void> Session::reader() {
   while (control_ && control_->is_open()) {
-    auto f = co_await net::read_frame(*control_, options_.token, kIdleReadTimeout);
+    auto f = co_await net::read_frame(*control_, kFrameTag, kIdleReadTimeout);
     if (!f) {
-      control_error_ = f.error().message;
+      if (!control_error_) control_error_ = f.error().message;  // not when the session closed it
       break;
     }
     inbox_.push_back(std::move(f).value());
@@ -59,7 +69,7 @@ void Session::close_control() {
 }
 
 asio::awaitable<Status> Session::send(Msg type, std::span<const std::uint8_t> payload) {
-  co_return co_await net::write_frame(*control_, static_cast<std::uint16_t>(type), options_.token, payload,
+  co_return co_await net::write_frame(*control_, static_cast<std::uint16_t>(type), kFrameTag, payload,
                                       params_.timeout.count() ? params_.timeout : milliseconds(options_.timeout_ms));
 }
 
@@ -81,7 +91,14 @@ asio::awaitable<Expected<Frame>> Session::next_frame(Clock::time_point deadline)
     inbox_.pop_front();
     co_return f;
   }
-  if (!got) co_return make_error(Errc::timeout, "timed out waiting for the peer's next control message");
+  if (!got) {
+    // A peer silent for a whole step holds this side no longer: the session is over, every later
+    // step fails at once (the server goes on with its next client).
+    const auto why = "the peer sent no control message within " + std::to_string(params_.timeout.count()) + " ms";
+    if (!control_error_) control_error_ = why;
+    close_control();
+    co_return make_error(Errc::timeout, "timed out: " + why);
+  }
   co_return make_error(Errc::closed, "control connection lost: " + control_error_.value_or("closed"));
 }
 
@@ -475,6 +492,8 @@ asio::awaitable<void> Session::run(Report& report) {
     co_await run_client(report);
   } catch (const boost::system::system_error& e) {
     if (report.fatal.empty()) report.fatal = std::string("interrupted: ") + e.what();
+  } catch (const std::exception& e) {  // no random nonce (libcrypto)
+    if (report.fatal.empty()) report.fatal = e.what();
   }
   co_await finish();
 }
@@ -497,6 +516,28 @@ asio::awaitable<void> Session::run_client(Report& report) {
     co_return;
   }
   control_.emplace(std::move(sock).value());
+  HelloAck ack;
+  if (!co_await client_handshake(report, ack)) co_return;
+  start_reader();
+  const std::size_t n = rails_.size();  // the client decides which rails are checked
+  report.rails.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string peer_rail = i < ack.rails.size() ? ack.rails[i] : "";
+    co_await run_rail(i, peer_rail, report.rails[i]);
+  }
+  (void)co_await send(Msg::bye, {});
+}
+
+// ---------------------------------------------------------------- handshake
+
+asio::awaitable<bool> Session::client_handshake(Report& report, HelloAck& ack) {
+  auto cf = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::challenge), kFrameTag, params_.timeout);
+  auto challenge = cf ? decode_challenge(cf->payload) : Expected<Challenge>(std::move(cf).error());
+  if (!challenge) {
+    report.fatal = "no valid challenge from " + report.peer + " (not an ha-ping server of this version?): " +
+                   challenge.error().message;
+    co_return false;
+  }
   Hello hello{{},
               params_.sizes,
               params_.iters,
@@ -505,31 +546,102 @@ asio::awaitable<void> Session::run_client(Report& report) {
               options_.timeout_ms,
               static_cast<std::uint32_t>(params_.duration.count()),
               params_.tclass,
-              params_.sl};
+              params_.sl,
+              ha_tools::random_nonce(),
+              {}};
   for (const auto& r : rails_) hello.rails.push_back(r.id());
-  const auto hello_payload = encode(hello);
+  const auto hello_payload = signed_hello(hello, options_.token, challenge->nonce);
   if (auto s = co_await send(Msg::hello, hello_payload); !s) {
     report.fatal = "sending hello: " + s.error().message;
-    co_return;
+    co_return false;
   }
-  auto f = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::hello_ack), options_.token, params_.timeout);
+  auto f = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::hello_ack), kFrameTag, params_.timeout);
   if (!f) {
-    report.fatal = "no valid answer from " + report.peer + ": " + f.error().message;
-    co_return;
+    report.fatal = f.error().code == Errc::peer_error ? "refused by " + report.peer + ": " + peer_reason(f.error())
+                                                      : "no valid answer from " + report.peer + ": " + f.error().message;
+    co_return false;
   }
-  auto ack = decode_hello_ack(f->payload);
-  if (!ack) {
-    report.fatal = ack.error().message;
-    co_return;
+  auto decoded = decode_hello_ack(f->payload);
+  if (!decoded) {
+    report.fatal = decoded.error().message;
+    co_return false;
   }
-  start_reader();
-  const std::size_t n = rails_.size();  // the client decides which rails are checked
-  report.rails.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::string peer_rail = i < ack->rails.size() ? ack->rails[i] : "";
-    co_await run_rail(i, peer_rail, report.rails[i]);
+  if (!ack_proved(f->payload, *decoded, options_.token, challenge->nonce, hello.nonce)) {
+    report.fatal = std::string(kAuthFailed) + ": " + report.peer + " does not hold this client's token";
+    co_return false;
   }
-  (void)co_await send(Msg::bye, {});
+  ack = std::move(decoded).value();
+  if (ack.timeout_ms < params_.timeout.count()) {
+    std::fprintf(stderr, "ha-ping: the server caps --timeout at %u s: the session uses that\n", ack.timeout_ms / 1000);
+    params_.timeout = milliseconds(ack.timeout_ms);
+    report.settings = settings();
+  }
+  co_return true;
+}
+
+asio::awaitable<void> Session::send_error(const std::string& reason, milliseconds timeout) {
+  const std::vector<std::uint8_t> payload(reason.begin(), reason.end());
+  (void)co_await net::write_frame(*control_, static_cast<std::uint16_t>(net::MsgType::error), kFrameTag, payload, timeout);
+}
+
+asio::awaitable<Session::Admission> Session::admit_client(Report& report, Hello& hello) {
+  // Until the client proved the token, every step is short and it learns nothing but the failure.
+  const milliseconds step = handshake_step(options_.timeout_ms);
+  const Challenge challenge{kProtocolVersion, ha_tools::random_nonce()};
+  const auto challenge_payload = encode(challenge);
+  std::optional<net::Frame> frame;
+  std::string why;
+  auto sent = co_await net::write_frame(*control_, static_cast<std::uint16_t>(Msg::challenge), kFrameTag,
+                                        challenge_payload, step);
+  if (!sent) {
+    why = sent.error().message;
+  } else {
+    auto f = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::hello), kFrameTag, step);
+    if (f) frame = std::move(f).value();
+    else why = f.error().message;
+  }
+  auto h = frame ? decode_hello(frame->payload) : Expected<Hello>(make_error(Errc::closed, why));
+  if (!h) {  // no ha-ping client, or silent for the whole step
+    std::fprintf(stderr, "ha-ping: dropped a connection from %s: no valid hello within %lld ms: %s\n",
+                 report.peer.c_str(), static_cast<long long>(step.count()), h.error().message.c_str());
+    co_return Admission::dropped;
+  }
+  if (!hello_proved(frame->payload, *h, options_.token, challenge.nonce)) {
+    std::fprintf(stderr, "ha-ping: dropped a connection from %s: %s\n", report.peer.c_str(), kAuthFailed);
+    co_await send_error(kAuthFailed, step);
+    co_return Admission::dropped;
+  }
+  hello = std::move(h).value();
+  const std::uint8_t tclass = options_.tclass_source != "default" ? options_.tclass : hello.tclass;
+  const std::uint8_t sl = options_.sl_source != "default" ? options_.sl : hello.sl;
+  auto grant = admit(hello, ServerLimits{options_.max_size, options_.timeout_ms});
+  params_ = Params{hello.sizes,
+                   hello.iters,
+                   hello.bw_iters,
+                   hello.window,
+                   milliseconds(grant ? grant->timeout_ms : hello.timeout_ms),
+                   milliseconds(hello.duration_ms),
+                   tclass,
+                   sl};
+  report.settings = settings();
+  if (!grant) {
+    report.fatal = "refused the client's request: " + grant.error().message;
+    std::fprintf(stderr, "ha-ping: %s: %s\n", report.peer.c_str(), report.fatal.c_str());
+    co_await send_error(grant.error().message, step);
+    co_return Admission::refused;
+  }
+  if (grant->timeout_capped)
+    std::fprintf(stderr, "ha-ping: client %s asked for --timeout %u s: capped at this server's %u s\n",
+                 report.peer.c_str(), hello.timeout_ms / 1000, grant->timeout_ms / 1000);
+  HelloAck ack;
+  for (const auto& rl : rails_) ack.rails.push_back(rl.id());
+  ack.timeout_ms = grant->timeout_ms;
+  const auto ack_payload = signed_ack(ack, options_.token, challenge.nonce, hello.nonce);
+  if (auto s = co_await send(Msg::hello_ack, ack_payload); !s) {
+    report.fatal = s.error().message;
+    co_return Admission::refused;
+  }
+  co_return Admission::admitted;
 }
 
 asio::awaitable<bool> Session::serve_client(asio::ip::tcp::socket& sock, Report& out) {
@@ -541,46 +653,22 @@ asio::awaitable<bool> Session::serve_client(asio::ip::tcp::socket& sock, Report&
   control_.emplace(std::move(sock));
   bool client = true;
   try {
-    auto f = co_await net::read_frame_of(*control_, static_cast<std::uint16_t>(Msg::hello), options_.token,
-                                         milliseconds(options_.timeout_ms));
-    auto hello = f ? decode_hello(f->payload) : Expected<Hello>(std::move(f).error());
-    if (!hello) {
-      // Not an ha-ping client (or a different token): drop it and keep waiting.
-      std::fprintf(stderr, "ha-ping: dropped a connection from %s: %s\n", report.peer.c_str(),
-                   hello.error().message.c_str());
-      client = false;
-    } else {
-      const std::uint8_t tclass = options_.tclass_source != "default" ? options_.tclass : hello->tclass;
-      const std::uint8_t sl = options_.sl_source != "default" ? options_.sl : hello->sl;
-      params_ = Params{hello->sizes,
-                       hello->iters,
-                       hello->bw_iters,
-                       hello->window,
-                       milliseconds(hello->timeout_ms),
-                       milliseconds(hello->duration_ms),
-                       tclass,
-                       sl};
-      report.settings = settings();
-      HelloAck ack;
-      for (const auto& rl : rails_) ack.rails.push_back(rl.id());
-      const auto ack_payload = encode(ack);
-      if (auto s = co_await send(Msg::hello_ack, ack_payload); !s) {
-        report.fatal = s.error().message;
-      } else {
-        start_reader();
-        const std::size_t n = hello->rails.size();
-        report.rails.resize(n);
-        for (std::size_t i = 0; i < n; ++i) {
-          const std::string peer_rail = i < hello->rails.size() ? hello->rails[i] : "";
-          co_await run_rail(i, peer_rail, report.rails[i]);
-        }
-        auto bye = co_await next_frame(phase_deadline());
-        if (!bye || bye->type != static_cast<std::uint16_t>(Msg::bye))
-          std::fprintf(stderr, "ha-ping: client %s did not say goodbye\n", report.peer.c_str());
-      }
+    Hello hello;
+    const Admission admitted = co_await admit_client(report, hello);
+    client = admitted != Admission::dropped;
+    if (admitted == Admission::admitted) {
+      start_reader();
+      const std::size_t n = hello.rails.size();
+      report.rails.resize(n);
+      for (std::size_t i = 0; i < n; ++i) co_await run_rail(i, hello.rails[i], report.rails[i]);
+      auto bye = co_await next_frame(phase_deadline());
+      if (!bye || bye->type != static_cast<std::uint16_t>(Msg::bye))
+        std::fprintf(stderr, "ha-ping: client %s did not say goodbye\n", report.peer.c_str());
     }
   } catch (const boost::system::system_error& e) {
     if (report.fatal.empty()) report.fatal = std::string("interrupted: ") + e.what();
+  } catch (const std::exception& e) {  // no random nonce (libcrypto)
+    if (report.fatal.empty()) report.fatal = e.what();
   }
   co_await finish();
   if (client) out = std::move(report);
@@ -611,14 +699,17 @@ asio::awaitable<void> serve(reactor::Reactor& reactor, Options options, std::vec
     on_report(fatal);
     co_return;
   }
+  const unsigned port = acceptor.local_endpoint(ec).port();  // --port 0: the one the kernel chose
   if (options.count == 1)
-    std::fprintf(stderr, "ha-ping: server listening on %s:%u\n", options.bind.c_str(), options.port);
+    std::fprintf(stderr, "ha-ping: server listening on %s:%u\n", options.bind.c_str(), port);
   else if (options.count == 0)
-    std::fprintf(stderr, "ha-ping: server listening on %s:%u, serving clients until killed\n", options.bind.c_str(),
-                 options.port);
+    std::fprintf(stderr, "ha-ping: server listening on %s:%u, serving clients until killed\n", options.bind.c_str(), port);
   else
-    std::fprintf(stderr, "ha-ping: server listening on %s:%u for %u clients\n", options.bind.c_str(), options.port,
+    std::fprintf(stderr, "ha-ping: server listening on %s:%u for %u clients\n", options.bind.c_str(), port,
                  options.count);
+  if (options.token.empty())
+    std::fprintf(stderr, "ha-ping: no --token (nor %s): anyone who can reach this port can use the server\n",
+                 kTokenEnv);
   std::uint64_t served = 0;
   while (options.count == 0 || served < options.count) {
     using namespace asio::experimental::awaitable_operators;

@@ -39,7 +39,9 @@ class Session {
   // on cancellation.
   asio::awaitable<void> run(Report& report);
   // Server: one client's session on an accepted control connection. False when the connection
-  // was no ha-ping client (bad hello or token): nothing to report, `report` untouched.
+  // was no ha-ping client (no valid Hello within the handshake step, or a wrong proof): nothing
+  // to report, `report` untouched. A proved client whose request the server refuses is reported
+  // (report.fatal says why).
   asio::awaitable<bool> serve_client(asio::ip::tcp::socket& sock, Report& report);
 
  private:
@@ -57,6 +59,14 @@ class Session {
   };
   Settings settings() const;
   asio::awaitable<void> finish();
+
+  // The handshake (protocol.hpp). Client: the server's challenge, our proved Hello, the server's
+  // proved HelloAck; false with report.fatal set when it failed. Server: the challenge, the
+  // client's Hello checked (proof, then limits) and answered.
+  enum class Admission { dropped, refused, admitted };
+  asio::awaitable<bool> client_handshake(Report& report, HelloAck& ack);
+  asio::awaitable<Admission> admit_client(Report& report, Hello& hello);
+  asio::awaitable<void> send_error(const std::string& reason, std::chrono::milliseconds timeout);
 
   asio::awaitable<void> run_client(Report& report);
   asio::awaitable<void> run_rail(std::size_t index, const std::string& peer_name, RailReport& out);

@@ -98,7 +98,8 @@ BOOST_AUTO_TEST_CASE(perftest_names_and_equals_form) {
   BOOST_TEST(e.iters == 7u);
   BOOST_TEST(e.port == 18700);
   BOOST_TEST(e.json_file == "/tmp/x.json");
-  BOOST_TEST(e.token == 0xabcu);
+  BOOST_TEST(e.token == "abc");
+  BOOST_TEST(e.token_source == "--token");
   BOOST_TEST(ok({"--tclass=96", "--sl=3"}).tclass == 96);
   BOOST_TEST(ok({"-T", "96", "-S", "3"}).sl == 3);
   BOOST_TEST(ok({"--version"}).version);
@@ -128,12 +129,44 @@ BOOST_AUTO_TEST_CASE(min_bw_mib_or_percent) {
     BOOST_TEST(contains(error_of({"--min-bw", v}), "neither"), v);
 }
 
-BOOST_AUTO_TEST_CASE(tokens_are_hex_numbers_only) {
-  BOOST_TEST(ok({"--token", "abc"}).token == 0xabcu);
-  BOOST_TEST(ok({"--token", "0x1F"}).token == 0x1fu);
-  BOOST_TEST(ok({"--token", "ffffffffffffffff"}).token == ~0ull);
-  for (const char* v : {"", "0", "0x", "-1", " 12", "+12", "12 ", "1ffffffffffffffff", "xyz", "0x-1"})
-    BOOST_TEST(contains(error_of({"--token", v}), "is not a non-zero hex number"), "'" << v << "'");
+// Item 6 of issue 31: the token is a shared secret (any bytes), from --token or HA_PING_TOKEN; an
+// empty one is an error, never "no authentication" by accident.
+BOOST_AUTO_TEST_CASE(token_from_the_option_or_the_environment) {
+  auto none = ok({});
+  BOOST_TEST(none.token.empty());
+  BOOST_TEST(none.token_source.empty());
+  BOOST_TEST(ok({"--token", "correct horse"}).token == "correct horse");
+  BOOST_TEST(ok({"--token=a=b"}).token == "a=b");
+  Env env;
+  env.vars = {{"HA_PING_TOKEN", "from-env"}};
+  auto e = ok({"hostB"}, env);
+  BOOST_TEST(e.token == "from-env");
+  BOOST_TEST(e.token_source == "HA_PING_TOKEN");
+  auto o = ok({"--token", "from-option"}, env);  // the command line wins
+  BOOST_TEST(o.token == "from-option");
+  BOOST_TEST(o.token_source == "--token");
+  BOOST_TEST(ok({"--token", std::string(1024, 'x')}).token.size() == 1024u);
+
+  BOOST_TEST(contains(error_of({"--token", ""}), "--token is empty"));
+  BOOST_TEST(contains(error_of({"--token="}), "--token is empty"));
+  BOOST_TEST(contains(error_of({"--token", std::string(1025, 'x')}), "--token is longer than 1024 bytes"));
+  Env empty;
+  empty.vars = {{"HA_PING_TOKEN", ""}};
+  BOOST_TEST(contains(error_of({}, empty), "HA_PING_TOKEN is empty"));
+  BOOST_TEST(ok({"--token", "x"}, empty).token == "x");  // the option wins over a broken variable
+}
+
+BOOST_AUTO_TEST_CASE(max_size_is_a_server_limit) {
+  BOOST_TEST(ok({}).max_size == 64ull << 20);
+  BOOST_TEST(ok({"--max-size", "1M"}).max_size == 1ull << 20);
+  BOOST_TEST(ok({"--max-size=1G"}).max_size == 1ull << 30);
+  BOOST_TEST(ok({"--max-size", "4096", "--serve"}).max_size == 4096u);
+  for (const char* v : {"0", "2G", "1T", "", "8,1M", "-1", "x"})
+    BOOST_TEST(contains(error_of({"--max-size", v}), "--max-size: '" + std::string(v) + "' is not one size in [1, 1G]"), v);
+  BOOST_TEST(contains(error_of({"--max-size", "1M", "hostB"}), "--max-size is a server option"));
+  // The sizes take a G suffix too, up to the protocol's 1 GiB.
+  BOOST_TEST(ok({"--sizes", "8,1G"}).sizes == (std::vector<std::uint64_t>{8, 1ull << 30}));
+  BOOST_TEST(error_of({"--sizes", "2G"}) == "--sizes: 2G is larger than 1 GiB");
 }
 
 BOOST_AUTO_TEST_CASE(bad_values_are_rejected_clearly) {

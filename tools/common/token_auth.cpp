@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 namespace ha_tools {
 namespace {
@@ -63,26 +64,5 @@ Mac prove(std::string_view token, std::string_view label, const Nonce& challenge
 }
 
 bool same_mac(const Mac& a, const Mac& b) noexcept { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
-
-std::optional<std::string> resolve_token(const std::optional<std::string>& option, const char* env_name,
-                                         const char* env_value, Token& out) {
-  out = Token{};
-  std::string value, source;
-  if (option) {
-    value = *option;
-    source = "--token";
-  } else if (env_value) {
-    value = env_value;
-    source = env_name;
-  } else {
-    return std::nullopt;
-  }
-  if (value.empty())
-    return source + " is empty (unset it to run without a token; an empty token would switch authentication off)";
-  if (value.size() > kMaxTokenSize)
-    return source + " is longer than " + std::to_string(kMaxTokenSize) + " bytes";
-  out = Token{std::move(value), std::move(source)};
-  return std::nullopt;
-}
 
 }  // namespace ha_tools

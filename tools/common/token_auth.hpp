@@ -12,16 +12,13 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
-#include <optional>
 #include <span>
-#include <string>
 #include <string_view>
 
 namespace ha_tools {
 
 constexpr std::size_t kNonceSize = 32;
 constexpr std::size_t kMacSize = 32;
-constexpr std::size_t kMaxTokenSize = 1024;
 using Nonce = std::array<std::uint8_t, kNonceSize>;
 using Mac = std::array<std::uint8_t, kMacSize>;
 
@@ -38,16 +35,5 @@ Mac prove(std::string_view token, std::string_view label, const Nonce& challenge
 
 // Constant-time comparison (CRYPTO_memcmp).
 bool same_mac(const Mac& a, const Mac& b) noexcept;
-
-// The token a tool uses: --token's value when given, else the environment variable's.
-struct Token {
-  std::string value;   // empty: no token (anyone who speaks the protocol is served)
-  std::string source;  // "--token", the variable's name, or "" when there is none
-};
-// `option`: --token's value (nullopt: not given); `env_value`: the variable's value (nullptr: unset).
-// An empty value, or one longer than kMaxTokenSize, is an error (an unset shell variable expanded into
-// --token or the variable must not switch authentication off silently): the message, or nullopt.
-std::optional<std::string> resolve_token(const std::optional<std::string>& option, const char* env_name,
-                                         const char* env_value, Token& out);
 
 }  // namespace ha_tools

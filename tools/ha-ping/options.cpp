@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "nccl_ha/net/env.hpp"
-#include "token_auth.hpp"
+#include "token_option.hpp"
 
 namespace ha_ping {
 namespace {

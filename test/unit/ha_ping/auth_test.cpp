@@ -7,6 +7,7 @@
 
 #include "auth.hpp"
 #include "token_auth.hpp"
+#include "token_option.hpp"
 
 namespace {
 

@@ -56,16 +56,10 @@ const char* Churn::state_name() const {
 
 void Churn::read_inbox() {
   while (auto m = mgmt_.try_recv(MsgType::churn)) {
-    auto nl = m->find('\n');
-    char kind = 0;
-    unsigned long long i = 0;
-    unsigned a = 0;
-    int used = 0;
-    if (nl == std::string::npos || std::sscanf(m->c_str(), "%c %llu %u%n", &kind, &i, &a, &used) != 3 ||
-        static_cast<std::size_t>(used) != nl || (kind != 'h' && kind != 'x') || i < next_ ||
-        (kind == 'h' && m->size() != nl + 1 + NCCL_NET_HANDLE_MAXSIZE))
+    auto c = wire::parse_churn(*m);
+    if (!c || c->pair < next_ || (c->kind == 'h' && c->body.size() != NCCL_NET_HANDLE_MAXSIZE))
       fail(Fail::peer, "management protocol: bad churn message from the peer");
-    (kind == 'h' ? inbox_ : aborts_)[Key{i, a}] = m->substr(nl + 1);
+    (c->kind == 'h' ? inbox_ : aborts_)[Key{c->pair, c->attempt}] = std::move(c->body);
   }
 }
 

@@ -428,7 +428,9 @@ void flood_listener(Ctx& f) {
   f.rep.check("fault flood: every good connection carried a verified message", intact == kFloodRounds,
               strf("%d of %d", intact, kFloodRounds));
   const std::string bad_text = f.mgmt.recv(MsgType::data, Deadline(f.o.timeout_s), "the number of bad connectors");
-  const std::uint64_t bad = std::stoull(bad_text);
+  const auto bad_or = wire::parse_count(bad_text);
+  if (!bad_or) fail(Fail::peer, "management protocol: bad count of bad connectors '" + bad_text + "'");
+  const std::uint64_t bad = *bad_or;
   std::int64_t t0 = now_ns();
   f.mgmt.barrier("flood holders dropped", f.o.timeout_s);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // a late one would show now

@@ -48,13 +48,7 @@ std::string g_json;
 double g_timeout = 60;
 void watchdog_fired(const char* entry) { hang_exit(entry, g_timeout); }
 
-std::string field(const std::string& text, const std::string& key) {
-  std::string k = key + "=";
-  auto pos = text.find(k);
-  if (pos == std::string::npos) return "";
-  auto end = text.find('\n', pos);
-  return text.substr(pos + k.size(), end == std::string::npos ? std::string::npos : end - pos - k.size());
-}
+using wire::field;
 
 // The peer's wall clock relative to ours, NTP-style over the management connection: rank 0 sends
 // probes, rank 1 answers each with its wall clock; the round trip with the least delay gives the
@@ -68,7 +62,9 @@ ClockSync sync_clocks(Mgmt& mgmt, int rank, double timeout_s) {
       mgmt.send(MsgType::clock, "probe");
       std::string r = mgmt.recv(MsgType::clock, Deadline(timeout_s), "a clock probe reply");
       std::int64_t t2 = wall_us();
-      std::int64_t t1 = std::strtoll(r.c_str(), nullptr, 10);
+      const auto t1_or = wire::parse_clock_reply(r);
+      if (!t1_or) fail(Fail::peer, "management protocol: bad clock reply '" + r + "'");
+      const std::int64_t t1 = *t1_or;
       double rtt = static_cast<double>(t2 - t0) / 1e3;
       if (best.rtt_ms < 0 || rtt < best.rtt_ms) best = {static_cast<double>(t1 - (t0 + t2) / 2) / 1e3, rtt};
     }
@@ -81,9 +77,9 @@ ClockSync sync_clocks(Mgmt& mgmt, int rank, double timeout_s) {
       mgmt.send(MsgType::clock, std::to_string(wall_us()));
       continue;
     }
-    if (std::sscanf(m.c_str(), "result %lf %lf", &best.offset_ms, &best.rtt_ms) != 2)
-      fail(Fail::peer, "management protocol: bad clock message '" + m + "'");
-    return best;
+    const auto result = wire::parse_clock_result(m);
+    if (!result) fail(Fail::peer, "management protocol: bad clock message '" + m + "'");
+    return ClockSync{result->offset_ms, result->rtt_ms};
   }
 }
 
@@ -160,10 +156,13 @@ void connect_and_load(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, 
   rep.phase = "management connect";
   if (o.rank == 0) {
     log::info("waiting for rank 1 on port %u", static_cast<unsigned>(o.listen_port));
-    mgmt.emplace(Mgmt::accept_peer(o.bind, o.listen_port, o.port_file, o.timeout_s));
+    if (o.token.empty())
+      log::warn("no --token (nor %s): any process that reaches port %u first can be rank 1", kTokenEnv,
+                static_cast<unsigned>(o.listen_port));
+    mgmt.emplace(Mgmt::accept_peer(o.bind, o.listen_port, o.port_file, o.timeout_s, o.token));
     rep.peer = mgmt->peer_address();
   } else {
-    mgmt.emplace(Mgmt::connect_peer(o.peer_host, o.peer_port, o.timeout_s));
+    mgmt.emplace(Mgmt::connect_peer(o.peer_host, o.peer_port, o.timeout_s, o.token));
     rep.peer = strf("%s:%u", o.peer_host.c_str(), static_cast<unsigned>(o.peer_port));
   }
   rep.phase = "load";

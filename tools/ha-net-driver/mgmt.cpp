@@ -1,5 +1,8 @@
 #include "mgmt.hpp"
 
+#include "mgmt_auth.hpp"
+#include "unique_fd.hpp"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,13 +18,6 @@
 
 namespace hnd {
 namespace {
-
-constexpr std::uint32_t kMaxPayload = 1u << 20;
-
-struct Header {
-  std::uint32_t type;
-  std::uint32_t len;
-};
 
 void set_nodelay(int fd) {
   int one = 1;
@@ -40,7 +36,8 @@ void write_port_file(const std::string& file, std::uint16_t port) {
 
 }  // namespace
 
-Mgmt Mgmt::accept_peer(const std::string& bind, std::uint16_t port, const std::string& port_file, double timeout_s) {
+Mgmt Mgmt::accept_peer(const std::string& bind, std::uint16_t port, const std::string& port_file, double timeout_s,
+                       const std::string& token) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -49,46 +46,33 @@ Mgmt Mgmt::accept_peer(const std::string& bind, std::uint16_t port, const std::s
   std::string svc = std::to_string(port);
   int rc = ::getaddrinfo(bind.empty() ? nullptr : bind.c_str(), svc.c_str(), &hints, &res);
   if (rc != 0) fail(Fail::usage, strf("--bind %s: %s", bind.c_str(), ::gai_strerror(rc)));
-  int lfd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (lfd < 0) {
+  UniqueFd lfd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!lfd) {
     ::freeaddrinfo(res);
     fail(Fail::peer, strf("socket: %s", std::strerror(errno)));
   }
   int one = 1;
-  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(lfd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(lfd, 1) != 0) {
+  ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(lfd.get(), res->ai_addr, res->ai_addrlen) != 0 ||
+      ::listen(lfd.get(), static_cast<int>(kMaxPendingPeers)) != 0) {
     int e = errno;
     ::freeaddrinfo(res);
-    ::close(lfd);
     fail(Fail::usage, strf("cannot listen on %s:%u: %s", bind.c_str(), static_cast<unsigned>(port), std::strerror(e)));
   }
   ::freeaddrinfo(res);
   sockaddr_storage ss{};
   socklen_t sl = sizeof ss;
-  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&ss), &sl);
+  ::getsockname(lfd.get(), reinterpret_cast<sockaddr*>(&ss), &sl);
   std::uint16_t bound = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                                        : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   if (!port_file.empty()) write_port_file(port_file, bound);
   Deadline d(timeout_s);
-  pollfd p{lfd, POLLIN, 0};
-  for (;;) {
-    int n = ::poll(&p, 1, d.remaining_ms());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(lfd);
-      fail(Fail::timeout, strf("timeout after %g s waiting for rank 1 on port %u", timeout_s, static_cast<unsigned>(bound)));
-    }
-    break;
-  }
-  int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-  int e = errno;
-  ::close(lfd);
-  if (fd < 0) fail(Fail::peer, strf("accept: %s", std::strerror(e)));
+  const int fd = admit_peer(lfd.get(), token, d, timeout_s, bound);
   set_nodelay(fd);
   return Mgmt(fd, timeout_s);
 }
 
-Mgmt Mgmt::connect_peer(const std::string& host, std::uint16_t port, double timeout_s) {
+Mgmt Mgmt::connect_peer(const std::string& host, std::uint16_t port, double timeout_s, const std::string& token) {
   Deadline d(timeout_s);
   std::string last = "no attempt";
   for (;;) {
@@ -108,7 +92,9 @@ Mgmt Mgmt::connect_peer(const std::string& host, std::uint16_t port, double time
         if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
           ::freeaddrinfo(res);
           set_nodelay(fd);
-          return Mgmt(fd, timeout_s);
+          Mgmt m(fd, timeout_s);
+          prove_to_rank0(m, token, d);
+          return m;
         }
         last = std::strerror(errno);
         ::close(fd);
@@ -127,9 +113,7 @@ Mgmt::~Mgmt() {
 }
 
 void Mgmt::send(MsgType t, const std::string& payload) {
-  Header h{htonl(static_cast<std::uint32_t>(t)), htonl(static_cast<std::uint32_t>(payload.size()))};
-  std::string buf(reinterpret_cast<const char*>(&h), sizeof h);
-  buf += payload;
+  const std::string buf = wire::encode(t, payload);
   const char* p = buf.data();
   std::size_t left = buf.size();
   while (left > 0) {
@@ -157,17 +141,22 @@ void Mgmt::read_exact(void* buf, std::size_t n, const Deadline& d, const char* w
   }
 }
 
+wire::Message Mgmt::recv_any(const Deadline& d, const char* waiting_for) {
+  std::array<std::uint8_t, wire::kHeaderSize> hb{};
+  read_exact(hb.data(), hb.size(), d, waiting_for);
+  const wire::Header h = wire::decode_header(hb);
+  if (!wire::fits(h)) fail(Fail::peer, strf("management connection: oversized message (%u bytes)", h.len));
+  wire::Message m{h.type, std::string(h.len, '\0')};
+  if (h.len) read_exact(m.payload.data(), h.len, d, waiting_for);
+  return m;
+}
+
 std::string Mgmt::recv(MsgType t, const Deadline& d, const char* waiting_for) {
-  Header h{};
-  read_exact(&h, sizeof h, d, waiting_for);
-  std::uint32_t type = ntohl(h.type), len = ntohl(h.len);
-  if (len > kMaxPayload) fail(Fail::peer, strf("management connection: oversized message (%u bytes)", len));
-  std::string payload(len, '\0');
-  if (len) read_exact(payload.data(), len, d, waiting_for);
-  if (type == static_cast<std::uint32_t>(MsgType::abort)) fail(Fail::peer, "peer aborted: " + payload);
-  if (type != static_cast<std::uint32_t>(t))
-    fail(Fail::peer, strf("management protocol: got message type %u while waiting for %s", type, waiting_for));
-  return payload;
+  wire::Message m = recv_any(d, waiting_for);
+  if (m.type == static_cast<std::uint32_t>(MsgType::abort)) fail(Fail::peer, "peer aborted: " + m.payload);
+  if (m.type != static_cast<std::uint32_t>(t))
+    fail(Fail::peer, strf("management protocol: got message type %u while waiting for %s", m.type, waiting_for));
+  return std::move(m.payload);
 }
 
 void Mgmt::barrier(const std::string& name, double timeout_s) {
@@ -179,30 +168,32 @@ void Mgmt::barrier(const std::string& name, double timeout_s) {
 }
 
 void Mgmt::check_abort() {
-  Header h{};
-  ssize_t n = ::recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  std::array<std::uint8_t, wire::kHeaderSize> h{};
+  ssize_t n = ::recv(fd_, h.data(), h.size(), MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) fail(Fail::peer, "peer closed the management connection");
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
     fail(Fail::peer, strf("management connection: %s", std::strerror(errno)));
   }
-  if (static_cast<std::size_t>(n) < sizeof h || ntohl(h.type) != static_cast<std::uint32_t>(MsgType::abort)) return;
+  if (static_cast<std::size_t>(n) < h.size() || wire::decode_header(h).type != static_cast<std::uint32_t>(MsgType::abort))
+    return;
   Deadline d(timeout_s_);
   (void)recv(MsgType::abort, d, "abort reason");  // throws with the reason
 }
 
 std::optional<std::string> Mgmt::try_recv(MsgType t) {
-  Header h{};
-  ssize_t n = ::recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-  if (n != static_cast<ssize_t>(sizeof h) || ntohl(h.type) != static_cast<std::uint32_t>(t)) return std::nullopt;
+  std::array<std::uint8_t, wire::kHeaderSize> h{};
+  ssize_t n = ::recv(fd_, h.data(), h.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(h.size()) || wire::decode_header(h).type != static_cast<std::uint32_t>(t))
+    return std::nullopt;
   Deadline d(timeout_s_);
   return recv(t, d, "the rest of a message");
 }
 
 bool Mgmt::has_message() const noexcept {
-  Header h{};
-  ssize_t n = ::recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-  return n == static_cast<ssize_t>(sizeof h);
+  std::array<std::uint8_t, wire::kHeaderSize> h{};
+  ssize_t n = ::recv(fd_, h.data(), h.size(), MSG_PEEK | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(h.size());
 }
 
 bool Mgmt::peer_closed() const noexcept {

@@ -1,6 +1,7 @@
 // ha-net-driver: the management TCP connection between the two ranks (plain blocking POSIX
-// sockets + poll for deadlines). Carries the hello, the 128-byte listen handles, barriers,
-// results and aborts; never any plugin traffic.
+// sockets + poll for deadlines). Carries the authentication (mgmt_auth.hpp), the hello, the
+// 128-byte listen handles, barriers, results and aborts; never any plugin traffic. The wire format
+// is in mgmt_wire.hpp.
 #pragma once
 
 #include <cstdint>
@@ -8,23 +9,19 @@
 #include <string>
 
 #include "common.hpp"
+#include "mgmt_wire.hpp"
 
 namespace hnd {
-
-// extend: the sender's new message count of a --min-seconds stream; clock: the clock-offset probe;
-// data: a fault scenario's own message (flood: the number of bad connectors).
-// churn: the listen handle of one --churn pair (churn.hpp).
-enum class MsgType : std::uint32_t {
-  hello = 1, handles = 2, barrier = 3, result = 4, abort = 5, extend = 6, clock = 7, data = 8, churn = 9
-};
 
 class Mgmt {
  public:
   // Rank 0: listen on bind:port (port 0 = any; the bound port goes to port_file if given) and
-  // accept one peer before the deadline.
-  static Mgmt accept_peer(const std::string& bind, std::uint16_t port, const std::string& port_file, double timeout_s);
-  // Rank 1: connect to host:port, retrying until the deadline (rank 0 may start later).
-  static Mgmt connect_peer(const std::string& host, std::uint16_t port, double timeout_s);
+  // accept the one peer that proves `token` (mgmt_auth.hpp; strangers are dropped) before the deadline.
+  static Mgmt accept_peer(const std::string& bind, std::uint16_t port, const std::string& port_file, double timeout_s,
+                          const std::string& token);
+  // Rank 1: connect to host:port, retrying until the deadline (rank 0 may start later), and prove
+  // `token` to rank 0 (and check that rank 0 holds it too).
+  static Mgmt connect_peer(const std::string& host, std::uint16_t port, double timeout_s, const std::string& token);
 
   Mgmt(Mgmt&& o) noexcept : fd_(o.fd_), timeout_s_(o.timeout_s_) { o.fd_ = -1; }
   Mgmt& operator=(Mgmt&&) = delete;
@@ -34,6 +31,9 @@ class Mgmt {
   // Next message, which must be of type t. An abort message, EOF or another type throws
   // DriverError(peer); no message before the deadline throws DriverError(timeout).
   std::string recv(MsgType t, const Deadline& d, const char* waiting_for);
+  // Next message, whatever its type (an abort too). EOF throws DriverError(peer), no message
+  // before the deadline DriverError(timeout).
+  wire::Message recv_any(const Deadline& d, const char* waiting_for);
   // Both ranks call barrier(name); returns when the peer reached the same one.
   void barrier(const std::string& name, double timeout_s);
   // Non-blocking: throws DriverError(peer) if the peer sent an abort or closed the connection.

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "fault.hpp"
+#include "token_option.hpp"
 
 namespace hnd {
 namespace {
@@ -44,6 +45,11 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --bind ADDR          rank 0: management listen address (default 0.0.0.0)
   --port-file F        rank 0: write the bound management port to F once listening
   --peer HOST:PORT     rank 1: rank 0's management address
+  --token SECRET       shared secret of the two ranks (default $HA_NET_DRIVER_TOKEN): rank 0 takes as
+                       rank 1 only a connection that proves it holds it (HMAC-SHA256 challenge-response,
+                       the secret never crosses the wire) and drops any other; rank 1 checks rank 0's
+                       proof. Without a token ANY PROCESS THAT REACHES RANK 0'S PORT CAN BE RANK 1.
+                       Prefer the variable: a command line is visible to every local user
   --dev N              plugin device index (default 0)
   --sizes LIST         message sizes, e.g. 0,1,8,4K,64K,1M,4M (default); message k has size sizes[k % n]
   --messages N         integrity phase: messages per direction (default 1000, 0: skip)
@@ -101,8 +107,10 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
                        init (a plugin's background threads), before the last snapshot and the exit
 )" + fault_usage() + R"(  -h, --help           this text
   --version            print "ha-net-driver <version>" and exit
-Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1.
-Exit status: 0 all verified, 1 verification failed, 2 usage, 3 plugin error, 4 timeout, 5 peer error.
+Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1,
+HA_NET_DRIVER_TOKEN (see --token).
+Exit status: 0 all verified, 1 verification failed, 2 usage (also: the ranks' tokens differ), 3 plugin
+error, 4 timeout (also: no connection proved the token in time), 5 peer error.
 )";
   return text.c_str();
 }
@@ -202,6 +210,10 @@ bool parse_valued(const std::string& a, Value&& val, Options& o) {
   else if (a == "--rank") o.rank = static_cast<int>(parse_num(a, val(), 0, 1));
   else if (a == "--listen-port") o.listen_port = static_cast<std::uint16_t>(parse_num(a, val(), 0, 65535));
   else if (a == "--bind") o.bind = val();
+  else if (a == "--token") {
+    o.token = val();
+    o.token_source = "--token";
+  }
   else if (a == "--port-file") o.port_file = val();
   else if (a == "--peer") parse_peer(val(), o);
   else if (a == "--dev") o.dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
@@ -293,7 +305,8 @@ void check_options(Options& o) {
 
 }  // namespace
 
-Options parse_options(int argc, char** argv) {
+Options parse_options(int argc, char** argv, const EnvLookup& env_in) {
+  const EnvLookup env = env_in ? env_in : EnvLookup([](const char* n) -> const char* { return std::getenv(n); });
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -305,6 +318,12 @@ Options parse_options(int argc, char** argv) {
   }
   if (o.help || o.version) return o;
   check_options(o);
+  std::optional<std::string> option;
+  if (o.token_source == "--token") option = o.token;
+  ha_tools::Token token;
+  if (auto bad = ha_tools::resolve_token(option, kTokenEnv, env(kTokenEnv), token)) fail(Fail::usage, *bad);
+  o.token = std::move(token.value);
+  o.token_source = std::move(token.source);
   return o;
 }
 

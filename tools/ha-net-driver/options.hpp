@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct Options {
   int rank = -1;                      // --rank 0|1
   std::uint16_t listen_port = 0;      // rank 0: --listen-port P (0 = any, see --port-file)
   std::string bind = "0.0.0.0";       // rank 0: --bind ADDR
+  std::string token;                  // --token or $HA_NET_DRIVER_TOKEN: the management connection's
+  std::string token_source;           // shared secret ("": none); "--token", the variable or ""
   std::string port_file;              // rank 0: --port-file F receives the bound port
   std::string peer_host;              // rank 1: --peer HOST:PORT
   std::uint16_t peer_port = 0;
@@ -65,8 +68,13 @@ struct Options {
   bool version = false;                // --version: print "ha-net-driver <version>", exit 0
 };
 
+// The environment variable that holds the token when --token is not given.
+inline constexpr const char* kTokenEnv = "HA_NET_DRIVER_TOKEN";
+// Environment lookup (getenv by default; tests inject their own).
+using EnvLookup = std::function<const char*(const char*)>;
+
 // Throws DriverError(usage).
-Options parse_options(int argc, char** argv);
+Options parse_options(int argc, char** argv, const EnvLookup& env = {});
 const char* usage();
 // "0,1,8,4K,1M" -> {0, 1, 8, 4096, 1048576}; K/M/G are powers of 1024. Throws DriverError(usage).
 std::vector<std::size_t> parse_sizes(const std::string& list);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest unit.driver_fake: ha-net-driver against the loopback fake plugins (v10 and v8), both
 # ranks on 127.0.0.1. Checks exit codes and the JSON reports of every scenario (also --one-way,
-# --min-seconds, the timeline, plugin-error timing and --outlive-peer).
+# --min-seconds, the timeline, plugin-error timing, --outlive-peer and the management token).
 # usage: test_driver_fake.sh DRIVER LIBFAKE_V10 LIBFAKE_V8 WORKDIR
 set -u
 DRIVER=$1 FAKE10=$2 FAKE8=$3 WORK=$4
@@ -249,6 +249,15 @@ for bad in "--churn 3 --messages 0" "--churn -1" "--churn x" "--churn-dev 1 --me
   if [ "$rc" -ne 2 ]; then echo "FAIL churn-usage: '$bad' exit $rc (expected 2)"; failures=$((failures + 1)); fi
 done
 echo "ok   churn-usage"
+
+# The management port's token (issue 31, item 6): the same token on both ranks (rank 0's from the
+# environment, rank 1's from --token) connects as usual; different tokens: rank 1 is refused at once
+# (exit 2), rank 0 drops it and waits on for the real peer until its --timeout (exit 4).
+RANK0_ENV=HA_NET_DRIVER_TOKEN=pair-secret RANK1_ARGS="--token pair-secret" run_pair token 0 0 "$FAKE10" \
+  --messages 20 --timeout 30
+RANK0_ARGS="--token pair-secret" RANK1_ARGS="--token other" run_pair token-differs 4 2 "$FAKE10" --messages 20 --timeout 3
+check_pair token-differs '"authentication failed: rank 0 refused this rank" in b["errors"][0]' \
+  '"timeout after 3 s waiting for rank 1" in a["errors"][0] and "1 wrong token" in a["errors"][0]'
 
 if [ "$failures" -ne 0 ]; then
   echo "unit.driver_fake: $failures failure(s); logs in $WORK"

@@ -381,12 +381,11 @@ void Stream::read_limits() {
       peer_lost(c_, e);
     }
     if (!m) return;
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(m->c_str(), &end, 10);
-    if (end == m->c_str() || v < recv_limit_)
+    const auto limit = wire::parse_limit(*m);
+    if (!limit || limit->messages < recv_limit_)
       fail(Fail::peer, "management protocol: bad stream limit '" + *m + "' from the peer");
-    recv_limit_ = v;
-    recv_final_ = std::string(end) == " final";
+    recv_limit_ = limit->messages;
+    recv_final_ = limit->final;
   }
 }
 

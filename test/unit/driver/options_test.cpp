@@ -70,6 +70,44 @@ BOOST_AUTO_TEST_CASE(churn_and_resources) {
   BOOST_TEST(hnd::shared_params(ok({"--churn", "5"})).find("churn_retry") == std::string::npos);
 }
 
+// Item 6 of issue 31: the management connection's token, from --token or HA_NET_DRIVER_TOKEN
+// (per rank, never part of the parameters the ranks exchange in clear).
+BOOST_AUTO_TEST_CASE(token_from_the_option_or_the_environment) {
+  auto with_env = [](std::vector<std::string> extra, const char* value) {
+    auto args = base();
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), "ha-net-driver");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    return hnd::parse_options(static_cast<int>(args.size()), argv.data(), [value](const char* name) -> const char* {
+      return std::string(name) == "HA_NET_DRIVER_TOKEN" ? value : nullptr;
+    });
+  };
+  Options none = with_env({}, nullptr);
+  BOOST_TEST(none.token.empty());
+  BOOST_TEST(none.token_source.empty());
+  Options env = with_env({}, "from env");
+  BOOST_TEST(env.token == "from env");
+  BOOST_TEST(env.token_source == "HA_NET_DRIVER_TOKEN");
+  Options opt = with_env({"--token", "from option"}, "from env");
+  BOOST_TEST(opt.token == "from option");
+  BOOST_TEST(opt.token_source == "--token");
+  BOOST_TEST(hnd::shared_params(opt).find("from option") == std::string::npos);
+  BOOST_TEST(hnd::shared_params(opt) == hnd::shared_params(none));
+  try {
+    with_env({}, "");
+    BOOST_ERROR("an empty HA_NET_DRIVER_TOKEN must be a usage error");
+  } catch (const hnd::DriverError& e) {
+    BOOST_TEST((e.kind == hnd::Fail::usage));
+    BOOST_TEST(std::string(e.what()).find("HA_NET_DRIVER_TOKEN is empty") == 0u, e.what());
+  }
+  BOOST_TEST(usage_error({"--token", ""}).find("--token is empty") == 0u);
+  BOOST_TEST(usage_error({"--token", std::string(1025, 't')}).find("longer than 1024 bytes") != std::string::npos);
+  BOOST_TEST(usage_error({"--token"}).find("needs a value") != std::string::npos);
+  BOOST_TEST(std::string(hnd::usage()).find("ANY PROCESS THAT REACHES RANK 0'S PORT CAN BE RANK 1") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(usage_errors) {
   BOOST_TEST(usage_error({"--churn", "-1"}).find("--churn") != std::string::npos);
   BOOST_TEST(usage_error({"--churn", "many"}).find("--churn") != std::string::npos);

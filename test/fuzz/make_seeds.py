@@ -6,7 +6,9 @@ checked in; rerun this script after a wire-format change (it rewrites only seed-
 
 Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/conn_msg.hpp
 (request, reply, ready, candidates, rescue point: v5), src/plugin/handle.hpp (handle, version 6),
-src/plugin/handshake_auth.hpp (hello), src/plugin/rescue_wire.hpp (rescue requests)."""
+src/plugin/handshake_auth.hpp (hello), src/plugin/rescue_wire.hpp (rescue requests),
+tools/ha-ping/protocol.hpp (ha-ping's control messages, protocol 2), tools/ha-net-driver/mgmt_wire.hpp
+(the driver's management stream)."""
 import hashlib
 import hmac
 import ipaddress
@@ -118,6 +120,50 @@ def hello(nonce=bytes(range(16)), secret=HELLO_SECRET, token=TOKEN):
 
 def rescue_request(msg=bytes(64), key=RESCUE_KEY, rid=RESCUE_ID):
     return frame(RESCUE_MSG, msg + mac(key, b"nccl-ha/6 rescue request", struct.pack("<Q", rid), msg), token=rid)
+
+
+# ha-ping's control messages (tools/ha-ping/protocol.hpp). The Hello and HelloAck seeds carry real
+# proofs with ha_ping_protocol.cpp's test token and nonce.
+HP_TOKEN, HP_NONCE = b"fuzz-token", bytes(range(32))
+
+
+def hp_str(b):
+    return struct.pack("<H", len(b)) + b
+
+
+def hp_names(names):
+    return struct.pack("<H", len(names)) + b"".join(hp_str(n.encode()) for n in names)
+
+
+def hp_proof(label, challenge, response, body, token=HP_TOKEN):
+    key = b"ha-tools token v1:" + token
+    return hmac.new(key, bytes([len(label)]) + label + challenge + response + body, hashlib.sha256).digest()
+
+
+def hp_hello(rails=("rxe0:1", "rxe1:1"), sizes=(8, 4096, 65536, 1 << 20), iters=200, bw_iters=64, window=8,
+             timeout_ms=30000, duration_ms=0, tc=0, sl=0, token=HP_TOKEN):
+    body = hp_names(rails) + struct.pack("<H", len(sizes)) + b"".join(struct.pack("<Q", x) for x in sizes)
+    body += struct.pack("<IIIII", iters, bw_iters, window, timeout_ms, duration_ms) + bytes([tc, sl]) + HP_NONCE
+    return body + hp_proof(b"ha-ping hello", HP_NONCE, HP_NONCE, body, token)
+
+
+def hp_ack(rails=("rxe0:1", "rxe1:1"), timeout_ms=30000):
+    body = hp_names(rails) + struct.pack("<I", timeout_ms)
+    return body + hp_proof(b"ha-ping hello-ack", HP_NONCE, HP_NONCE, body)
+
+
+def hp_rail_setup(status=0, reason=b"", addr=0x7F0000001000, rkey=0x1234, length=2 << 20):
+    return bytes([status]) + hp_str(reason) + endpoint() + struct.pack("<QIQ", addr, rkey, length)
+
+
+# ha-net-driver's management stream (tools/ha-net-driver/mgmt_wire.hpp): u32 type, u32 length, big-endian.
+(M_HELLO, M_HANDLES, M_BARRIER, M_RESULT, M_ABORT, M_EXTEND, M_CLOCK, M_DATA, M_CHURN, M_AUTH_CHALLENGE, M_AUTH_PROOF,
+ M_AUTH_OK) = range(1, 13)
+
+
+def mgmt(typ, payload):
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return struct.pack(">II", typ, len(payload)) + payload
 
 
 def write(target, name, data):
@@ -248,6 +294,31 @@ def main():
                            "ENV NCCL_IB_TC=106\nENV HA_NCCL_IB_SL=3\n--timeout=5\nhostB", "-T\n96\n-S\n16\nhostB",
                            "--min-bw\ninf\nhostB", "--token\n-1\n--count\n3"]):
         write("ha_ping_options", f"seed-{i}.txt", s)
+    # ha_ping_protocol: every control message, proved where it has a proof, and near misses
+    for name, data in {
+        "challenge": struct.pack("<H", 2) + HP_NONCE, "challenge-v1": struct.pack("<H", 1) + HP_NONCE,
+        "hello": hp_hello(), "hello-bounds": hp_hello(rails=(), sizes=(1 << 30,), iters=1000000, window=128,
+                                                      timeout_ms=0xFFFFFFFF, duration_ms=3600000, tc=255, sl=15),
+        "hello-wrong-token": hp_hello(token=b"other"), "hello-sl16": hp_hello(sl=16),
+        "ack": hp_ack(), "ack-capped": hp_ack(rails=(), timeout_ms=5000),
+        "rail-setup": hp_rail_setup(), "rail-setup-down": hp_rail_setup(1, b"port rxe1:1 is not ACTIVE (DOWN)", 0, 0, 0),
+        "phase-done": bytes([1, 0]) + hp_str(b""), "phase-done-down": bytes([0, 1]) + hp_str(b"port error on rxe0:1"),
+    }.items():
+        write("ha_ping_protocol", f"seed-{name}.bin", data)
+    # driver_mgmt: what each rank reads from the other, and near misses
+    params = "sizes=0,1,8,4096 messages=1000 inflight=8 group=1 pingpong=0 iters=100 bw=0 bw_messages=64 comms=0"
+    drv_hello = f"rank=1\napi=10\nname=nccl-ha\ncommid=1234567890123\nparams={params}\n"
+    write("driver_mgmt", "seed-rank0-reads.bin", mgmt(M_AUTH_PROOF, HP_NONCE * 2) + mgmt(M_HELLO, drv_hello)
+          + b"".join(mgmt(M_CLOCK, str(1795808783489123 + i)) for i in range(8)) + mgmt(M_HANDLES, bytes(128))
+          + mgmt(M_BARRIER, "connect") + mgmt(M_EXTEND, "1000") + mgmt(M_EXTEND, "2000 final")
+          + mgmt(M_RESULT, "ok=1\nresult=ok\nerror=\n"))
+    write("driver_mgmt", "seed-rank1-reads.bin", mgmt(M_AUTH_CHALLENGE, b"HNDAUTH1" + HP_NONCE) + mgmt(M_AUTH_OK, HP_NONCE)
+          + mgmt(M_HELLO, drv_hello.replace("rank=1", "rank=0")) + mgmt(M_CLOCK, "probe") + mgmt(M_CLOCK, "result -1.250 0.375")
+          + mgmt(M_CHURN, b"h 3 0\n" + bytes(128)) + mgmt(M_CHURN, "x 4 1\nconnect (churn) returned ncclSystemError")
+          + mgmt(M_DATA, "8") + mgmt(M_ABORT, "init: ncclSystemError"))
+    write("driver_mgmt", "seed-oversize.bin", mgmt(M_BARRIER, "a") + struct.pack(">II", M_HELLO, (1 << 20) + 1))
+    write("driver_mgmt", "seed-half.bin", mgmt(M_HELLO, drv_hello)[:30])
+    write("driver_mgmt", "seed-http.bin", b"GET / HTTP/1.0\r\n\r\n")
 
 
 if __name__ == "__main__":

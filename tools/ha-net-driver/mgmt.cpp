@@ -90,11 +90,22 @@ Mgmt Mgmt::connect_peer(const std::string& host, std::uint16_t port, double time
         int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) continue;
         if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-          ::freeaddrinfo(res);
           set_nodelay(fd);
           Mgmt m(fd, timeout_s);
-          prove_to_rank0(m, token, d);
-          return m;
+          try {
+            prove_to_rank0(m, token, d);
+            ::freeaddrinfo(res);
+            return m;
+          } catch (const DriverError& e) {
+            // Closed before the exchange ended (rank 0 dropped us among strangers, or is no
+            // driver): try again. A failed authentication or the deadline ends it.
+            if (e.kind != Fail::peer) {
+              ::freeaddrinfo(res);
+              throw;
+            }
+            last = e.what();
+          }
+          continue;
         }
         last = std::strerror(errno);
         ::close(fd);

@@ -19,8 +19,9 @@ class Mgmt {
   // accept the one peer that proves `token` (mgmt_auth.hpp; strangers are dropped) before the deadline.
   static Mgmt accept_peer(const std::string& bind, std::uint16_t port, const std::string& port_file, double timeout_s,
                           const std::string& token);
-  // Rank 1: connect to host:port, retrying until the deadline (rank 0 may start later), and prove
-  // `token` to rank 0 (and check that rank 0 holds it too).
+  // Rank 1: connect to host:port, retrying until the deadline (rank 0 may start later, or close a
+  // connection before the exchange ended), and prove `token` to rank 0 (and check that rank 0
+  // holds it too). A failed authentication throws DriverError(usage) at once.
   static Mgmt connect_peer(const std::string& host, std::uint16_t port, double timeout_s, const std::string& token);
 
   Mgmt(Mgmt&& o) noexcept : fd_(o.fd_), timeout_s_(o.timeout_s_) { o.fd_ = -1; }

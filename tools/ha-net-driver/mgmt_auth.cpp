@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "logger.hpp"
@@ -92,7 +93,10 @@ class Gate {
 
   void accept_one() {
     UniqueFd fd(::accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC));
-    if (!fd) return;  // gone before we took it; the listener goes on
+    if (!fd) {  // gone before we took it; or no fd left: let the pending ones free some
+      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
     // Full: the oldest goes. A real peer proves within a round trip of its challenge, so a flood
     // of strangers cannot keep it out, and every stranger is still held at most one step.
     if (pending_.size() >= kMaxPendingPeers) drop(0, "evicted", "more connections waiting");

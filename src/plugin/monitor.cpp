@@ -1,10 +1,5 @@
 #include "monitor.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <map>
 
 namespace nccl_ha::plugin {
@@ -35,41 +30,6 @@ std::string expand_path(std::string_view pattern, std::string_view host, long pi
     }
   }
   return out;
-}
-
-AppendFile::~AppendFile() { close_file(); }
-
-void AppendFile::close_file() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-bool AppendFile::append(std::string_view chunk, std::uint64_t now_ns) {
-  constexpr std::uint64_t kLookNs = 1'000'000'000;
-  if (fd_ >= 0 && now_ns - checked_ns_ >= kLookNs) {
-    checked_ns_ = now_ns;
-    struct stat open_file {}, named {};
-    if (::fstat(fd_, &open_file) != 0 || ::stat(path_.c_str(), &named) != 0 || open_file.st_dev != named.st_dev ||
-        open_file.st_ino != named.st_ino)
-      close_file();  // rotated or removed: the path's file from now on
-  }
-  if (fd_ < 0) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) return false;
-    checked_ns_ = now_ns;
-  }
-  while (!chunk.empty()) {
-    const ssize_t n = ::write(fd_, chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : EIO;
-      close_file();
-      errno = e;
-      return false;
-    }
-    chunk.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
 }
 
 CommCounters& CommCounters::operator+=(const CommCounters& o) noexcept {

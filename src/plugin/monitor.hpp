@@ -1,6 +1,7 @@
 // Operators' observability, the pure parts: the %h / %p expansion of HA_NCCL_STATS_FILE and
 // HA_NCCL_PROM_FILE, and the Prometheus text exposition of a snapshot (HA_NCCL_PROM_FILE, for
-// node_exporter's textfile collector). The sampling of live comms and the files are stats.cpp's.
+// node_exporter's textfile collector). The sampling of live comms is stats.cpp's; how the files
+// are written, output_file.hpp's.
 #pragma once
 
 #include <cstdint>
@@ -14,28 +15,6 @@ namespace nccl_ha::plugin {
 // is and appended to *unknown (when given) for the caller to WARN about. Pure; unit-tested.
 std::string expand_path(std::string_view pattern, std::string_view host, long pid,
                         std::vector<std::string>* unknown = nullptr);
-
-// HA_NCCL_STATS_FILE's writer: appends chunks of lines to the file at `path`, kept open between
-// chunks (a failover storm writes thousands of lines a second; opening the file for each chunk cost
-// a path walk every time), and opened again (O_APPEND, created 0644) when the path names another
-// file than the one open - rotated or removed - which is looked at once a second at most, or after
-// a failed write. One writer at a time (not thread-safe). Unit-tested.
-class AppendFile {
- public:
-  explicit AppendFile(std::string path) : path_(std::move(path)) {}
-  ~AppendFile();
-  AppendFile(const AppendFile&) = delete;
-  AppendFile& operator=(const AppendFile&) = delete;
-  // `now_ns`: a monotonic clock (the once-a-second look). False: the chunk was not (wholly)
-  // written, errno says why; the next append opens the file again.
-  bool append(std::string_view chunk, std::uint64_t now_ns);
-
- private:
-  void close_file() noexcept;
-  std::string path_;
-  int fd_ = -1;
-  std::uint64_t checked_ns_ = 0;
-};
 
 // A comm's monotonic counters (process totals: live comms plus the closed ones folded in).
 struct CommCounters {

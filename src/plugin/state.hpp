@@ -14,6 +14,7 @@
 #include "device.hpp"
 #include "liveness.hpp"
 #include "monitor.hpp"
+#include "output_file.hpp"
 #include "reaper.hpp"
 #include "nccl_ha/reactor/reactor.hpp"
 
@@ -42,6 +43,7 @@ struct StatsOutbox {
   std::mutex mutex;
   std::string pending;
   bool writing = false;  // a job is appending `pending`
+  bool warned = false;   // the writing job's: a failure was WARNed about, none since a chunk was written
   std::unique_ptr<AppendFile> file;  // the writing job's (one at a time): HA_NCCL_STATS_FILE, kept open
 };
 

@@ -12,15 +12,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string_view>
 #include <utility>
 
 #include "control_plane.hpp"
 #include "nccl_ha/version.hpp"
+#include "output_file.hpp"
 #include "rescue.hpp"
 #include "state.hpp"
 
@@ -47,8 +46,13 @@ void write_pending_stats(State& st) {
       chunk.swap(out.pending);
     }
     if (!out.file) out.file = std::make_unique<AppendFile>(st.stats_path);
-    if (!out.file->append(chunk, now_ns()))
-      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s: %s", st.stats_path.c_str(), std::strerror(errno));
+    if (out.file->append(chunk, now_ns())) {
+      out.warned = false;
+    } else if (!out.warned) {  // one WARN until a chunk is written again
+      out.warned = true;
+      HA_WARN("NET/HA: cannot append to HA_NCCL_STATS_FILE %s: %s; its records are dropped until it can be written",
+              st.stats_path.c_str(), out.file->error().c_str());
+    }
   }
 }
 
@@ -225,15 +229,11 @@ namespace asio = boost::asio;
 
 // File I/O: on a reactor worker (one write at a time: the snapshot loop awaits it).
 void write_prom_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (f) ok = std::fclose(f) == 0 && ok;
-  if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
+  std::string why;
+  if (replace_file(path, text, kPromFileMode, &why)) return;
   static std::atomic<bool> warned{false};  // one WARN, not one per interval
-  if (!ok && !warned.exchange(true)) {
-    HA_WARN("NET/HA: cannot write HA_NCCL_PROM_FILE %s: %s", path.c_str(), std::strerror(errno));
-  }
+  if (!warned.exchange(true))
+    HA_WARN("NET/HA: cannot write HA_NCCL_PROM_FILE %s: %s (no further WARN about it)", path.c_str(), why.c_str());
 }
 
 asio::awaitable<void> prom_loop(State& st) {
@@ -268,8 +268,8 @@ void start_monitoring(State& st) {
     append_stats_line(st, j.take());
   }
   if (st.prom_path.empty()) return;
-  HA_INFO("NET/HA: Prometheus snapshot every %d ms to %s (written as %s.tmp, then renamed)",
-          st.config.prom_interval_ms, st.prom_path.c_str(), st.prom_path.c_str());
+  HA_INFO("NET/HA: Prometheus snapshot every %d ms to %s (mode %04o; written to a temporary file beside it, then "
+          "renamed)", st.config.prom_interval_ms, st.prom_path.c_str(), static_cast<unsigned>(kPromFileMode));
   st.reactor.spawn("Prometheus snapshot", prom_loop(st));
 }
 

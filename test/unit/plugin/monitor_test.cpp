@@ -1,14 +1,9 @@
 // The pure parts of the operators' observability (monitor.hpp): %h / %p expansion of the
-// HA_NCCL_STATS_FILE / HA_NCCL_PROM_FILE names, the Prometheus text exposition, and the stats
-// file's writer (AppendFile: kept open, follows a rotation).
+// HA_NCCL_STATS_FILE / HA_NCCL_PROM_FILE names and the Prometheus text exposition. The files
+// themselves: output_file_test.cpp.
 #include <boost/test/unit_test.hpp>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -48,64 +43,9 @@ std::map<std::string, std::string> samples(const std::string& text, std::map<std
   return out;
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A fresh directory under TMPDIR, removed at the end.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "nccl-ha-monitor-XXXXXX").string();
-    BOOST_TEST_REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-constexpr std::uint64_t kSecond = 1'000'000'000;
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(monitor)
-
-BOOST_AUTO_TEST_CASE(stats_file_is_appended_and_follows_a_rotation) {
-  TempDir dir;
-  const auto path = dir.path / "stats.jsonl";
-  const auto rotated = dir.path / "stats.jsonl.1";
-  {
-    std::ofstream(path) << "before\n";  // an existing file is appended to, never truncated
-  }
-  AppendFile f(path.string());
-  BOOST_TEST(f.append("a\n", 10 * kSecond));
-  BOOST_TEST(slurp(path) == "before\na\n");
-  std::filesystem::rename(path, rotated);  // logrotate's default: rename, then a new file
-  BOOST_TEST(f.append("b\n", 10 * kSecond + kSecond / 2));  // within the second: the open file still
-  BOOST_TEST(!std::filesystem::exists(path));
-  BOOST_TEST(f.append("c\n", 11 * kSecond + kSecond / 2));  // looked at again: the path's new file
-  BOOST_TEST(slurp(rotated) == "before\na\nb\n");
-  BOOST_TEST(slurp(path) == "c\n");
-  std::filesystem::remove(path);
-  BOOST_TEST(f.append("d\n", 13 * kSecond));
-  BOOST_TEST(slurp(path) == "d\n");
-  BOOST_TEST(f.append("", 13 * kSecond));
-  BOOST_TEST(slurp(path) == "d\n");
-}
-
-BOOST_AUTO_TEST_CASE(stats_file_that_cannot_be_opened_says_why) {
-  TempDir dir;
-  AppendFile f((dir.path / "no-such-dir" / "stats.jsonl").string());
-  errno = 0;
-  BOOST_TEST(!f.append("x\n", kSecond));
-  BOOST_TEST(errno == ENOENT);
-  std::filesystem::create_directory(dir.path / "no-such-dir");  // made later: the next append opens it
-  BOOST_TEST(f.append("y\n", kSecond));
-  BOOST_TEST(slurp(dir.path / "no-such-dir" / "stats.jsonl") == "y\n");
-}
 
 BOOST_AUTO_TEST_CASE(expand_path_replaces_host_pid_and_percent) {
   std::vector<std::string> unknown;

@@ -94,6 +94,15 @@ void read_flush_qp_errors(const net::EnvLookup& env, Config& c) {
   c.test_flush_qp_error_ms = std::move(times);
 }
 
+// HA_NCCL_LOG_LEVEL is the reactor logger's (its initial level, WARN when unknown): an unknown
+// value is WARNed about here, at init, where NCCL's log shows it.
+void check_log_level(const net::EnvLookup& env) {
+  const auto v = net::env_string(env, {"HA_NCCL_LOG_LEVEL"});
+  if (v && !parse_log_level(*v))
+    HA_WARN("NET/HA: HA_NCCL_LOG_LEVEL='%s' is not a log level (expected %s, any case); WARN is used", v->c_str(),
+            kLogLevelNames);
+}
+
 }  // namespace
 
 Config Config::from_env() { return from_lookup(net::process_env()); }
@@ -101,6 +110,7 @@ Config Config::from_env() { return from_lookup(net::process_env()); }
 Config Config::from_lookup(const net::EnvLookup& env) {
   Config c;
   c.test_max_poll = env_int(env, "HA_NCCL_TEST_MAX_POLL", c.test_max_poll, 1, 64);
+  check_log_level(env);
   c.handshake_timeout_ms = env_int(env, "HA_NCCL_HANDSHAKE_TIMEOUT_MS", c.handshake_timeout_ms, 100, 3600000);
   const char* which = nullptr;
   c.socket_ifname = net::env_string(env, {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}, &which).value_or("");

@@ -7,7 +7,8 @@
 //     net::QpTimeouts::from_env() (src/net/qp.cpp), with the same WARN-and-default rule. init.cpp
 //     then adjusts them on Soft-RoCE (timeout 17, retry count 6) unless the variables are set.
 //   HA_NCCL_IB_HCA, HA_NCCL_IB_GID_INDEX: ha_net (device_filter.cpp, discovery.cpp).
-//   HA_NCCL_LOG_LEVEL: the reactor's logger; HA_NCCL_DEBUG is also read by log.cpp.
+//   HA_NCCL_LOG_LEVEL: the reactor's logger (from_lookup only WARNs about an unknown value);
+//   HA_NCCL_DEBUG is also read by log.cpp.
 #pragma once
 
 #include <cstdint>

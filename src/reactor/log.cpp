@@ -1,6 +1,9 @@
 #include "nccl_ha/reactor/log.hpp"
 
+#include <strings.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -29,18 +32,21 @@ void stderr_sink(LogLevel level, const char* file, int line, const char* message
 
 LogLevel initial_level() {
   const char* v = std::getenv("HA_NCCL_LOG_LEVEL");
-  if (!v) return LogLevel::warn;
-  if (!std::strcmp(v, "ERROR")) return LogLevel::error;
-  if (!std::strcmp(v, "INFO")) return LogLevel::info;
-  if (!std::strcmp(v, "DEBUG")) return LogLevel::debug;
-  if (!std::strcmp(v, "TRACE")) return LogLevel::trace;
-  return LogLevel::warn;
+  return v ? parse_log_level(v).value_or(LogLevel::warn) : LogLevel::warn;
 }
 
 std::atomic<LogSink> g_sink{&stderr_sink};
 std::atomic<int> g_level{static_cast<int>(initial_level())};
 
 }  // namespace
+
+std::optional<LogLevel> parse_log_level(std::string_view name) noexcept {
+  for (const LogLevel l : {LogLevel::error, LogLevel::warn, LogLevel::info, LogLevel::debug, LogLevel::trace}) {
+    const std::string_view want = level_name(l);
+    if (name.size() == want.size() && !strncasecmp(name.data(), want.data(), want.size())) return l;
+  }
+  return std::nullopt;
+}
 
 void set_log_sink(LogSink sink) noexcept { g_sink.store(sink ? sink : &stderr_sink); }
 void set_log_level(LogLevel level) noexcept { g_level.store(static_cast<int>(level)); }

@@ -72,7 +72,7 @@ struct CleanEnv {
     for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
                           "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL",
                           "HA_NCCL_ISLAND_PREFIX_LEN", "HA_NCCL_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE",
-                          "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING"})
+                          "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING", "HA_NCCL_LOG_LEVEL"})
       env.unset(v);
   }
 };
@@ -421,6 +421,36 @@ BOOST_FIXTURE_TEST_CASE(flush_qp_error_times, CleanEnv) {
     log.clear();
     BOOST_TEST(Config::from_lookup(b.lookup()).test_flush_qp_error_ms.empty(), bad);
     BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_TEST_FLUSH_QP_ERROR_MS", bad}) == 1u, log.dump());
+  }
+}
+
+// HA_NCCL_LOG_LEVEL (the logger's, read by the reactor): a level name in any case is accepted
+// silently; anything else gets one WARN naming the value and the accepted names.
+BOOST_FIXTURE_TEST_CASE(unknown_log_level_is_warned_about, CleanEnv) {
+  const std::pair<const char*, LogLevel> good[] = {{"ERROR", LogLevel::error}, {"WARN", LogLevel::warn},
+                                                   {"info", LogLevel::info},   {"Debug", LogLevel::debug},
+                                                   {"TRACE", LogLevel::trace}};
+  for (const auto& [name, level] : good) {
+    BOOST_TEST_CONTEXT("HA_NCCL_LOG_LEVEL=" << name) {
+      BOOST_TEST((parse_log_level(name) == level));
+      MapEnv m;
+      m.vars = {{"HA_NCCL_LOG_LEVEL", name}};
+      (void)Config::from_lookup(m.lookup());
+      BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+    }
+  }
+  for (const char* bad : {"verbose", "", "WARNING", "2", " INFO"}) {
+    BOOST_TEST_CONTEXT("HA_NCCL_LOG_LEVEL='" << bad << "'") {
+      BOOST_TEST(!parse_log_level(bad));
+      log.clear();
+      MapEnv m;
+      m.vars = {{"HA_NCCL_LOG_LEVEL", bad}};
+      (void)Config::from_lookup(m.lookup());
+      BOOST_TEST(log.count(LogLevel::warn, {std::string("HA_NCCL_LOG_LEVEL='") + bad + "'",
+                                            "expected ERROR, WARN, INFO, DEBUG or TRACE"}) == 1u,
+                 log.dump());
+      BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 1u, log.dump());
+    }
   }
 }
 

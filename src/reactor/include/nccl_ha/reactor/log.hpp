@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdarg>
+#include <optional>
+#include <string_view>
 
 namespace nccl_ha {
 
@@ -15,6 +17,11 @@ using LogSink = void (*)(LogLevel level, const char* file, int line, const char*
 void set_log_sink(LogSink sink) noexcept;       // nullptr restores the stderr sink
 void set_log_level(LogLevel level) noexcept;    // lines above this level are dropped early
 LogLevel log_level() noexcept;
+
+// A level by name, as HA_NCCL_LOG_LEVEL gives it (the initial level; WARN when unset or unknown):
+// ERROR, WARN, INFO, DEBUG or TRACE, in any case (kLogLevelNames); nullopt for anything else.
+std::optional<LogLevel> parse_log_level(std::string_view name) noexcept;
+inline constexpr const char* kLogLevelNames = "ERROR, WARN, INFO, DEBUG or TRACE";
 inline bool log_enabled(LogLevel level) noexcept { return static_cast<int>(level) <= static_cast<int>(log_level()); }
 
 void log_line(LogLevel level, const char* file, int line, const char* fmt, ...) noexcept

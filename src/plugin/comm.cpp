@@ -35,7 +35,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
       if (auto k = register_slot_keys(c, *c.devs[s], s, c.keys[s]); !k) return k;
   if (env.config) {
     const Config& cfg = *env.config;
-    c.max_poll = cfg.test_max_poll;
+    c.max_poll = cfg.max_poll;
     c.rto_ns = static_cast<std::uint64_t>(cfg.rto_ms) * 1000000ull;
     c.heartbeat_ns = static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000ull;
     c.failover_timeout_ns = static_cast<std::uint64_t>(cfg.failover_timeout_ms) * 1000000ull;

@@ -6,7 +6,7 @@
 //            seq % kMaxRequests of the sender's FIFO.
 //   isend  - the sender reads its FIFO slot (seq last, so a complete entry is visible), matches
 //            the tag, and RDMA-writes the data with immediate data = (seq << 3 | index).
-//   test   - polls the active path's CQ (at most HA_NCCL_TEST_MAX_POLL entries); the receiver
+//   test   - polls the active path's CQ (at most HA_NCCL_MAX_POLL entries); the receiver
 //            learns each message's size from the completion's byte_len.
 // Every message is identified by (seq, index): the receiver knows exactly which it has, which
 // is what makes replay after a failover exactly-once (failover.cpp).

@@ -94,6 +94,19 @@ void read_flush_qp_errors(const net::EnvLookup& env, Config& c) {
   c.test_flush_qp_error_ms = std::move(times);
 }
 
+// HA_NCCL_MAX_POLL, else its old name HA_NCCL_TEST_MAX_POLL (WARNed about: deprecated).
+int read_max_poll(const net::EnvLookup& env, int fallback) {
+  constexpr const char* kName = "HA_NCCL_MAX_POLL";
+  constexpr const char* kOldName = "HA_NCCL_TEST_MAX_POLL";
+  if (const auto old = net::env_string(env, {kOldName})) {
+    if (net::env_string(env, {kName}))
+      HA_WARN("NET/HA: %s='%s' is deprecated and ignored: %s is set", kOldName, old->c_str(), kName);
+    else
+      HA_WARN("NET/HA: %s is deprecated: use %s (its value '%s' is taken for now)", kOldName, kName, old->c_str());
+  }
+  return static_cast<int>(net::env_int(env, {kName, kOldName}, fallback, 1, 64));
+}
+
 // HA_NCCL_LOG_LEVEL is the reactor logger's (its initial level, WARN when unknown): an unknown
 // value is WARNed about here, at init, where NCCL's log shows it.
 void check_log_level(const net::EnvLookup& env) {
@@ -109,7 +122,7 @@ Config Config::from_env() { return from_lookup(net::process_env()); }
 
 Config Config::from_lookup(const net::EnvLookup& env) {
   Config c;
-  c.test_max_poll = env_int(env, "HA_NCCL_TEST_MAX_POLL", c.test_max_poll, 1, 64);
+  c.max_poll = read_max_poll(env, c.max_poll);
   check_log_level(env);
   c.handshake_timeout_ms = env_int(env, "HA_NCCL_HANDSHAKE_TIMEOUT_MS", c.handshake_timeout_ms, 100, 3600000);
   const char* which = nullptr;
@@ -234,7 +247,7 @@ std::string describe(const Config& c) {
     s += '=';
     s += value;
   };
-  add("HA_NCCL_TEST_MAX_POLL", std::to_string(c.test_max_poll));
+  add("HA_NCCL_MAX_POLL", std::to_string(c.max_poll));
   add("HA_NCCL_HANDSHAKE_TIMEOUT_MS", std::to_string(c.handshake_timeout_ms));
   add("HA_NCCL_SOCKET_IFNAME", quoted_if_needed(c.socket_ifname));
   add("HA_NCCL_SOCKET_FAMILY", c.socket_family == AF_INET ? "AF_INET" : c.socket_family == AF_INET6 ? "AF_INET6" : "any");

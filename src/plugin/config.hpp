@@ -20,7 +20,7 @@
 namespace nccl_ha::plugin {
 
 struct Config {
-  int test_max_poll = 16;            // HA_NCCL_TEST_MAX_POLL 1..64: CQ entries one test() reaps at most
+  int max_poll = 16;                 // HA_NCCL_MAX_POLL 1..64: CQ entries one test() reaps at most
   int handshake_timeout_ms = 30000;  // HA_NCCL_HANDSHAKE_TIMEOUT_MS 100..3600000: one connect/accept handshake
   // The handshake interface with NCCL's syntax (prefixes, '=' exact, '^' exclude; net/socket_if.hpp),
   // from HA_NCCL_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME; empty: automatic (no loopback, docker*,

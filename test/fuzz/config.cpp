@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const fuzz::FuzzEnv env(fuzz::text(data, size));
   const auto lookup = env.lookup();
   const Config c = Config::from_lookup(lookup);
-  FUZZ_REQUIRE(in(c.test_max_poll, 1, 64) && in(c.handshake_timeout_ms, 100, 3600000) && in(c.debug, 0, 3));
+  FUZZ_REQUIRE(in(c.max_poll, 1, 64) && in(c.handshake_timeout_ms, 100, 3600000) && in(c.debug, 0, 3));
   FUZZ_REQUIRE(in(c.heartbeat_ms, 10, 60000) && in(c.rto_ms, 10, 600000) && in(c.max_retries, 0, 1000000));
   FUZZ_REQUIRE(in(c.retry_window_ms, 1000, 86400000) && in(c.failback_hold_ms, 0, 3600000));
   FUZZ_REQUIRE(in(c.failover_timeout_ms, 50, 60000) && in(c.prom_interval_ms, 100, 3600000));

@@ -85,7 +85,7 @@ struct Devices {
 // Non-default values of every setting init_base copies into the comm.
 Config tuned_config() {
   Config c;
-  c.test_max_poll = 5;
+  c.max_poll = 5;
   c.rto_ms = 1234;
   c.heartbeat_ms = 77;
   c.failover_timeout_ms = 4321;
@@ -99,7 +99,7 @@ Config tuned_config() {
 }
 
 void expect_settings_of(const CommBase& c, const Config& cfg) {
-  BOOST_TEST(c.max_poll == cfg.test_max_poll);
+  BOOST_TEST(c.max_poll == cfg.max_poll);
   BOOST_TEST(c.rto_ns == static_cast<std::uint64_t>(cfg.rto_ms) * 1000000u);
   BOOST_TEST(c.heartbeat_ns == static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000u);
   BOOST_TEST(c.failover_timeout_ns == static_cast<std::uint64_t>(cfg.failover_timeout_ms) * 1000000u);

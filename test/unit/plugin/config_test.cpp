@@ -31,7 +31,7 @@ struct IntVar {
   int max;
 };
 const IntVar kInts[] = {
-    {"HA_NCCL_TEST_MAX_POLL", &Config::test_max_poll, 1, 64},
+    {"HA_NCCL_MAX_POLL", &Config::max_poll, 1, 64},
     {"HA_NCCL_HANDSHAKE_TIMEOUT_MS", &Config::handshake_timeout_ms, 100, 3600000},
     {"HA_NCCL_DEBUG", &Config::debug, 0, 3},
     {"HA_NCCL_HEARTBEAT_MS", &Config::heartbeat_ms, 10, 60000},
@@ -72,7 +72,8 @@ struct CleanEnv {
     for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
                           "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL",
                           "HA_NCCL_ISLAND_PREFIX_LEN", "HA_NCCL_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE",
-                          "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING", "HA_NCCL_LOG_LEVEL"})
+                          "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING", "HA_NCCL_LOG_LEVEL",
+                          "HA_NCCL_TEST_MAX_POLL"})
       env.unset(v);
   }
 };
@@ -97,7 +98,7 @@ BOOST_AUTO_TEST_SUITE(config_from_env)
 
 BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   const Config c = Config::from_env();
-  BOOST_TEST(c.test_max_poll == 16);
+  BOOST_TEST(c.max_poll == 16);
   BOOST_TEST(c.handshake_timeout_ms == 30000);
   BOOST_TEST(c.socket_ifname.empty());
   BOOST_TEST(c.debug == 0);
@@ -133,7 +134,7 @@ BOOST_FIXTURE_TEST_CASE(failback_follows_ha_unless_set, CleanEnv) {
 }
 
 BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
-  env.set("HA_NCCL_TEST_MAX_POLL", "32");
+  env.set("HA_NCCL_MAX_POLL", "32");
   env.set("HA_NCCL_HANDSHAKE_TIMEOUT_MS", "5000");
   env.set("HA_NCCL_SOCKET_IFNAME", "mgmt");
   env.set("HA_NCCL_DEBUG", "3");
@@ -152,7 +153,7 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   env.set("HA_NCCL_PROM_INTERVAL_MS", "500");
   env.set("HA_NCCL_FORCE_IB_TIMEOUT", "1");
   const Config c = Config::from_env();
-  BOOST_TEST(c.test_max_poll == 32);
+  BOOST_TEST(c.max_poll == 32);
   BOOST_TEST(c.handshake_timeout_ms == 5000);
   BOOST_TEST(c.socket_ifname == "mgmt");
   BOOST_TEST(c.debug == 3);
@@ -424,6 +425,40 @@ BOOST_FIXTURE_TEST_CASE(flush_qp_error_times, CleanEnv) {
   }
 }
 
+// HA_NCCL_MAX_POLL, a production setting once named HA_NCCL_TEST_MAX_POLL: the old name is still
+// read, with a WARN that it is deprecated; with both set the new one wins and the old is WARNed
+// about as ignored. describe() names the new one.
+BOOST_FIXTURE_TEST_CASE(max_poll_and_its_deprecated_name, CleanEnv) {
+  MapEnv m;
+  m.vars = {{"HA_NCCL_MAX_POLL", "8"}};
+  Config c = Config::from_lookup(m.lookup());
+  BOOST_TEST(c.max_poll == 8);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_MAX_POLL=8 "), describe(c));
+  BOOST_TEST(!contains(describe(c), "HA_NCCL_TEST_MAX_POLL"));
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+
+  m.vars = {{"HA_NCCL_TEST_MAX_POLL", "4"}};
+  c = Config::from_lookup(m.lookup());
+  BOOST_TEST(c.max_poll == 4);
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_TEST_MAX_POLL is deprecated", "use HA_NCCL_MAX_POLL", "'4'"}) == 1u,
+             log.dump());
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 1u, log.dump());
+
+  log.clear();
+  m.vars = {{"HA_NCCL_TEST_MAX_POLL", "4"}, {"HA_NCCL_MAX_POLL", "32"}};
+  c = Config::from_lookup(m.lookup());
+  BOOST_TEST(c.max_poll == 32);
+  BOOST_TEST(
+      log.count(LogLevel::warn, {"HA_NCCL_TEST_MAX_POLL='4' is deprecated and ignored", "HA_NCCL_MAX_POLL is set"}) == 1u,
+      log.dump());
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 1u, log.dump());
+
+  log.clear();
+  m.vars = {{"HA_NCCL_TEST_MAX_POLL", "65"}};  // the old name, out of range: both WARNs, the default
+  BOOST_TEST(Config::from_lookup(m.lookup()).max_poll == 16);
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_TEST_MAX_POLL", "'65'", "default 16"}) == 1u, log.dump());
+}
+
 // HA_NCCL_LOG_LEVEL (the logger's, read by the reactor): a level name in any case is accepted
 // silently; anything else gets one WARN naming the value and the accepted names.
 BOOST_FIXTURE_TEST_CASE(unknown_log_level_is_warned_about, CleanEnv) {
@@ -577,7 +612,7 @@ BOOST_AUTO_TEST_CASE(backup_disabled_silences_the_failover_checks) {
 BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
   const Config c;
   BOOST_TEST(describe(c) ==
-             "HA_NCCL_TEST_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" HA_NCCL_SOCKET_FAMILY=any "
+             "HA_NCCL_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" HA_NCCL_SOCKET_FAMILY=any "
              "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_BACKUP_MAP=\"\" "

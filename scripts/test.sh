@@ -60,9 +60,11 @@ step build
 # backtraces still name file:line, a third less compile time (NCCL_HA_TEST_CXX_FLAGS to change).
 TEST_FLAGS=${NCCL_HA_TEST_CXX_FLAGS:--O2 -g1 -DNDEBUG}
 # NCCL_HA_UNITY_BUILD: the libraries and tools a few sources per compiler run (a minute less on
-# two cores; the tests are still compiled one source at a time).
+# two cores; the tests are still compiled one source at a time). NCCL_HA_TEST_HOOKS: the plugin's
+# HA_NCCL_TEST_* fault injections, which the VM tests use (never in the packages:
+# scripts/package-check.sh packages a plugin built without them).
 cmake -S "$REPO" -B "$BUILD" -G Ninja -DNCCL_HA_WERROR=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$TEST_FLAGS" \
-  -DNCCL_HA_UNITY_BUILD=ON
+  -DNCCL_HA_UNITY_BUILD=ON -DNCCL_HA_TEST_HOOKS=ON
 cmake --build "$BUILD"
 
 # shellcheck disable=SC2086

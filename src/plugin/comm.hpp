@@ -624,8 +624,8 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   ControlPlane cp;                   // failover, standby health, re-protection, rescue, flush rebuilds, moves (above)
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;
-  std::uint64_t test_failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS
-  std::uint8_t test_failback_stall_at = 0;   // Config::FailbackStall
+  std::uint64_t test_failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS (test_hooks.hpp)
+  std::uint8_t test_failback_stall_at = 0;   // TestHooks::FailbackStall
   CommStats stats;
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)

@@ -72,28 +72,6 @@ void read_registration(const net::EnvLookup& env, Config& c) {
       net::env_int(env, {"HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING"}, 2, 0, 2));
 }
 
-// HA_NCCL_TEST_FLUSH_QP_ERROR_MS=T[,T...]: at most 8 times, each 0..600000 ms; a malformed list is
-// WARNed about and ignored as a whole.
-void read_flush_qp_errors(const net::EnvLookup& env, Config& c) {
-  const auto v = net::env_string(env, {"HA_NCCL_TEST_FLUSH_QP_ERROR_MS"});
-  if (!v || v->empty()) return;
-  std::vector<int> times;
-  for (std::size_t pos = 0; pos <= v->size();) {
-    const std::size_t end = std::min(v->find(',', pos), v->size());
-    int ms = -1;
-    const auto [ptr, ec] = std::from_chars(v->data() + pos, v->data() + end, ms);
-    if (ec != std::errc{} || ptr != v->data() + end || ms < 0 || ms > 600000 || times.size() == 8) {
-      HA_WARN("NET/HA: HA_NCCL_TEST_FLUSH_QP_ERROR_MS='%s' is invalid (expected up to 8 times in ms, 0..600000, "
-              "comma-separated); ignored", v->c_str());
-      return;
-    }
-    times.push_back(ms);
-    pos = end + 1;
-  }
-  std::sort(times.begin(), times.end());
-  c.test_flush_qp_error_ms = std::move(times);
-}
-
 // HA_NCCL_MAX_POLL, else its old name HA_NCCL_TEST_MAX_POLL (WARNed about: deprecated).
 int read_max_poll(const net::EnvLookup& env, int fallback) {
   constexpr const char* kName = "HA_NCCL_MAX_POLL";
@@ -176,19 +154,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
               merge->c_str());
   }
   read_registration(env, c);
-  c.test_ack_delay_ms = env_int(env, "HA_NCCL_TEST_ACK_DELAY_MS", c.test_ack_delay_ms, 0, 60000);
-  c.test_failback_stall_ms = env_int(env, "HA_NCCL_TEST_FAILBACK_STALL_MS", c.test_failback_stall_ms, 0, 60000);
-  c.test_standby_delay_ms = env_int(env, "HA_NCCL_TEST_STANDBY_DELAY_MS", c.test_standby_delay_ms, 0, 60000);
-  c.test_reprotect_delay_ms = env_int(env, "HA_NCCL_TEST_REPROTECT_DELAY_MS", c.test_reprotect_delay_ms, 0, 60000);
-  read_flush_qp_errors(env, c);
-  if (auto at = net::env_string(env, {"HA_NCCL_TEST_FAILBACK_STALL_AT"})) {
-    const std::string v = lower(*at);
-    if (v == "switch") c.test_failback_stall_at = Config::stall_switch;
-    else if (v == "finish") c.test_failback_stall_at = Config::stall_finish;
-    else
-      HA_WARN("NET/HA: HA_NCCL_TEST_FAILBACK_STALL_AT='%s' is invalid (expected switch or finish); using switch",
-              at->c_str());
-  }
+  c.test = TestHooks::from_lookup(env);
   return c;
 }
 
@@ -274,19 +240,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
-  if (c.test_ack_delay_ms) add("HA_NCCL_TEST_ACK_DELAY_MS", std::to_string(c.test_ack_delay_ms));
-  if (c.test_standby_delay_ms) add("HA_NCCL_TEST_STANDBY_DELAY_MS", std::to_string(c.test_standby_delay_ms));
-  if (c.test_reprotect_delay_ms) add("HA_NCCL_TEST_REPROTECT_DELAY_MS", std::to_string(c.test_reprotect_delay_ms));
-  if (!c.test_flush_qp_error_ms.empty()) {
-    std::string list;
-    for (const int ms : c.test_flush_qp_error_ms) list += (list.empty() ? "" : ",") + std::to_string(ms);
-    add("HA_NCCL_TEST_FLUSH_QP_ERROR_MS", list);
-  }
-  if (c.test_failback_stall_ms) {
-    static constexpr const char* kAt[] = {"switch", "finish"};
-    add("HA_NCCL_TEST_FAILBACK_STALL_MS", std::to_string(c.test_failback_stall_ms));
-    add("HA_NCCL_TEST_FAILBACK_STALL_AT", kAt[c.test_failback_stall_at]);
-  }
+  if (const std::string hooks = c.test.settings(); !hooks.empty()) s += ' ' + hooks;  // test builds only
   return s;
 }
 

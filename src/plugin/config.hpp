@@ -9,6 +9,7 @@
 //   HA_NCCL_IB_HCA, HA_NCCL_IB_GID_INDEX: ha_net (device_filter.cpp, discovery.cpp).
 //   HA_NCCL_LOG_LEVEL: the reactor's logger (from_lookup only WARNs about an unknown value);
 //   HA_NCCL_DEBUG is also read by log.cpp.
+//   HA_NCCL_TEST_*: test_hooks.cpp, in test builds only.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "nccl_ha/net/env.hpp"
+#include "test_hooks.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -80,31 +82,9 @@ struct Config {
   // (default); NCCL's rule (mr_ops.hpp relaxed_ordering_on) decides per device at init.
   int relaxed_ordering = 2;
   std::string relaxed_ordering_var = "NCCL_IB_PCI_RELAXED_ORDERING";
-  // HA_NCCL_TEST_ACK_DELAY_MS 0..60000, for tests only: the listener holds every handshake this
-  // long between the connector's conn_ready and its decision (queue + conn_ack, or the error
-  // frame when closeListen came first), with a WARN per connection; the plugin-errors VM test
-  // closes the listener inside that window (listen.cpp).
-  int test_ack_delay_ms = 0;
-  // For tests only: a failback held HA_NCCL_TEST_FAILBACK_STALL_MS (0..60000) at one point of its
-  // switch, HA_NCCL_TEST_FAILBACK_STALL_AT: `switch` (the sender, before it writes its notice on
-  // the target) or `finish` (the sender, after the receiver's report came), so that the failover-failback-flap VM test can
-  // take the target down inside the switch (failover.cpp).
-  enum FailbackStall : std::uint8_t {
-    stall_switch,  // `switch`: the sender holds before it writes its notice on the target
-    stall_finish   // `finish`: the sender holds after the receiver's report came, before finish()
-  };
-  int test_failback_stall_ms = 0;
-  // HA_NCCL_TEST_STANDBY_DELAY_MS 0..60000, for tests only: every new comm connects its standby
-  // this much later (the failover-standby-late VM test fails the primary inside that window).
-  int test_standby_delay_ms = 0;
-  // HA_NCCL_TEST_REPROTECT_DELAY_MS 0..60000, for tests only: re-protection makes no attempt until
-  // this long after the standby was lost (a rescue's and a move's attempts are not held): a second
-  // loss within that time finds no standby (VM test rails-sequential, double-host / double-split).
-  int test_reprotect_delay_ms = 0;
-  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS=T[,T...], for tests only: T ms after a receive comm's flush QPs
-  // were built, the active slot's loopback QP is moved to ERROR (flush.cpp; VM test failover-flush).
-  std::vector<int> test_flush_qp_error_ms;
-  FailbackStall test_failback_stall_at = stall_switch;
+  // The HA_NCCL_TEST_* fault injections of the VM tests (test_hooks.hpp): all off, and not read,
+  // in a build without -DNCCL_HA_TEST_HOOKS=ON.
+  TestHooks test;
 
   static Config from_env();
   // The same from any source of variables (tests, fuzzers: no setenv).

@@ -280,8 +280,10 @@ std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via
   return switch_lost(c, why, now);
 }
 
-bool stall_at(const CommBase& c, Config::FailbackStall at) {
-  return c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send && c.cp.fo().keep_from;
+// The test hook HA_NCCL_TEST_FAILBACK_STALL_AT / _MS (test_hooks.hpp): never in a build without it.
+bool stall_at(const CommBase& c, TestHooks::FailbackStall at) {
+  return kTestHooks && c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send &&
+         c.cp.fo().keep_from;
 }
 
 }  // namespace
@@ -485,7 +487,7 @@ std::uint64_t quiesce(CommBase& c, std::uint64_t now) {
                            " did not complete in time", now);
     return now + 1;
   }
-  if (stall_at(c, Config::stall_switch)) {
+  if (stall_at(c, TestHooks::stall_switch)) {
     fo.stall_until_ns = now + c.test_failback_stall_ns;
     HA_WARN("NET/HA: %s: HA_NCCL_TEST_FAILBACK_STALL_AT=switch: the failback waits %llu ms before its notice",
             c.id.c_str(), static_cast<unsigned long long>(c.test_failback_stall_ns / 1000000));
@@ -617,7 +619,7 @@ Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
 // (HA_NCCL_TEST_FAILBACK_STALL_AT=finish) holds a failback here, after the report came.
 std::uint64_t complete(CommBase& c, const SyncMsg& notice, std::uint64_t now) {
   FailoverState& fo = fo_of(c);
-  if (stall_at(c, Config::stall_finish)) {
+  if (stall_at(c, TestHooks::stall_finish)) {
     if (fo.stall_until_ns == 0) {
       fo.stall_until_ns = now + c.test_failback_stall_ns;
       HA_WARN("NET/HA: %s: HA_NCCL_TEST_FAILBACK_STALL_AT=finish: the failback waits %llu ms before it finishes",

@@ -355,6 +355,12 @@ ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
   HA_INFO("NET/HA: settings: %s", describe(s->config).c_str());
+  if (s->config.test.any()) {  // never in a build without test hooks (test_hooks.hpp)
+    HA_WARN("NET/HA: test hooks set (this plugin was built with NCCL_HA_TEST_HOOKS=ON, for tests only): %s",
+            s->config.test.effects().c_str());
+    if (const int ms = s->config.test.reaper_delay_ms())
+      s->reaper.delay_destructions(std::chrono::milliseconds(ms), s->config.test.reaper_delay_down_only());
+  }
   s->host = host_name();
   s->stats_path = expand_file_name("HA_NCCL_STATS_FILE", s->config.stats_file, s->host);
   s->prom_path = expand_file_name("HA_NCCL_PROM_FILE", s->config.prom_file, s->host);

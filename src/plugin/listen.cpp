@@ -161,7 +161,7 @@ void log_accepted(const ListenState& ls, const RecvComm& c, const ConnRequest& r
 
 // HA_NCCL_TEST_ACK_DELAY_MS (tests only): the window in which closeListen() may come.
 asio::awaitable<void> hold_ack(const ListenState& ls, Channel& ch, const RecvComm& c) {
-  if (ls.ack_delay.count() <= 0) co_return;
+  if (!kTestHooks || ls.ack_delay.count() <= 0) co_return;
   HA_WARN("NET/HA: test setting HA_NCCL_TEST_ACK_DELAY_MS: holding the acknowledgement of the connection from %s "
           "on %s for %lld ms", c.peer.c_str(), ls.dev->port.id().c_str(), static_cast<long long>(ls.ack_delay.count()));
   asio::steady_timer hold(ch.socket().get_executor(), ls.ack_delay);
@@ -346,7 +346,7 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
   ls->params = params;
   ls->token = net::random_token();
   ls->secret = net::random_key();
-  ls->ack_delay = Millis(st->config.test_ack_delay_ms);
+  ls->ack_delay = Millis(st->config.test.ack_delay_ms());
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(st->handshake_ip, ec);
   tcp::endpoint ep(addr, 0);

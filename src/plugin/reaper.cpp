@@ -36,10 +36,10 @@ struct Reaper::Core {
   Clock::time_point handoff_at{};
   std::uint64_t destroyed_since_handoff = 0;
   std::string closed_names;          // devices the pool closed after the hand-off (INFO line)
-  // HA_NCCL_TEST_REAPER_DELAY_MS=MS[:down] (tests only): every destruction (with ":down", of a
-  // path whose port is down) waits this long first, as the kernel does on a dead Soft-RoCE port
-  // under some loads, so that a test can show what a retired QP still accepts meanwhile and what
-  // finalize does with destructions that outlast its bound.
+  // delay_destructions() (the test hook HA_NCCL_TEST_REAPER_DELAY_MS): every destruction (with
+  // `delay_down_only`, of a path whose port is down) waits this long first, as the kernel does on
+  // a dead Soft-RoCE port under some loads, so that a test can show what a retired QP still
+  // accepts meanwhile and what finalize does with destructions that outlast its bound.
   std::chrono::milliseconds delay{0};
   bool delay_down_only = false;
 };
@@ -141,12 +141,6 @@ struct PathDeleter {
 }  // namespace
 
 Reaper::Reaper() : core_(std::make_shared<Core>()) {
-  if (const char* d = std::getenv("HA_NCCL_TEST_REAPER_DELAY_MS"); d && std::atoi(d) > 0) {
-    core_->delay = std::chrono::milliseconds(std::atoi(d));
-    core_->delay_down_only = std::strstr(d, ":down") != nullptr;
-    HA_WARN("NET/HA: HA_NCCL_TEST_REAPER_DELAY_MS=%s: QP destructions%s are delayed (a test setting)", d,
-            core_->delay_down_only ? " on ports that are down" : "");
-  }
   std::lock_guard<std::mutex> lock(core_->mutex);
   for (int i = 0; i < kThreads; ++i) {
     core_->threads.emplace_back(run, core_);
@@ -155,6 +149,12 @@ Reaper::Reaper() : core_(std::make_shared<Core>()) {
 }
 
 Reaper::Reaper(Reaper&&) noexcept = default;
+
+void Reaper::delay_destructions(std::chrono::milliseconds delay, bool down_only) {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  core_->delay = delay;
+  core_->delay_down_only = down_only;
+}
 
 Reaper::~Reaper() {
   if (core_ && !core_->finished) finish({}, Clock::time_point::max(), false);

@@ -45,6 +45,10 @@ class Reaper {
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
+  // Every destruction from now on (with `down_only`, of a path whose port is down) waits `delay`
+  // first: the test hook HA_NCCL_TEST_REAPER_DELAY_MS (test_hooks.hpp), set by init.
+  void delay_destructions(std::chrono::milliseconds delay, bool down_only);
+
   // A new Path on `dev`, counted on the device; its last reference hands it to this reaper.
   std::shared_ptr<Path> new_path(Device& dev);
 

@@ -93,8 +93,10 @@ Config tuned_config() {
   c.retry_window_ms = 7000;
   c.enable_failback = true;
   c.failback_hold_ms = 250;
-  c.test_failback_stall_ms = 11;
-  c.test_failback_stall_at = Config::stall_finish;
+  TestHooks::Values hooks;  // 0 / switch in the comm of a build without test hooks
+  hooks.failback_stall_ms = 11;
+  hooks.failback_stall_at = TestHooks::stall_finish;
+  c.test = TestHooks(hooks);
   return c;
 }
 
@@ -107,8 +109,8 @@ void expect_settings_of(const CommBase& c, const Config& cfg) {
   BOOST_TEST(c.retry_window_ns == static_cast<std::uint64_t>(cfg.retry_window_ms) * 1000000u);
   BOOST_TEST(c.failback == cfg.enable_failback);
   BOOST_TEST(c.failback_hold_ns == static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000u);
-  BOOST_TEST(c.test_failback_stall_ns == static_cast<std::uint64_t>(cfg.test_failback_stall_ms) * 1000000u);
-  BOOST_TEST(c.test_failback_stall_at == static_cast<std::uint8_t>(cfg.test_failback_stall_at));
+  BOOST_TEST(c.test_failback_stall_ns == static_cast<std::uint64_t>(cfg.test.failback_stall_ms()) * 1000000u);
+  BOOST_TEST(c.test_failback_stall_at == static_cast<std::uint8_t>(cfg.test.failback_stall_at()));
 }
 
 // Without a Config the comm keeps CommBase's own defaults (not Config's).

@@ -8,6 +8,11 @@
 #   - ha-ping --version and ha-net-driver --version run from there and print the version
 #   - the extracted libnccl-net-ha.so passes test/unit/plugin/check_elf.py: no libstdc++/libgcc_s,
 #     only ncclNetPlugin_v* exported, GLIBC bound, dlopen + ncclNetPlugin_v12 + dlclose + reload
+#   - the packaged plugin has no test hooks (test/unit/plugin/check_test_hooks.py: no HA_NCCL_TEST_*
+#     name). A build with them (-DNCCL_HA_TEST_HOOKS=ON, e.g. scripts/test.sh's) gets the plugin
+#     alone built without them in BUILD/release-plugin (the libraries and the plugin, nothing
+#     else; the build's compiler and flags), and packages that one (NCCL_HA_PACKAGE_PLUGIN, set
+#     for cpack and cleared again afterwards)
 #   - examples/consumer configures and builds against the extracted dev package with
 #     find_package(nccl-ha) (it must find that one) and with pkg-config; both programs run
 # usage: scripts/package-check.sh [BUILD_DIR]      (default: $NCCL_HA_BUILD_DIR, else build/)
@@ -28,6 +33,20 @@ PKGS=$BUILD/packages ROOT=$BUILD/pkgroot
 
 say "build and package nccl-ha $VERSION ($BUILD)"
 cmake --build "$BUILD"
+if [[ $(cache NCCL_HA_TEST_HOOKS) == ON ]]; then
+  REL=$BUILD/release-plugin
+  say "$BUILD has test hooks: the packages get a plugin built without them ($REL)"
+  rel_args=(-DNCCL_HA_TEST_HOOKS=OFF -DNCCL_HA_BUILD_TESTS=OFF -DNCCL_HA_BUILD_TOOLS=OFF)
+  for v in CMAKE_BUILD_TYPE CMAKE_CXX_COMPILER CMAKE_CXX_COMPILER_LAUNCHER CMAKE_CXX_FLAGS \
+    CMAKE_CXX_FLAGS_RELWITHDEBINFO CMAKE_CXX_FLAGS_RELEASE CMAKE_INSTALL_LIBDIR NCCL_HA_UNITY_BUILD NCCL_HA_WERROR; do
+    rel_args+=("-D$v=$(cache "$v")")
+  done
+  cmake -S "$REPO" -B "$REL" -G Ninja "${rel_args[@]}" >/dev/null || die "cannot configure $REL"
+  cmake --build "$REL" --target nccl-net-ha || die "cannot build the plugin in $REL"
+  # The package rule points at it for this cpack only (a later install of $BUILD is its own again).
+  trap 'cmake -DNCCL_HA_PACKAGE_PLUGIN= "$BUILD" >/dev/null' EXIT
+  cmake -DNCCL_HA_PACKAGE_PLUGIN="$REL/src/plugin/libnccl-net-ha.so" "$BUILD" >/dev/null
+fi
 rm -rf "$PKGS"
 (cd "$BUILD" && cpack) || die "cpack failed"
 
@@ -104,6 +123,8 @@ echo "$out"
 say "plugin from the extracted tree"
 python3 "$REPO/test/unit/plugin/check_elf.py" "$PREFIX/$LIBDIR/libnccl-net-ha.so" "$REPO/src/plugin/exports.map" \
   --max-glibc "$(cache NCCL_HA_MAX_GLIBC | grep . || echo 2.34)" || die "the extracted plugin failed its ELF/load check"
+python3 "$REPO/test/unit/plugin/check_test_hooks.py" "$PREFIX/$LIBDIR/libnccl-net-ha.so" --expect absent \
+  || die "the packaged plugin has test hooks (HA_NCCL_TEST_*): build it with -DNCCL_HA_TEST_HOOKS=OFF"
 python3 - "$PREFIX/$LIBDIR/libnccl-net-ha.so" <<'PY' || die "the extracted plugin does not dlopen"
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])

@@ -74,6 +74,41 @@ int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::siz
 // completion's wr_id), or a failover's probe of its new path (seq 0).
 int post_heartbeat(CommBase& c, Path& p, std::uint64_t seq = 0);
 
+// ---- clear-to-send entries (FifoEntry), as the sender reads them from the FIFO the receiver
+// writes (isend, and a failover's replay). Pure; fuzzed (test/fuzz/control_record.cpp).
+enum class CtsRead : std::uint8_t {
+  not_posted,  // the slot's seq is not the one wanted yet
+  landing,     // its seq shows, the copy does not check (or names another seq): read again later
+  corrupt,     // whole, but nreqs is not 1..kMaxRecvs: the comm fails
+  whole        // `out` holds the entry: 1 <= nreqs <= kMaxRecvs
+};
+// The entry for receive `seq` (its FifoEntry::seq is seq + 1) in the FIFO slot `slot`, copied to
+// `out` (read_record: `out` is written whatever the answer).
+inline CtsRead read_cts(const FifoEntry& slot, std::uint64_t seq, FifoEntry& out) noexcept {
+  if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != seq + 1) return CtsRead::not_posted;
+  if (!read_record(slot, out) || out.seq != seq + 1) return CtsRead::landing;
+  if (out.nreqs == 0 || out.nreqs > kMaxRecvs) return CtsRead::corrupt;
+  return CtsRead::whole;
+}
+// The buffer of a whole entry (read_cts) a send with `tag` goes to: the first one not `matched`
+// yet (bit per buffer) whose tag it is; e.nreqs when none.
+inline std::uint32_t match_cts(const FifoEntry& e, std::uint8_t matched, int tag) noexcept {
+  std::uint32_t index = 0;
+  for (; index < e.nreqs; ++index)
+    if (!(matched & (1u << index)) && e.tag[index] == tag) break;
+  return index;
+}
+// A replayed send's key on device slot `slot` (0 or 1): the receiver's rkey of buffer `index` of
+// receive `seq` in the FIFO slot as it is now, if that holds a whole entry for `seq` with that
+// buffer (else `rkey` is left as it is). A send's index is below kMaxRecvs (match_cts): checked
+// too, whatever nreqs the entry claims.
+inline bool cts_rkey(const FifoEntry& slot_mem, std::uint64_t seq, unsigned index, int slot, std::uint32_t& rkey) noexcept {
+  FifoEntry e;
+  if (!read_record(slot_mem, e) || e.seq != seq + 1 || index >= e.nreqs || index >= kMaxRecvs) return false;
+  rkey = e.rkey[slot][index];
+  return true;
+}
+
 // ---- completions (p2p.cpp, progress.cpp)
 // A successful completion on path p.
 void on_success(CommBase& c, Path& p, const ibv_wc& wc);

@@ -72,9 +72,7 @@ void refresh_entry(FifoEntry& e, const Request& r) {
 // send was first posted.
 void refresh_send(SendComm& c, Request& r, int slot) {
   if (r.mh[0]) r.lkey[slot] = r.mh[0]->lkey(slot);
-  FifoEntry e;
-  if (read_record(c.fifo[r.seq % kMaxRequests], e) && e.seq == r.seq + 1 && r.index < e.nreqs)
-    r.rkey[slot] = e.rkey[slot][r.index];
+  cts_rkey(c.fifo[r.seq % kMaxRequests], r.seq, r.index, slot, r.rkey[slot]);
 }
 
 // Receiver: what it has, re-armed on the new path; then the report.

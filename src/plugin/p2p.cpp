@@ -301,22 +301,23 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   if (!hold) return ncclSuccess;  // the control plane is on the comm: not yet
   if (!can_post(c)) return c.error;
   if (c.cur_seq != c.seq) {  // the clear-to-send entry for c.seq, copied whole
-    const FifoEntry& e = c.fifo[c.seq % kMaxRequests];
-    if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != c.seq + 1) return ncclSuccess;  // not yet posted
-    if (!read_record(e, c.cur) || c.cur.seq != c.seq + 1) return ncclSuccess;       // still landing
-    if (c.cur.nreqs == 0 || c.cur.nreqs > kMaxRecvs) {
-      HA_WARN("NET/HA: %s on %s: corrupt clear-to-send entry (nreqs %u)", c.id.c_str(), c.device().port.id().c_str(),
-              c.cur.nreqs);
-      c.error = ncclInternalError;
-      return c.error;
+    switch (read_cts(c.fifo[c.seq % kMaxRequests], c.seq, c.cur)) {
+      case CtsRead::not_posted:  // not yet posted
+      case CtsRead::landing:     // still landing
+        return ncclSuccess;
+      case CtsRead::corrupt:
+        HA_WARN("NET/HA: %s on %s: corrupt clear-to-send entry (nreqs %u)", c.id.c_str(), c.device().port.id().c_str(),
+                c.cur.nreqs);
+        c.error = ncclInternalError;
+        return c.error;
+      case CtsRead::whole:
+        break;
     }
     c.cur_seq = c.seq;
   }
   const FifoEntry& e = c.cur;
   const std::uint32_t nreqs = e.nreqs;
-  std::uint32_t index = 0;
-  for (; index < nreqs; ++index)
-    if (!(c.matched & (1u << index)) && e.tag[index] == tag) break;
+  const std::uint32_t index = match_cts(e, c.matched, tag);
   if (index == nreqs) return ncclSuccess;  // this slot has no receive for that tag (yet)
   if (size > e.size[index]) {
     HA_WARN("NET/HA: %s on %s: message of %zu bytes (tag %d) is larger than the receive buffer of %llu bytes",

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,39 @@ void retire_job(CommBase& c);
 // again at the next step), else the move is given up (or, when the peer's notice came over the move's
 // path, left for adopt_job_path to install).
 bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* via, std::uint64_t now);
+
+// The receive side's decisions on the peer's ReprotectMsg, pure (no verbs, no process state), as
+// answer() / take_request() make them; fuzzed (test/fuzz/reprotect_request.cpp).
+// What a whole request (read_record) gets from a receive comm whose re-protection is at `rp`:
+enum class RequestAction : std::uint8_t {
+  judge,         // a new attempt (its gen is not the last one taken): judge_request, then build or refuse
+  answer_again,  // the attempt we answered and wait the hello of (a reminder): the same answer again
+  refuse_again,  // the attempt we refused (a reminder): refused again, the same way
+  none           // the attempt whose side we still build: its answer comes when the job is done
+};
+RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req) noexcept;
+// What a request is judged against: the comm as the receive side sees it.
+struct RequestView {
+  std::array<Device*, kSlots> devs{};  // CommBase::devs (both set: a single-path comm answers no request)
+  int active = 0;                      // CommBase::active
+  const Device* home = nullptr;        // CommBase::home
+  std::span<const Candidate> peer_cands;  // CommBase::peer_cands
+  FailoverState::Phase phase = FailoverState::normal;
+  std::span<const std::unique_ptr<Device>> devices;  // the process's devices, by NCCL index (State::devices)
+};
+RequestView request_view(const CommBase& c);
+// The verdict: build our side on `dev`, connected to `remote`, or refuse (`dev` null, `why`, the
+// answer's ok `refusal`: kPortDown when the device is there but its port is down, else 0). A
+// rescue's request (ok kRescueSlot + s) for the slot we count as active renumbers ours: `active`
+// (whatever the rest of the verdict; not during a failover, which refuses it).
+struct RequestVerdict {
+  Device* dev = nullptr;
+  net::Endpoint remote{};
+  int active = 0;
+  std::uint32_t refusal = 0;
+  std::string why;
+};
+RequestVerdict judge_request(const RequestView& v, const ReprotectMsg& req);
 
 // ---- standby health (standby_health.cpp): the one writer of StandbyHealth
 // A new comm's standby slot: connecting (its standby is being connected), or none (single path).

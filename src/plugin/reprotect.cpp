@@ -508,37 +508,85 @@ std::uint64_t drive(CommBase& c, std::uint64_t now) {
   return 0;
 }
 
-// The receive side's device for a request: the one it names (kSameDevice: the slot's), if it can
-// carry a standby of this comm; else nullptr with the reason.
-Device* requested_device(CommBase& c, const ReprotectMsg& req, std::string& why, bool& down) {
-  Device* d = c.devs[c.standby_slot()];
-  if (req.dev != kSameDevice) {
-    const State* st = state();
-    d = req.dev < st->devices.size() ? st->devices[req.dev].get() : nullptr;
-    if (!d) {
-      why = "the peer asks for device " + std::to_string(req.dev) + ", which does not exist here";
-      return nullptr;
+}  // namespace
+
+RequestView request_view(const CommBase& c) {
+  RequestView v;
+  v.devs = {c.devs[0], c.devs[1]};
+  v.active = c.active;
+  v.home = c.home;
+  v.peer_cands = c.peer_cands;
+  v.phase = c.cp.fo().phase;
+  if (const State* st = state()) v.devices = st->devices;
+  return v;
+}
+
+// A new request's verdict, in the order the checks were always made: the endpoint; a rescue's
+// slot (kRescueSlot: the sender's numbering is adopted - both of our paths are lost by then; if
+// the sender builds in the slot we count as active - it switched to its standby before that was
+// lost, we never saw its notice, or the other way round - our active slot becomes the other one,
+// so the new path is our standby, as at the sender); the device it names (kSameDevice: our
+// standby slot's), if it can carry a standby of this comm; the keys.
+RequestVerdict judge_request(const RequestView& v, const ReprotectMsg& req) {
+  RequestVerdict out;
+  out.active = v.active;
+  auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
+  if (!remote) {
+    out.why = remote.error().message;
+    return out;
+  }
+  out.remote = *remote;
+  if (req.ok == kRescueSlot || req.ok == kRescueSlot + 1) {
+    const int slot = static_cast<int>(req.ok - kRescueSlot);
+    if (slot != 1 - v.active) {
+      if (v.phase != FailoverState::normal) {
+        out.why = "a rescue's request for slot " + std::to_string(slot) + " during a failover here";
+        return out;
+      }
+      out.active = 1 - slot;
     }
   }
-  if (d->port.link_layer != c.devs[c.active]->port.link_layer) {
-    why = d->port.id() + " is of another link layer";
-    return nullptr;
+  Device* d = v.devs[1 - out.active];
+  if (req.dev != kSameDevice) {
+    d = req.dev < v.devices.size() ? v.devices[req.dev].get() : nullptr;
+    if (!d) {
+      out.why = "the peer asks for device " + std::to_string(req.dev) + ", which does not exist here";
+      return out;
+    }
+  }
+  if (d->port.link_layer != v.devs[out.active]->port.link_layer) {
+    out.why = d->port.id() + " is of another link layer";
+    return out;
   }
   // Never a standby across isolated islands, whatever the peer asks (its port as its handshake listed it).
   if (req.own_dev != kSameDevice)
-    for (const Candidate& theirs : c.peer_cands)
-      if (theirs.dev == req.own_dev && !reachable(theirs, candidate_for(*d, *c.home))) {
-        why = "the peer's device " + std::to_string(req.own_dev) + " cannot reach " + d->port.id() + " (rail " +
-              d->topo.rail.str() + ", island " + d->topo.island.str() + ")";
-        return nullptr;
+    for (const Candidate& theirs : v.peer_cands)
+      if (theirs.dev == req.own_dev && !reachable(theirs, candidate_for(*d, *v.home))) {
+        out.why = "the peer's device " + std::to_string(req.own_dev) + " cannot reach " + d->port.id() + " (rail " +
+                  d->topo.rail.str() + ", island " + d->topo.island.str() + ")";
+        return out;
       }
   if (!d->port_up.load(std::memory_order_relaxed)) {
-    why = d->port.id() + ": the port is not active";
-    down = true;
-    return nullptr;
+    out.why = d->port.id() + ": the port is not active";
+    out.refusal = kPortDown;  // our kPortBack note follows when a port comes back
+    return out;
   }
-  return d;
+  if (req.ctrl_rkey == 0 || req.fifo_rkey == 0) {
+    out.why = "no keys in the request";
+    return out;
+  }
+  out.dev = d;
+  return out;
 }
+
+RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req) noexcept {
+  if (req.gen != rp.gen) return RequestAction::judge;
+  if (rp.step == ReprotectState::hello && rp.job) return RequestAction::answer_again;
+  if (rp.step == ReprotectState::idle && rp.refused_gen == rp.gen) return RequestAction::refuse_again;
+  return RequestAction::none;
+}
+
+namespace {
 
 // ---- receive side: answers requests, installs on the hello
 // A port of ours came back while the standby is down (or, with failback, up away from the
@@ -552,27 +600,8 @@ void note_port_back(CommBase& c) {
   }
 }
 
-// A rescue's request names the sender's slot of the new path (kRescueSlot): ours must be the same.
-// Both of our paths are lost by then; if the sender builds in the slot we count as active (it
-// switched to its standby before that was lost, we never saw its notice - or the other way round),
-// our active slot becomes the other one, so the new path is our standby, as at the sender.
-bool follow_rescue_slot(CommBase& c, const ReprotectMsg& req, std::string& why) {
-  if (req.ok != kRescueSlot && req.ok != kRescueSlot + 1) return true;
-  const int slot = static_cast<int>(req.ok - kRescueSlot);
-  if (slot == c.standby_slot()) return true;
-  if (c.cp.fo().phase != FailoverState::normal) {
-    why = "a rescue's request for slot " + std::to_string(slot) + " during a failover here";
-    return false;
-  }
-  HA_INFO("NET/HA: %s: the peer rebuilds its slot %d (%s here): slot %d counts as active, as at the peer", c.id.c_str(),
-          slot, c.devs[slot] ? c.devs[slot]->port.id().c_str() : "-", 1 - slot);
-  c.active = 1 - slot;
-  account_ports(c);
-  return true;
-}
-
 // A new request: whatever was under way for an older one is dropped; our side of the attempt is
-// built by a job (or refused).
+// built by a job (or refused: judge_request).
 void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   ReprotectState& rp = rp_of(c);
   rp.gen = req.gen;
@@ -581,23 +610,23 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   rp.step = ReprotectState::idle;
   rp.move = req.ok == kMove;
   rp.port.clear();
-  auto remote = net::decode_endpoint(std::span<const std::uint8_t>(req.endpoint, sizeof req.endpoint));
-  std::string why;
-  bool down = false;
-  Device* d = remote && follow_rescue_slot(c, req, why) ? requested_device(c, req, why, down) : nullptr;
-  if (remote && d && (req.ctrl_rkey == 0 || req.fifo_rkey == 0)) {
-    why = "no keys in the request";
-    d = nullptr;
+  const RequestVerdict v = judge_request(request_view(c), req);
+  if (v.active != c.active) {  // a rescue's request: the peer's numbering of the slots
+    const int slot = 1 - v.active;
+    HA_INFO("NET/HA: %s: the peer rebuilds its slot %d (%s here): slot %d counts as active, as at the peer", c.id.c_str(),
+            slot, c.devs[slot] ? c.devs[slot]->port.id().c_str() : "-", v.active);
+    c.active = v.active;
+    account_ports(c);
   }
+  Device* d = v.dev;
   if (!d) {
     rp.refused_gen = req.gen;
-    rp.refused_ok = down ? kPortDown : 0;  // down: our kPortBack note follows when a port comes back
+    rp.refused_ok = v.refusal;  // kPortDown: our kPortBack note follows when a port comes back
     post_reprotect(c, nullptr, rp.refused_ok, req.gen, -1);
-    if (!remote) why = remote.error().message;  // else set by follow_rescue_slot or requested_device
     if (rp.move)
-      end_move(c, now, why);
+      end_move(c, now, v.why);
     else
-      set_standby(c, StandbyHealth::down, "re-protection: " + why);
+      set_standby(c, StandbyHealth::down, "re-protection: " + v.why);
     return;
   }
   rp.dev = d->index;
@@ -605,7 +634,7 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   rp.peer_dev = req.own_dev == kSameDevice ? -1 : static_cast<int>(req.own_dev);
   rp.peer_ctrl = req.ctrl_rkey;
   rp.peer_fifo = req.fifo_rkey;
-  rp.job = start_build(c, *d, &*remote);
+  rp.job = start_build(c, *d, &v.remote);
   rp.step = ReprotectState::building;
   rp_inbox(c).clear(CtlKind::hello);
   if (rp.move)
@@ -615,27 +644,27 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
     set_standby(c, StandbyHealth::connecting, "re-protecting on " + d->port.id());
 }
 
-// A reminder of the request we work on (the sender saw no answer in time): the answer given is given
-// again - our finished job is what the sender waits for, not a new one; one still being built
-// answers when done.
-void answer_again(CommBase& c) {
-  ReprotectState& rp = rp_of(c);
-  if (rp.step == ReprotectState::hello && rp.job)
-    post_reprotect(c, rp.job.get(), 1, rp.gen, -1);
-  else if (rp.step == ReprotectState::idle && rp.refused_gen == rp.gen)
-    post_reprotect(c, nullptr, rp.refused_ok, rp.gen, -1);
-}
-
 std::uint64_t answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = rp_of(c);
   note_port_back(c);
   ReprotectMsg req;
   if (read_reprotect(c, req)) {
-    if (req.gen != rp.gen) {
-      take_request(c, req, now);
-      return 0;
+    switch (request_action(rp, req)) {
+      case RequestAction::judge:
+        take_request(c, req, now);
+        return 0;
+      // A reminder of the request we work on (the sender saw no answer in time): the answer given
+      // is given again - our finished job is what the sender waits for, not a new one; one still
+      // being built answers when done.
+      case RequestAction::answer_again:
+        post_reprotect(c, rp.job.get(), 1, rp.gen, -1);
+        break;
+      case RequestAction::refuse_again:
+        post_reprotect(c, nullptr, rp.refused_ok, rp.gen, -1);
+        break;
+      case RequestAction::none:
+        break;
     }
-    answer_again(c);
   }
   if (rp.step == ReprotectState::building) {
     const int o = job_outcome(*rp.job);

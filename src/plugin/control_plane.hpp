@@ -160,6 +160,11 @@ enum class RequestAction : std::uint8_t {
   none           // the attempt whose side we still build: its answer comes when the job is done
 };
 RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req) noexcept;
+// The receive side's state as a new request is taken (a new attempt: gen, not refused yet; its
+// job, if any, dropped by the caller), and as the attempt is refused (`ok`: 0 or kPortDown), at once
+// (judge_request) or when its job failed: what request_action tells a reminder from.
+void begin_request(ReprotectState& rp, const ReprotectMsg& req) noexcept;
+void refuse_request(ReprotectState& rp, std::uint32_t ok) noexcept;
 // What a request is judged against: the comm as the receive side sees it.
 struct RequestView {
   std::array<Device*, kSlots> devs{};  // CommBase::devs (both set: a single-path comm answers no request)

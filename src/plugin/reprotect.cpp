@@ -586,6 +586,19 @@ RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req) 
   return RequestAction::none;
 }
 
+void begin_request(ReprotectState& rp, const ReprotectMsg& req) noexcept {
+  rp.gen = req.gen;
+  ++rp.attempts;
+  rp.step = ReprotectState::idle;
+  rp.move = req.ok == kMove;
+  rp.port.clear();
+}
+
+void refuse_request(ReprotectState& rp, std::uint32_t ok) noexcept {
+  rp.refused_gen = rp.gen;
+  rp.refused_ok = ok;
+}
+
 namespace {
 
 // ---- receive side: answers requests, installs on the hello
@@ -604,12 +617,8 @@ void note_port_back(CommBase& c) {
 // built by a job (or refused: judge_request).
 void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   ReprotectState& rp = rp_of(c);
-  rp.gen = req.gen;
-  ++rp.attempts;
   retire_job(c);
-  rp.step = ReprotectState::idle;
-  rp.move = req.ok == kMove;
-  rp.port.clear();
+  begin_request(rp, req);
   const RequestVerdict v = judge_request(request_view(c), req);
   if (v.active != c.active) {  // a rescue's request: the peer's numbering of the slots
     const int slot = 1 - v.active;
@@ -620,8 +629,7 @@ void take_request(CommBase& c, const ReprotectMsg& req, std::uint64_t now) {
   }
   Device* d = v.dev;
   if (!d) {
-    rp.refused_gen = req.gen;
-    rp.refused_ok = v.refusal;  // kPortDown: our kPortBack note follows when a port comes back
+    refuse_request(rp, v.refusal);  // kPortDown: our kPortBack note follows when a port comes back
     post_reprotect(c, nullptr, rp.refused_ok, req.gen, -1);
     if (rp.move)
       end_move(c, now, v.why);
@@ -679,8 +687,7 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
       return 0;
     }
     if (!ok) {
-      rp.refused_gen = rp.gen;
-      rp.refused_ok = 0;
+      refuse_request(rp, 0);
       set_standby(c, StandbyHealth::down, "re-protection on " + rp.port + ": " + why);
       retire_job(c);
       rp.step = ReprotectState::idle;

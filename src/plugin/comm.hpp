@@ -354,7 +354,7 @@ struct ReprotectState {
   std::uint64_t deadline_ns = 0;
   std::uint64_t requested_ns = 0;    // send side: when the attempt's request was first written
   std::uint32_t reminders = 0;       // send side: the request written again (an answer overdue)
-  std::uint32_t refused_gen = 0;     // receive side: the last request refused (a reminder is refused again)
+  std::uint32_t refused_gen = 0;     // receive side: the last request refused (a reminder is refused again); gen - 1 from a new request until it is
   std::uint32_t refused_ok = 0;      // receive side: how (0, or kPortDown)
   // Send side: the peer's devices it said are down (kPortDown), left out of the attempts (their
   // kCandUp cleared in peer_cands) until its kPortBack note, or until peer_down_until_ns.

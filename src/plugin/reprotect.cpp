@@ -588,6 +588,9 @@ RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req) 
 
 void begin_request(ReprotectState& rp, const ReprotectMsg& req) noexcept {
   rp.gen = req.gen;
+  // Not refused (yet): a refusal of an earlier attempt with the same gen (a peer whose gen wrapped
+  // or repeats) is not this one's answer (request_action: refuse_again).
+  rp.refused_gen = req.gen - 1;
   ++rp.attempts;
   rp.step = ReprotectState::idle;
   rp.move = req.ok == kMove;

@@ -8,7 +8,8 @@ Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/co
 (request, reply, ready, candidates, rescue point: v5), src/plugin/handle.hpp (handle, version 6),
 src/plugin/handshake_auth.hpp (hello), src/plugin/rescue_wire.hpp (rescue requests),
 tools/ha-ping/protocol.hpp (ha-ping's control messages, protocol 2), tools/ha-net-driver/mgmt_wire.hpp
-(the driver's management stream)."""
+(the driver's management stream), src/plugin/comm.hpp
+(the records the peer RDMA-writes: FifoEntry, SyncMsg, HelloMsg, ReprotectMsg, and their record_check)."""
 import hashlib
 import hmac
 import ipaddress
@@ -166,6 +167,52 @@ def mgmt(typ, payload):
     return struct.pack(">II", typ, len(payload)) + payload
 
 
+M64 = (1 << 64) - 1
+
+
+def record_check(data):
+    """comm.cpp record_check: the checksum of a record's bytes before its check."""
+    h = 0x9E3779B97F4A7C15 ^ len(data)
+    i = 0
+    while i + 8 <= len(data):
+        h = ((h ^ struct.unpack_from("<Q", data, i)[0]) * 0xFF51AFD7ED558CCD) & M64
+        h ^= h >> 29
+        i += 8
+    for b in data[i:]:
+        h = ((h ^ b) * 0xC4CEB9FE1A85EC53) & M64
+        h ^= h >> 31
+    h ^= h >> 33
+    return h or 1
+
+
+def sealed(body):
+    return body + struct.pack("<Q", record_check(body))
+
+
+def fifo_entry(seq, bufs, nreqs=None):
+    """comm.hpp FifoEntry (248 bytes), sealed: bufs = [(addr, size, rkey0, rkey1, tag)], seq = irecv seq + 1."""
+    bufs = list(bufs) + [(0, 0, 0, 0, 0)] * (8 - len(bufs))
+    body = b"".join(struct.pack("<Q", b[0]) for b in bufs) + b"".join(struct.pack("<Q", b[1]) for b in bufs)
+    body += b"".join(struct.pack("<I", b[2]) for b in bufs) + b"".join(struct.pack("<I", b[3]) for b in bufs)
+    body += b"".join(struct.pack("<i", b[4]) for b in bufs)
+    n = sum(1 for b in bufs if b[0]) if nreqs is None else nreqs
+    return sealed(body + struct.pack("<IIQ", n, 0, seq))
+
+
+def sync_msg(base, done, slot=1, planned=0, epoch=1):
+    return sealed(struct.pack("<Q", base) + bytes(done).ljust(32, b"\0") + struct.pack("<IIII", slot, planned, 0, epoch))
+
+
+SAME = 0xFFFFFFFF  # kSameDevice
+PORT_DOWN, PORT_BACK, MOVE, RESCUE_SLOT = 5, 2, 3, 8
+
+
+def reprotect_msg(ok=1, gen=1, dev=SAME, ctrl=0x1111, fifo=0x2222, own=SAME, ep=None, seal=True):
+    """comm.hpp ReprotectMsg (64 bytes)."""
+    body = (endpoint() if ep is None else ep) + struct.pack("<IIIIII", ok, gen, dev, ctrl, fifo, own)
+    return sealed(body) if seal else body + struct.pack("<Q", 0)
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -245,6 +292,26 @@ def main():
     write("rescue_request", "seed-other-key.bin", b"\x00" + rescue_request(key=bytes(32)))
     write("rescue_request", "seed-other-id.bin", b"\x00" + rescue_request(rid=7))
     write("rescue_request", "seed-answer.bin", b"\x01" + bytes(64) + bytes(32))
+    # control_record: byte 0 = record (0 FIFO entry, 1 SyncMsg, 2 HelloMsg, 3 ReprotectMsg), then the
+    # record as the peer writes it (sealed here), then the checks' parameters
+    two = [(0x7F0000100000, 1 << 20, 0x101, 0x201, 7), (0x7F0000200000, 4096, 0x102, 0x202, 9)]
+    write("control_record", "seed-fifo-whole.bin", b"\x00" + fifo_entry(43, two) + struct.pack("<Q", 42) + bytes(range(1, 40)))
+    write("control_record", "seed-fifo-dup-tags.bin", b"\x00" + fifo_entry(1, [(0x1000 * (i + 1), 64, i, i, [5, 5, 7, 5][i])
+                                                                              for i in range(4)]) + struct.pack("<Q", 0) + bytes(40))
+    write("control_record", "seed-fifo-full.bin", b"\x00" + fifo_entry(1 << 40, [(0x1000 * (i + 1), 8, i, i, i) for i in range(8)])
+          + struct.pack("<Q", (1 << 40) - 1) + b"\x07" * 40)
+    write("control_record", "seed-fifo-corrupt.bin", b"\x00" + fifo_entry(6, two, nreqs=9) + struct.pack("<Q", 5) + bytes(40))
+    write("control_record", "seed-fifo-landing.bin", b"\x00" + fifo_entry(6, two)[:200] + fifo_entry(6, two[:1])[200:]
+          + struct.pack("<Q", 5) + bytes(40))
+    write("control_record", "seed-fifo-other-seq.bin", b"\x00" + fifo_entry(6, two) + struct.pack("<Q", 6) + bytes(40))
+    write("control_record", "seed-fifo-empty.bin", b"\x00" + bytes(248) + bytes(48))
+    write("control_record", "seed-sync-report.bin", b"\x01" + sync_msg(100, [0xFF, 0x01, 0x03] + [0] * 29, epoch=3)
+          + bytes([1, 0, 4, 4, 2, 9]) + bytes(30) + struct.pack("<Q", 200) + bytes([3]) + bytes([1, 0xFF, 3, 0x05] * 16))
+    write("control_record", "seed-sync-failback.bin", b"\x01" + sync_msg(7, [0xFF] * 3, slot=0, planned=1, epoch=9) + bytes(64))
+    write("control_record", "seed-sync-torn.bin", b"\x01" + sync_msg(7, [1])[:40] + sync_msg(9, [3])[40:] + bytes(64))
+    write("control_record", "seed-hello.bin", b"\x02" + sealed(struct.pack("<Q", 12)) + bytes(16))
+    write("control_record", "seed-reprotect-request.bin", b"\x03" + reprotect_msg(dev=1, own=1) + bytes(16))
+    write("control_record", "seed-reprotect-answer.bin", b"\x03" + reprotect_msg(ok=PORT_DOWN, gen=4, ep=bytes(32)) + bytes(16))
     # config: the settings of the VM tests and of the README
     write("config", "seed-defaults.txt", "")
     write("config", "seed-vm.txt", "NCCL_SOCKET_IFNAME=eth2\nHA_NCCL_HANDSHAKE_TIMEOUT_MS=5000\nNCCL_DEBUG=WARN\n"

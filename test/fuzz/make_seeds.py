@@ -213,6 +213,21 @@ def reprotect_msg(ok=1, gen=1, dev=SAME, ctrl=0x1111, fifo=0x2222, own=SAME, ep=
     return sealed(body) if seal else body + struct.pack("<Q", 0)
 
 
+def rp_comm(devices, slots=(0, 1), active=0, phase=0, home=0, cands=()):
+    """reprotect_request.cpp's comm: devices [(ib, down, rail 0-4, island 0-4)], the slots' devices,
+    active slot, failover phase, home device, the peer's ports [(dev, ib, rail, island)]."""
+    n = len(devices)
+    out = bytes([n - 1])
+    for ib, down, rail, island in devices:
+        out += bytes([ib | down << 1 | (rail + 5 * island) << 2])
+    out += bytes([next(b for b in range(256) if b % n == slots[0] and (b >> 4) % n == slots[1])])
+    out += bytes([next(b for b in range(256) if b & 1 == active and (b >> 1) % 4 == phase and (b >> 3) % n == home)])
+    out += bytes([len(cands)])
+    for dev, ib, rail, island in cands:
+        out += bytes([ib | (rail + 5 * island) << 1, dev])
+    return out
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -312,6 +327,34 @@ def main():
     write("control_record", "seed-hello.bin", b"\x02" + sealed(struct.pack("<Q", 12)) + bytes(16))
     write("control_record", "seed-reprotect-request.bin", b"\x03" + reprotect_msg(dev=1, own=1) + bytes(16))
     write("control_record", "seed-reprotect-answer.bin", b"\x03" + reprotect_msg(ok=PORT_DOWN, gen=4, ep=bytes(32)) + bytes(16))
+    # reprotect_request: a receive comm (rp_comm), then requests: a byte of hints (0: as written) +
+    # the ReprotectMsg. 3 RoCE ports on rails 1-3 (island: the rail), the peer's ports 0 and 1.
+    eth3 = [(0, 0, 1, 0), (0, 0, 2, 0), (0, 0, 3, 0)]
+    peer = [(0, 0, 1, 0), (1, 0, 2, 0)]
+    hello_comes = b"\x80"
+    # taken; its reminder answered again, then its hello; a reminder after that (nothing due); the next
+    # attempt on device 2, refused (the peer's port 1 does not reach it), then on device 2 from a port not named
+    write("reprotect_request", "seed-taken.bin", rp_comm(eth3, cands=peer) + b"\x00" + reprotect_msg(own=1)
+          + hello_comes + reprotect_msg(own=1) + b"\x00" + reprotect_msg(own=1) + b"\x00" + reprotect_msg(gen=2, dev=2, own=1)
+          + b"\x00" + reprotect_msg(gen=3, dev=2))
+    write("reprotect_request", "seed-port-down.bin", rp_comm([(0, 0, 1, 0), (0, 1, 2, 0)], cands=peer)
+          + b"\x00" + reprotect_msg(gen=3, own=1) + b"\x00" + reprotect_msg(gen=3, own=1))
+    write("reprotect_request", "seed-job-fails.bin", rp_comm(eth3, cands=peer) + b"\x40" + reprotect_msg(gen=5)
+          + b"\x00" + reprotect_msg(gen=5))
+    write("reprotect_request", "seed-rescue.bin", rp_comm(eth3, cands=peer)
+          + b"\x00" + reprotect_msg(ok=RESCUE_SLOT + 0, gen=7) + b"\x00" + reprotect_msg(ok=RESCUE_SLOT + 1, gen=8))
+    write("reprotect_request", "seed-rescue-in-failover.bin", rp_comm(eth3, phase=2, cands=peer)
+          + b"\x00" + reprotect_msg(ok=RESCUE_SLOT + 0, gen=7))
+    write("reprotect_request", "seed-move.bin", rp_comm(eth3, slots=(0, 2), cands=peer) + b"\x00" + reprotect_msg(ok=MOVE, dev=1, own=1))
+    write("reprotect_request", "seed-other-link.bin", rp_comm([(0, 0, 1, 0), (0, 0, 2, 0), (1, 0, 0, 0)], cands=peer)
+          + b"\x00" + reprotect_msg(dev=2))
+    write("reprotect_request", "seed-islands.bin", rp_comm([(0, 0, 1, 2), (0, 0, 2, 2), (0, 0, 3, 4)],
+                                                           cands=[(0, 0, 1, 2), (1, 0, 3, 4)])
+          + b"\x00" + reprotect_msg(dev=1, own=1) + b"\x00" + reprotect_msg(gen=2, dev=2, own=1))
+    write("reprotect_request", "seed-refusals.bin", rp_comm(eth3, cands=peer)
+          + b"\x00" + reprotect_msg(gen=1, dev=40) + b"\x00" + reprotect_msg(gen=2, ctrl=0)
+          + b"\x00" + reprotect_msg(gen=3, ep=bytes(32)) + b"\x00" + reprotect_msg(gen=4, seal=False))
+    write("reprotect_request", "seed-hinted.bin", rp_comm(eth3, cands=peer) + b"\x1f" + b"\x11" * 64 + b"\x23" + b"\x22" * 64)
     # config: the settings of the VM tests and of the README
     write("config", "seed-defaults.txt", "")
     write("config", "seed-vm.txt", "NCCL_SOCKET_IFNAME=eth2\nHA_NCCL_HANDSHAKE_TIMEOUT_MS=5000\nNCCL_DEBUG=WARN\n"

@@ -21,20 +21,23 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver_start, test/vm/lib.sh
 
-export NCCL_SOCKET_IFNAME=$VM_MGMT_IF NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
-unset HA_NCCL_IB_HCA NCCL_IB_HCA HA_NCCL_STATS_FILE HA_NCCL_HANDSHAKE_TIMEOUT_MS NCCL_DEBUG_TIMESTAMP_LEVELS
+# INFO lines with the wall clock: the check times each churn pair's handshake from them
+export NCCL_SOCKET_IFNAME=$VM_MGMT_IF NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_DEBUG_TIMESTAMP_LEVELS=INFO,WARN \
+  NCCL_DEBUG_TIMESTAMP_FORMAT='%s.%3f '
+unset HA_NCCL_IB_HCA NCCL_IB_HCA HA_NCCL_STATS_FILE HA_NCCL_HANDSHAKE_TIMEOUT_MS
 name=hostile
 PORT=18790   # the driver's management port (rank 0)
 RELAY=18791  # hostile.py's relay between the two guests
-MIN_SECONDS=34
-CHURN=10  # a pair every 3.4 s: pair i is due (i + 0.5) x 3.4 s into the stream
+MIN_SECONDS=36
+CHURN=8  # a pair every 4.5 s: pair i is due (i + 0.5) x 4.5 s into the stream
 ATTACKS=${NCCL_HA_HOSTILE_ATTACKS:-garbage,ff,reset,replay,slowloris,silent,forge,hijack,flood}
 # The schedule (hostile.py's header), in ms into the stream: b's driver is idle around a's pair 2
-# (due at 8.5 s), a's around b's pair 4 (15.3 s): those listeners wait for their connector while
-# every handshake attack hits them; the forged rescue requests between pairs 5 and 6; the flood
-# from before pair 7 on, pairs 7 and 8 connect during it (hold 7 s), pair 9 after it.
-if [[ $VM_ROLE == a ]]; then idle=14900:2400; else idle=8100:2400; fi
-FORGE_MS=20500 FLOOD_MS=23200 HOLD_S=7
+# (due at 11.25 s), a's around b's pair 4 (20.25 s): those listeners wait for their connector while
+# every handshake attack hits them (the pair before has 4 s to finish its message first); the forged
+# rescue requests once pair 4 is through; the flood right after them (its connects started within
+# 7 s): pairs 5 and 6 connect during it, pair 7 (33.75 s) after it.
+if [[ $VM_ROLE == a ]]; then idle=19850:2400; else idle=10850:2400; fi
+FORGE_MS=23000 FLOOD_MS=23500
 out=$VM_OUT
 rm -f "$out"/attacker.* "$out/$name".*
 
@@ -46,7 +49,7 @@ rm -f "$out"/attacker.* "$out/$name".*
     --self-rail0 "$VM_SELF_RAIL0" --peer-rail0 "$VM_PEER_RAIL0" --self-rail1 "$VM_SELF_RAIL1" \
     --peer-rail1 "$VM_PEER_RAIL1" --iface "$VM_MGMT_IF" --relay-port "$RELAY" \
     --exclude "$PORT,$RELAY,${NCCL_HA_VM_BARRIER_PORT:-7777}" --attacks "$ATTACKS" \
-    --driver-log "$out/$name.log" --forge-ms "$FORGE_MS" --flood-ms "$FLOOD_MS" --hold-s "$HOLD_S" \
+    --driver-log "$out/$name.log" --forge-ms "$FORGE_MS" --flood-ms "$FLOOD_MS" \
     --pid-file "$out/$name.pid" --phase-file "$out/$name.phase" --rescue-file "$out/$name.rescue_port" \
     --ready-file "$out/attacker.ready" --stop-file "$out/attacker.stop" --out "$out/attacker.json"
 ) 2>"$out/attacker.log" &

@@ -8,8 +8,8 @@ the peer's (source = the peer VM). It needs nothing from the plugin:
 
   * listeners: the driver process's listening TCP sockets, found as `ss -ltnp` finds them
     (/proc/net/tcp's LISTEN sockets, their inodes matched against /proc/PID/fd), every 10 ms. The
-    rescue service is the plugin's listener from before the ring's (init starts it; the guest
-    script's `ss -ltnp` once the stream runs is the cross-check, and the fallback); the others are
+    rescue service is the plugin's listener from before the stream that is still open once it runs
+    (init starts it; the guest script's `ss -ltnp` then is the cross-check); the others are
     handshake listeners: the ring's (before the stream) and the churn pairs' (each lives from
     listen() until accept() returned its comm), numbered k = 0, 1, ... per host as they appear.
   * capture: an AF_PACKET socket on the management NIC (where the handshakes run) records, for each
@@ -21,8 +21,9 @@ the peer's (source = the peer VM). It needs nothing from the plugin:
 
 What happens, per target host X (both instances act on each, one from X, one from the peer):
   * X's churn listener that waits for its connector while the peer rank is idle (--idle in the
-    guest script: ~2.4 s, as a listener waits for a busy NCCL rank; the peer's instance reads its
-    driver's "idle:" log lines and tells X's) is attacked at once; in this order each source opens
+    guest script: ~2.4 s, one after the other in one pair, as a listener waits for a busy NCCL
+    rank; the peer's instance reads its driver's "idle:" log lines and tells X's, with the time
+    left) is attacked at once; in this order each source opens
       - hijack: two connections; 24 bytes of garbage on the first; the token of what comes back
         (today's error frame: header bytes 16-23), if anything does; on the second a well-formed v5
         conn_request with it (our own QP number, FORGED_QPN_BASE + ...) and then conn_ready. A
@@ -42,7 +43,10 @@ What happens, per target host X (both instances act on each, one from X, one fro
     rescue port, as many as the guest can start within --flood-issue-s (a connect costs ms in the
     emulated guests); churn pairs connect meanwhile. The driver runs under `ulimit -n 1024`.
 Every socket we opened stays open until the end (--stop-file) unless the server closes it; X's
-instance samples X's driver's fd count every 250 ms.
+instance samples X's driver's fd count every 250 ms and, once its flood's connects are started,
+waits (at most --settle-s) until that count is back to its baseline (+ --fd-slack); then both
+instances close their sockets to X (the attack is over, before X's driver finalizes) and X's
+driver's stream ends (--driver-stop-file): it lasts at least its --min-seconds and until then.
 
 Every byte that came back to any of our sockets is counted (bytes_back): an unauthenticated
 socket must not get one. Output: --out (JSON, read by checks/security_hostile.py); log on stderr.
@@ -190,6 +194,47 @@ def fd_count(pid):
         return None
 
 
+def fd_kinds(pid):
+    """The driver's fds by what they are (TCP sockets by state and ends, anon_inode:[eventfd], ...)."""
+    kinds = {}
+    sockets = tcp_sockets()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            kind = "socket" if link.startswith("socket:") else link.split(":")[0] if link.startswith(("pipe:", "anon_inode:")) \
+                else link if link.startswith("/dev/") else "file"
+            if link.startswith("anon_inode:"):
+                kind = link
+            if kind == "socket":
+                kind = sockets.get(int(link[8:-1]), "socket (not TCP/IPv4)")
+            kinds[kind] = kinds.get(kind, 0) + 1
+    except OSError:
+        pass
+    return kinds
+
+
+TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2",
+              "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def tcp_sockets():
+    """inode -> 'tcp STATE local-port -> remote-ip' of the host's IPv4 TCP sockets (the whole table)."""
+    out = {}
+    with open("/proc/net/tcp") as f:
+        f.readline()
+        for line in f:
+            x = line.split()
+            lport = int(x[1].split(":")[1], 16)
+            rip = socket.inet_ntoa(struct.pack("<I", int(x[2].split(":")[0], 16)))
+            rport = int(x[2].split(":")[1], 16)
+            out[int(x[9])] = f"tcp {TCP_STATES.get(x[3], x[3])} :{lport if lport < 32768 else 'eph'} -> {rip}" \
+                             f":{rport if rport < 20000 or rport >= 32768 else 'ours'}"
+    return out
+
+
 # ---------------------------------------------------------------- capture (AF_PACKET on the mgmt NIC)
 class Conn:
     def __init__(self, client, server):
@@ -318,6 +363,7 @@ class Hostile:
         self.attempts = []
         self.groups = []
         self.fds = []  # [(ms, count)] of this host's driver
+        self.fd_kinds = []  # [(ms, {kind: count})] of it, every 2 s
         self.captures = []
         self.last_flight = None  # the latest real connector's first bytes
         self.rescue_tokens = {}  # host -> [(port, token)] of its ring receive comms (v5 conn_reply)
@@ -335,6 +381,7 @@ class Hostile:
         self.log_pos = 0
         self.phase_t0 = None  # our driver's integrity phase start (unix ms, from its phase file)
         self.timed_done = set()
+        self.settled = None  # settle()'s record
         self.notes = []
         self.stop = False
         self.excluded_ports = set(o.exclude)
@@ -510,6 +557,8 @@ class Hostile:
                 self.on_peer_idle(m["state"], m.get("left_ms", 0))
             elif ev == "rescue":
                 self.rescue_port[host] = m["port"]
+            elif ev == "release":  # the peer's attack is over: our sockets to it go
+                self.release_host(m["host"])
             elif ev == "stop":
                 self.stop = True
 
@@ -542,8 +591,12 @@ class Hostile:
             m = re.search(rb": idle: no plugin call for (\d+) ms", line)
             if m:
                 self.idle_log.append((now_ms(), "start"))
-                self.tell(ev="idle", state="start", left_ms=int(m.group(1)))
-                log("our driver is idle: the peer's listener waits")
+                # its end: at least --idle-at-ms + its duration into the stream (taken late, it ends later)
+                left = int(m.group(1))
+                if self.phase_t0 is not None and self.o.idle_at_ms is not None:
+                    left = min(left, self.phase_t0 + self.o.idle_at_ms + int(m.group(1)) - now_ms())
+                self.tell(ev="idle", state="start", left_ms=left)
+                log(f"our driver is idle (at least {left} ms more): the peer's listener waits")
             elif b": idle: resuming" in line:
                 self.idle_log.append((now_ms(), "end"))
                 self.tell(ev="idle", state="end", left_ms=0)
@@ -593,6 +646,8 @@ class Hostile:
             self.timed_done.add("flood")
             for host in (self.role, self.peer_role):
                 self.spawn(self.flood_rescue(host))
+            if not self.wants("flood"):
+                self.spawn(self.settle())
 
     async def discover(self):
         while not self.stop:
@@ -625,6 +680,20 @@ class Hostile:
                 self.scan()
             await asyncio.sleep(0.05 if self.flooding else 0.01)
 
+    def pick_rescue(self):
+        """Once the stream runs: the plugin's listener from before it that is still open (the ring's
+        are closed once accept() returned their comm) is the rescue service (init starts it)."""
+        if self.rescue_port[self.role] is not None or not self.phase.startswith("integrity"):
+            return
+        pre = [li for li in self.listeners.values() if li["k"] < 0 and li["gone_ms"] is None]
+        if not pre:
+            return
+        li = min(pre, key=lambda x: x["seen_ms"])
+        li["kind"] = "rescue"
+        self.rescue_port[self.role] = li["port"]
+        self.tell(ev="rescue", port=li["port"])
+        log(f"the rescue service listens on port {li['port']} (open before the stream and still)")
+
     def scan(self):
         t = now_ms()
         seen = set()
@@ -646,33 +715,41 @@ class Hostile:
             if kind == "hs" and self.phase.startswith("integrity"):
                 k = self.next_k
                 self.next_k += 1
-            elif kind == "hs" and not self.phase.startswith("connect") and self.rescue_port[self.role] is None:
-                # the plugin's listener from before the ring's (init starts it): the rescue service
-                kind = "rescue"
-                self.rescue_port[self.role] = port
-                self.tell(ev="rescue", port=port)
             li = {"port": port, "inode": inode, "seen_ms": t, "gone_ms": None, "k": k, "kind": kind,
                   "phase": self.phase.split(" ")[0], "max_queue": rqueue}
             self.listeners[inode] = li
             self.by_port[self.role][port] = li
-            if kind == "hs":
+            if kind == "hs" and k >= 0:
                 self.tell(ev="listen", port=port, k=k, seen_ms=t)
             log(f"listener {port} ({kind}, k {k}, phase {li['phase']})")
             if kind == "hs" and k >= 0 and self.window_armed and self.peer_idle_left() >= 0.4:
                 self.start_window(li, "appeared while the peer was idle")
+        self.pick_rescue()
         for inode, li in self.listeners.items():
             if li["gone_ms"] is None and inode not in seen:
                 li["gone_ms"] = t
                 log(f"listener {li['port']} gone after {t - li['seen_ms']} ms (k {li['k']})")
-                if li["kind"] == "hs":
+                if li["kind"] == "hs" and li["k"] >= 0:
                     self.tell(ev="gone", port=li["port"], k=li["k"], gone_ms=t)
 
     async def sample_fds(self):
+        i = 0
         while not self.stop:
             if self.pid is not None:
                 n = fd_count(self.pid)
                 if n is not None:
                     self.fds.append((now_ms(), n))
+                if i % 8 == 0:  # every 2 s: what they are, and what we hold
+                    ours = {}
+                    for sock in list(self.open_socks):
+                        try:
+                            peer = sock.getpeername()
+                            key = f"{peer[0]}:{peer[1]}"
+                        except OSError as e:
+                            key = f"unconnected ({errno.errorcode.get(e.errno, e.errno)})"
+                        ours[key] = ours.get(key, 0) + 1
+                    self.fd_kinds.append((now_ms(), fd_kinds(self.pid), ours))
+                i += 1
             await asyncio.sleep(0.25)
 
     # ------------------------------------------------------------ capture events
@@ -849,12 +926,16 @@ class Hostile:
             self.close(s)
 
         pending = []
+        slice_end = time.monotonic() + 0.02
         for i in range(n):
             if self.stop or g.get("released_ms"):
                 break
             if budget_s is not None and time.monotonic() - t0 > budget_s:
                 g["cut_at"] = i  # the guest is too slow for all of them in time
                 break
+            if time.monotonic() > slice_end:  # 20 ms slices: a connect can take 50 ms in a loaded guest;
+                await asyncio.sleep(0)        # the scans, the capture and the relay go on between them
+                slice_end = time.monotonic() + 0.02
             try:
                 s, rc = self.start_connect(host, port)
             except OSError as e:
@@ -865,14 +946,13 @@ class Hostile:
                 self.close(s)
                 continue
             pending.append((s, time.monotonic()))
-            if i % 8 == 7:
-                await asyncio.sleep(0.005)  # in small bursts: the scans go on, and the guest's one vCPU also
-                # runs the driver and the kernel's rxe
         g["issued_ms"] = round((time.monotonic() - t0) * 1000)
         deadline = time.monotonic() + 5.0
         while pending and time.monotonic() < deadline and not g.get("released_ms"):
             still = []
-            for s, ts in pending:
+            for j, (s, ts) in enumerate(pending):
+                if j % 32 == 31:
+                    await asyncio.sleep(0)
                 err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if err:
                     fail(errno.errorcode.get(err, str(err)))
@@ -917,6 +997,8 @@ class Hostile:
         port = self.rescue_port[host]
         if not port:
             self.notes.append(f"flood on {host}: no rescue port known")
+            if host == self.role:
+                self.spawn(self.settle())
             return
         self.flooding += 1
         self.flood[host] = f = {"target": host, "source": self.role, "port": port, "start_ms": now_ms()}
@@ -926,6 +1008,8 @@ class Hostile:
         log(f"flood: {self.o.flood} silent sockets on {host}'s rescue port {port}")
         g = await self.silent(host, port, "rescue", -1, self.o.flood, "flood", self.o.flood_issue_s)
         f["opened_ms"] = now_ms()
+        if host == self.role:
+            self.spawn(self.settle())
         left = f["opened_ms"] + self.o.hold_s * 1000 - now_ms()
         if left > 0:
             await asyncio.sleep(left / 1000)
@@ -935,6 +1019,53 @@ class Hostile:
         self.flooding -= 1
         log(f"flood on {host}: {len(g.get('_socks', ()))} flood sockets still open, "
             f"{len(g['server_closed_ms'])} closed by the server; every socket stays open until the end")
+
+    async def settle(self):
+        """After the attacks on this host (every socket of ours still open): wait until our driver's fd
+        count is back to its baseline (its minimum between the stream's start and the first attack
+        on this host) + --fd-slack, at most --settle-s; then end our driver's stream (its
+        --stop-file). The check judges whether they came back."""
+        st = self.settled = {"start_ms": now_ms()}
+        t0 = self.phase_t0 or 0
+        firsts = [a["t_ms"] for a in self.attempts if a["target"] == self.role] + \
+                 [g["t_ms"] for g in self.groups if g["target"] == self.role]
+        t_first = min(firsts) if firsts else st["start_ms"]
+        before = [n for t, n in self.fds if t0 <= t < t_first]
+        st["base"] = base = min(before) if before else None
+        deadline = time.monotonic() + self.o.settle_s
+        n = None
+        while base is not None and time.monotonic() < deadline and not self.stop:
+            n = fd_count(self.pid) if self.pid is not None else None
+            if n is not None and n <= base + self.o.fd_slack:
+                st["back_ms"] = now_ms() - st["start_ms"]
+                break
+            await asyncio.sleep(0.25)
+        st["fds"] = n
+        st["open_sockets"] = len(self.open_socks)
+        log(f"settle: the driver's fds {n} (baseline {base}): " +
+            (f"back after {st['back_ms']} ms" if "back_ms" in st else f"not back within {self.o.settle_s} s") +
+            f", {len(self.open_socks)} sockets of ours still open; the attack on this host ends, and the stream")
+        self.release_host(self.role)  # before the driver finalizes: the attack is over
+        self.tell(ev="release", host=self.role)
+        self.end_stream()
+
+    def release_host(self, host):
+        for g in self.groups:
+            if g["target"] == host:
+                self.release(g)
+        for sock in list(self.open_socks):
+            try:
+                if sock.getpeername()[0] == self.ip[host]:
+                    self.close(sock)
+            except OSError:
+                pass
+
+    def end_stream(self):
+        try:
+            with open(self.o.driver_stop_file, "w") as f:
+                f.write(f"{now_ms()}\n")
+        except OSError as e:
+            log(f"cannot write {self.o.driver_stop_file}: {e}")
 
     async def forge_rescue(self, host, t_into):
         port = self.rescue_port[host]
@@ -1041,6 +1172,8 @@ class Hostile:
         while not self.stop and not os.path.exists(self.o.stop_file) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         self.stop = True
+        if not os.path.exists(self.o.driver_stop_file):
+            self.end_stream()  # never leave the driver streaming until its timeout
         self.tell(ev="stop")
         for g in self.groups:
             self.release(g)
@@ -1053,7 +1186,7 @@ class Hostile:
                "phase_seen_ms": self.phase_seen_ms, "rescue_port": self.rescue_port, "ss_listeners": self.ss_rescue,
                "listeners": sorted(self.listeners.values(), key=lambda x: x["seen_ms"]),
                "peer_listeners": sorted(self.by_port[self.peer_role].values(), key=lambda x: x.get("seen_ms", 0)),
-               "attempts": self.attempts, "groups": self.groups, "flood": self.flood, "fds": self.fds,
+               "attempts": self.attempts, "groups": self.groups, "flood": self.flood, "settle": self.settled, "fds": self.fds, "fd_kinds": self.fd_kinds,
                "captures": self.captures, "rescue_tokens_sniffed": {h: len(v) for h, v in self.rescue_tokens.items()},
                "packets_captured": sniffer.packets if sniffer else 0, "notes": self.notes,
                "attacks": sorted(self.o.attacks), "windows": self.windows, "idle_log": self.idle_log,
@@ -1091,17 +1224,26 @@ def main():
     p.add_argument("--attacks", default=",".join(PROBES + ("forge", "hijack", "flood")),
                    type=lambda s: set(x for x in s.split(",") if x))
     p.add_argument("--driver-log", required=True, help="our driver's stderr (its idle: lines)")
-    p.add_argument("--forge-ms", type=int, default=20500, help="the forged rescue requests, ms into the stream")
-    p.add_argument("--flood-ms", type=int, default=23200, help="the flood, ms into the stream")
+    p.add_argument("--forge-ms", type=int, default=15500, help="the forged rescue requests, ms into the stream")
+    p.add_argument("--flood-ms", type=int, default=16000, help="the flood, ms into the stream")
     p.add_argument("--silent", type=int, default=128)
     p.add_argument("--flood", type=int, default=1500)
+    p.add_argument("--driver-stop-file", required=True, help="our driver's --stop-file: created once settled")
+    p.add_argument("--idle-at-ms", type=int, help="our driver's --idle AT_MS (its window's nominal start)")
+    p.add_argument("--settle-s", type=float, default=30.0, help="bound on waiting for the driver's fds after the attacks")
+    p.add_argument("--fd-slack", type=int, default=8, help="fds above the baseline that count as back")
     p.add_argument("--hold-s", type=float, default=5.0, help="the driver's fds are read (informational) this long "
                    "after the flood's last socket connected")
-    p.add_argument("--flood-issue-s", type=float, default=7.0, help="bound on starting the flood's connects")
+    p.add_argument("--flood-issue-s", type=float, default=5.5, help="bound on starting the flood's connects")
     p.add_argument("--slowloris-s", type=float, default=20.0)
     p.add_argument("--max-s", type=float, default=400)
     o = p.parse_args()
-    asyncio.run(Hostile(o).main())
+    try:
+        asyncio.run(Hostile(o).main())
+    finally:
+        if not os.path.exists(o.driver_stop_file):
+            with open(o.driver_stop_file, "w") as f:  # whatever happened: the driver's stream may end
+                f.write("attacker exited\n")
 
 
 if __name__ == "__main__":

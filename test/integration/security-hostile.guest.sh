@@ -28,16 +28,20 @@ unset HA_NCCL_IB_HCA NCCL_IB_HCA HA_NCCL_STATS_FILE HA_NCCL_HANDSHAKE_TIMEOUT_MS
 name=hostile
 PORT=18790   # the driver's management port (rank 0)
 RELAY=18791  # hostile.py's relay between the two guests
-MIN_SECONDS=36
-CHURN=8  # a pair every 4.5 s: pair i is due (i + 0.5) x 4.5 s into the stream
+MIN_SECONDS=30
+CHURN=7  # a pair every 4.3 s: pair i is due (i + 0.5) x 30 / 7 s into the stream
 ATTACKS=${NCCL_HA_HOSTILE_ATTACKS:-garbage,ff,reset,replay,slowloris,silent,forge,hijack,flood}
-# The schedule (hostile.py's header), in ms into the stream: b's driver is idle around a's pair 2
-# (due at 11.25 s), a's around b's pair 4 (20.25 s): those listeners wait for their connector while
-# every handshake attack hits them (the pair before has 4 s to finish its message first); the forged
-# rescue requests once pair 4 is through; the flood right after them (its connects started within
-# 7 s): pairs 5 and 6 connect during it, pair 7 (33.75 s) after it.
-if [[ $VM_ROLE == a ]]; then idle=19850:2400; else idle=10850:2400; fi
-FORGE_MS=23000 FLOOD_MS=23500
+# The schedule (hostile.py's header), in ms into the stream. Pair 2 (due at 10.7 s) is held open on
+# both ranks: b's driver is idle from 0.4 s before it is due for 2.4 s, so a's listener waits for its
+# connector; a's is idle from 0.2 s before b's idle ends, so b's listener, opened as b resumes, waits
+# for its connector: every handshake attack hits each of them (pair 1 has 3.9 s to finish its message
+# first). The forged rescue requests at 15.5 s; the flood from 16 s (its connects started within
+# 5.5 s): pairs 3 and 4 connect during it, 5 and 6 after it. Then hostile.py waits (at most 30 s,
+# every socket still open) until this driver's fds are back to their count before the attacks, and
+# ends its stream (--stop-file; both hostile.py close their sockets to it first): it lasts
+# MIN_SECONDS, or longer until then.
+if [[ $VM_ROLE == a ]]; then idle=12514:2400; else idle=10314:2400; fi
+FORGE_MS=15500 FLOOD_MS=16000 FLOOD_ISSUE_S=5.5 SETTLE_S=30
 out=$VM_OUT
 rm -f "$out"/attacker.* "$out/$name".*
 
@@ -49,7 +53,8 @@ rm -f "$out"/attacker.* "$out/$name".*
     --self-rail0 "$VM_SELF_RAIL0" --peer-rail0 "$VM_PEER_RAIL0" --self-rail1 "$VM_SELF_RAIL1" \
     --peer-rail1 "$VM_PEER_RAIL1" --iface "$VM_MGMT_IF" --relay-port "$RELAY" \
     --exclude "$PORT,$RELAY,${NCCL_HA_VM_BARRIER_PORT:-7777}" --attacks "$ATTACKS" \
-    --driver-log "$out/$name.log" --forge-ms "$FORGE_MS" --flood-ms "$FLOOD_MS" \
+    --driver-log "$out/$name.log" --forge-ms "$FORGE_MS" --flood-ms "$FLOOD_MS" --flood-issue-s "$FLOOD_ISSUE_S" \
+    --driver-stop-file "$out/$name.stop" --settle-s "$SETTLE_S" --idle-at-ms "${idle%%:*}" \
     --pid-file "$out/$name.pid" --phase-file "$out/$name.phase" --rescue-file "$out/$name.rescue_port" \
     --ready-file "$out/attacker.ready" --stop-file "$out/attacker.stop" --out "$out/attacker.json"
 ) 2>"$out/attacker.log" &
@@ -69,7 +74,7 @@ ulimit -S -n 1024
 PL_ENV=("HA_NCCL_STATS_FILE=$out/$name.stats.jsonl")
 pl_driver_start "$name" "$PORT" --dev 0 --sizes 0,8,4K,64K --messages 200 --inflight 8 --group 1 \
   --min-seconds "$MIN_SECONDS" --churn "$CHURN" --churn-retry --idle "$idle" --timeout 90 \
-  --phase-file "$out/$name.phase"
+  --phase-file "$out/$name.phase" --stop-file "$out/$name.stop"
 PL_ENV=()
 ulimit -S -n "$soft"
 echo "$PL_PID" >"$out/$name.pid"

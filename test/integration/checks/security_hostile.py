@@ -15,7 +15,8 @@ Required, each judged on its own:
     message and closed, no connect/accept failure; every churn pair's handshake (the listener's
     INFO lines "listening for ... :PORT" to its "accepted on ... <- QP n", n a QP the peer connected)
     ended within a bound of when its connector could come (after the peer's idle window, for the
-    held one): 3 x the slowest of the first two pairs' (no attack yet), at least it + 3 s;
+    held one): 3 x the slowest of the first two pairs' (no attack yet), at least it + 8 s (a loaded
+    emulated guest's verbs calls take seconds at times; today's plugin held a connector 30 s);
   * accept() never returned a stranger's comm: every "accepted ... <- QP n" in a rank's INFO log
     names a QP the other rank's log says it connected ("connected ... QP n ->"), none twice, none
     of hostile.py's forged QP numbers; no forged handshake got an answer;
@@ -24,10 +25,12 @@ Required, each judged on its own:
     failover, re-protection, rescue, fatal; a standby heartbeat flap of the loaded guests is
     reported, not failed), no INFO line of a comm taking a rescue request;
   * fds bounded and back: the driver's fd count (sampled by hostile.py every 250 ms) stays within
-    FD_CAP of its count before the first attack all along, and is back within FD_SLACK of it at
-    the end of the stream, every attacking socket still open (hostile.py closes none before);
-  * WARN lines: at most one per source address (rate-limited), none without one (heartbeat flaps
-    aside).
+    FD_CAP of its count before the first attack all along, and comes back within FD_SLACK of it
+    (within SETTLE_S) after the attacks, every attacking socket still open (hostile.py closes none
+    before; the stream goes on until then);
+  * WARN lines: at most one per source address (rate-limited), none without one from the code a
+    stranger's connection runs through (listen, connect, rescue, admission, handshake_*); others
+    (the loaded bed's heartbeat flaps, finalize's background QP destruction) are listed, not failed.
 """
 import json
 import re
@@ -38,24 +41,23 @@ from check import expect, expect_each, fail
 NAME = "hostile"
 HOSTS = ("a", "b")
 PEER = {"a": "b", "b": "a"}
-MIN_SECONDS = 36  # security-hostile.guest.sh
+MIN_SECONDS = 30  # security-hostile.guest.sh
 FD_SLACK = 8      # a churn pair in flight holds a few fds of its own
 FD_LIMIT = 1024   # the driver's `ulimit -n`
-# Bound on the fds the driver holds above its baseline at any time under attack: every listener's
-# concurrent handshakes and the rescue service's connections, capped in total (issue #31: bounded
-# listeners). Today's plugin holds one per silent socket, for 5 s (rescue) or 30 s (handshake).
-FD_CAP = 160
+SETTLE_S = 30     # hostile.py --settle-s: how long it waits for the fds after the attacks (guest script)
+# Bound on the fds the driver holds above its baseline at any time under attack: the sockets of
+# the two attacking addresses that have proved nothing yet (the plugin admits at most 32 per source
+# address, 256 in all: README, Security), a churn pair's own, and slack. Today's plugin held one per
+# silent socket, for 5 s (rescue service) or 30 s (a handshake listener).
+FD_CAP = 2 * 32 + 32
 # The flood asks for 3000 sockets per rescue port, but a connect costs milliseconds in the emulated
 # guests: as many as started within hostile.py --flood-issue-s count, at least this many.
-FLOOD_MIN = 200
+FLOOD_MIN = FD_CAP  # a plugin holding every one of them for its 5 s breaks FD_CAP
 ACCEPTED = re.compile(r"NET/HA: accepted on \S+ (?:QP \d+ )?<- QP (\d+)")
 LISTENING = re.compile(r"NET/HA: listening for \S+ on \S+:(\d+)$")
 TIMED = re.compile(r"^(\d{9,}\.\d+) ")
 CONNECTED = re.compile(r"NET/HA: connected \S+ QP (\d+) -> ")
 REBUILDS = re.compile(r"NET/HA: \S+: the peer rebuilds its slot")
-# The standby's heartbeats unanswered for a moment, then answered again: the emulated guests' own
-# noise under load (seen before any attack began), not an attack's doing; reported, not failed.
-FLAP = re.compile(r"standby \S+ of (send|recv) comm \S+ is (down \(no heartbeat answered|up \(heartbeats answered again)")
 PROBE_KINDS = ("garbage", "ff", "reset", "reset-empty", "replay-other", "slowloris")
 ATTACK_OF = {"garbage": "garbage", "ff": "ff", "reset": "reset", "reset-empty": "reset", "replay-other": "replay",
              "replay-same": "replay", "slowloris": "slowloris", "silent": "silent", "hijack": "hijack",
@@ -217,7 +219,7 @@ def connect_times(d):
     pairs = {h: handshakes(d, h) for h in HOSTS}
     base = [acc - t for h in HOSTS for t, _p, acc in pairs[h][:2] if acc is not None]
     expect(len(base) >= 3, f"baseline: the first two pairs' handshakes (no attack yet) took {sorted(round(x) for x in base)} ms")
-    bound = max(3 * max(base), max(base) + 3000)
+    bound = max(3 * max(base), max(base) + 8000)
     late, times = [], []
     for h in HOSTS:
         idle = [(w["start_unix_ms"] + d.offset_to(h), w["end_unix_ms"] + d.offset_to(h))
@@ -238,7 +240,7 @@ def connect_times(d):
                             (f" (listener open {li['gone_ms'] - li['seen_ms']} ms)" if li and li["gone_ms"] else ""))
     print(f"check: info: handshake times after the first two pairs: {times} ms")
     expect(not late, f"every churn pair's handshake ended within {bound:.0f} ms (3 x the slowest of the first two "
-                     f"pairs', at least it + 3 s) of when its connector could come" +
+                     f"pairs', at least it + 8 s) of when its connector could come" +
            (f": late: {'; '.join(late)}" if late else ""))
 
 
@@ -348,34 +350,47 @@ def fds_bounded(d):
 
 def fds_back(d):
     for h in HOSTS:
-        base, during, end = fd_samples(d, h)
-        after = [n for t, n in during if t >= end - 1500]
-        expect(after and min(after) <= base + FD_SLACK,
-               f"{h}: the driver's fds back to its baseline {base} (+{FD_SLACK}) at the end of the stream "
-               f"({end / 1000:.0f} s after the first attack), every attacking socket still open: "
-               f"{min(after) if after else 'no sample'}")
+        st = d.att[h].get("settle") or {}
+        expect(st.get("base") is not None and st.get("back_ms") is not None,
+               f"{h}: the driver's fds back to its baseline {st.get('base')} (+{FD_SLACK}) after the attacks, every "
+               f"attacking socket still open ({st.get('open_sockets')} of hostile.py's): " +
+               (f"after {st['back_ms']} ms" if st.get("back_ms") is not None else
+                f"still {st.get('fds')} after {SETTLE_S} s" if st else "never measured (hostile.py did not get there)"))
+
+
+# The code a stranger's connection runs through (a WARN there without a source address counts)
+STRANGER_CODE = re.compile(r"/(listen|connect|rescue|rescue_wire|admission|handshake_auth|handshake_common)\.cpp:\d+$")
+REFUSED = re.compile(r"NET/HA: (.+?): closed (\d+) connection\(s\) from (\S+) that did not prove")
 
 
 def warnings(d):
     for h in HOSTS:
+        said = [m.groups() for m in map(REFUSED.search, d.log(h).splitlines()) if m]
+        if said:
+            print(f"check: info: {h}: {len(said)} INFO line(s) of refused connections: " +
+                  "; ".join(f"{svc}: {n} from {src}" for svc, n, src in said[:8]))
         rep = d.rep[h] or {}
         lines = rep.get("plugin_warning_lines") or []
         n = rep.get("plugin_warnings", len(lines))
-        by = Counter()
-        flaps = [x for x in lines if FLAP.search(x)]
+        by, other = Counter(), []
         for line in lines:
-            if line in flaps:
-                continue
             m = re.search(r" from \[?([0-9A-Fa-f.:]*[0-9A-Fa-f](?:%\w+)?)", line)
-            by[m.group(1) if m else "(no source)"] += 1
-        for line in [x for x in lines if x not in flaps][:8]:
+            if m:
+                by[m.group(1)] += 1
+            elif STRANGER_CODE.search(line.split(" ", 1)[0]):
+                by["(no source)"] += 1
+            else:
+                other.append(line)
+        for line in [x for x in lines if x not in other][:8]:
             print(f"check: info: {h}: WARN {line[:220]}")
-        if flaps:
-            print(f"check: info: {h}: {len(flaps)} WARN line(s) of standby heartbeat flaps (not counted)")
+        if other:
+            print(f"check: info: {h}: {len(other)} other WARN line(s), not counted (the loaded bed's: heartbeat flaps, "
+                  f"finalize's background QP destruction; an attack's effects on comms fail the other cases): " +
+                  "; ".join(x[:140] for x in other[:3]))
         over = {s: c for s, c in by.items() if c > 1 or s == "(no source)"}
         expect(n == len(lines) and not over,
-               f"{h}: {n - len(flaps)} WARN line(s), at most one per source address, none without one "
-               f"({dict(by) or 'none'})")
+               f"{h}: {sum(by.values())} WARN line(s) from strangers' connections, at most one per source address, "
+               f"none without one ({dict(by) or 'none'})")
 
 
 def check(run):

@@ -71,7 +71,7 @@ T_ERROR, T_REQUEST, T_REPLY, T_READY, T_ACK = 2, 0x200, 0x201, 0x202, 0x203
 T_RESCUE = 0x240  # rescue.cpp kRescueMsg
 K_RESCUE_SLOT = 8  # comm.hpp kRescueSlot
 K_SAME_DEVICE = 0xFFFFFFFF
-FORGED_QPN_BASE = 0xBAD000  # forged endpoints' QP numbers: base + 16 * k + source (< 2^24)
+FORGED_QPN_BASE = 0xBAD000  # forged endpoints' QP numbers: base + 16 * k + 2 * target + source (< 2^24)
 M64 = (1 << 64) - 1
 
 # Our sockets' source ports, below Linux's ephemeral range (32768-60999), which the plugin's and
@@ -1103,7 +1103,7 @@ class Hostile:
     async def hijack(self, host, port, k, first, second):
         rec = self.base(host, port, "hs", "hijack", k)
         other = self.peer_role if host == self.role else self.role
-        qpn = FORGED_QPN_BASE + 16 * k + (0 if self.role == "a" else 1)
+        qpn = FORGED_QPN_BASE + 16 * k + 2 * (host == "b") + (self.role == "b")  # k, target, source
         total = bytearray()
         token, token_src = None, "none leaked: random"
         s, rc = first

@@ -21,7 +21,7 @@ the peer's (source = the peer VM). It needs nothing from the plugin:
 
 What happens, per target host X (both instances act on each, one from X, one from the peer):
   * X's churn listener that waits for its connector while the peer rank is idle (--idle in the
-    guest script: ~2.4 s, one after the other in one pair, as a listener waits for a busy NCCL
+    guest script: ~2.8 s, one after the other in one pair, as a listener waits for a busy NCCL
     rank; the peer's instance reads its driver's "idle:" log lines and tells X's, with the time
     left) is attacked at once; in this order each source opens
       - hijack: two connections; 24 bytes of garbage on the first; the token of what comes back
@@ -1224,8 +1224,8 @@ def main():
     p.add_argument("--attacks", default=",".join(PROBES + ("forge", "hijack", "flood")),
                    type=lambda s: set(x for x in s.split(",") if x))
     p.add_argument("--driver-log", required=True, help="our driver's stderr (its idle: lines)")
-    p.add_argument("--forge-ms", type=int, default=15500, help="the forged rescue requests, ms into the stream")
-    p.add_argument("--flood-ms", type=int, default=16000, help="the flood, ms into the stream")
+    p.add_argument("--forge-ms", type=int, default=17800, help="the forged rescue requests, ms into the stream")
+    p.add_argument("--flood-ms", type=int, default=18300, help="the flood, ms into the stream")
     p.add_argument("--silent", type=int, default=128)
     p.add_argument("--flood", type=int, default=1500)
     p.add_argument("--driver-stop-file", required=True, help="our driver's --stop-file: created once settled")

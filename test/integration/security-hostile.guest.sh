@@ -29,19 +29,19 @@ name=hostile
 PORT=18790   # the driver's management port (rank 0)
 RELAY=18791  # hostile.py's relay between the two guests
 MIN_SECONDS=30
-CHURN=7  # a pair every 4.3 s: pair i is due (i + 0.5) x 30 / 7 s into the stream
+CHURN=6  # a pair every 5 s: pair i is due (i + 0.5) x 5 s into the stream
 ATTACKS=${NCCL_HA_HOSTILE_ATTACKS:-garbage,ff,reset,replay,slowloris,silent,forge,hijack,flood}
-# The schedule (hostile.py's header), in ms into the stream. Pair 2 (due at 10.7 s) is held open on
-# both ranks: b's driver is idle from 0.4 s before it is due for 2.4 s, so a's listener waits for its
+# The schedule (hostile.py's header), in ms into the stream. Pair 2 (due at 12.5 s) is held open on
+# both ranks: b's driver is idle from 0.4 s before it is due for 2.8 s, so a's listener waits for its
 # connector; a's is idle from 0.2 s before b's idle ends, so b's listener, opened as b resumes, waits
-# for its connector: every handshake attack hits each of them (pair 1 has 3.9 s to finish its message
-# first). The forged rescue requests at 15.5 s; the flood from 16 s (its connects started within
-# 5.5 s): pairs 3 and 4 connect during it, 5 and 6 after it. Then hostile.py waits (at most 30 s,
-# every socket still open) until this driver's fds are back to their count before the attacks, and
-# ends its stream (--stop-file; both hostile.py close their sockets to it first): it lasts
-# MIN_SECONDS, or longer until then.
-if [[ $VM_ROLE == a ]]; then idle=12514:2400; else idle=10314:2400; fi
-FORGE_MS=15500 FLOOD_MS=16000 FLOOD_ISSUE_S=5.5 SETTLE_S=30
+# for its connector: every handshake attack hits each of them (pair 1 has 4.6 s to finish its message
+# first: an unattacked pair took up to 5.7 s on a host at load 8). The forged rescue requests at
+# 17.8 s; the flood from 18.3 s (its connects started within 5.5 s): pairs 3 and 4 connect during
+# it, 5 after it. Then hostile.py waits (at most 30 s, every socket still open) until this driver's
+# fds are back to their count before the attacks, and ends its stream (--stop-file; both hostile.py
+# close their sockets to it first): it lasts MIN_SECONDS, or longer until then.
+if [[ $VM_ROLE == a ]]; then idle=14700:2800; else idle=12100:2800; fi
+FORGE_MS=17800 FLOOD_MS=18300 FLOOD_ISSUE_S=5.5 SETTLE_S=30
 out=$VM_OUT
 rm -f "$out"/attacker.* "$out/$name".*
 

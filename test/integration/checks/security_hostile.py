@@ -177,7 +177,8 @@ def stream(d):
         t = x["timeline"]
         expect(t and t["duration_ms"] >= MIN_SECONDS * 1000,
                f"rank {x['rank']}: streamed {t['duration_ms'] / 1000 if t else 0:.1f} s (>= {MIN_SECONDS}), longest gap "
-               f"between receives {t['max_gap_ms'] if t else 0:.0f} ms")
+               f"between receives {t['max_gap_ms'] if t else 0:.0f} ms at +{t['max_gap_at_ms'] / 1000 if t else 0:.1f} s "
+               f"(the two idle windows in a row stall it up to ~5.6 s)")
 
 
 def handshakes(d, h):

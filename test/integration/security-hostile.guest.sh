@@ -2,8 +2,9 @@
 # Guest side of security-hostile (issue #31, item 8): a hostile client attacks every listening TCP
 # socket of the plugin in both ranks while a verified stream flows and new comms keep connecting.
 #
-# Both guests: ha-net-driver (rank 0 in a, rank 1 in b; handshakes over eth2) streams both ways for
-# MIN_SECONDS, every byte verified, and opens and closes CHURN comm pairs one after another meanwhile
+# Both guests: ha-net-driver (rank 0 in a, rank 1 in b; handshakes over the management NIC) streams
+# both ways, every byte verified, for MIN_SECONDS and until hostile.py ends it (once this driver's
+# fds are back after the attacks), and opens and closes CHURN comm pairs one after another meanwhile
 # (--churn-retry: a failed connect or accept is counted and retried, not the end of the run); fds,
 # QPs and MRs must be back after finalize. The driver runs under `ulimit -n 1024`. (No
 # --check-resources: its thread count flips when a reactor worker starts after the ring connected,
@@ -17,6 +18,8 @@
 # report, its stderr with the plugin's INFO/WARN lines, ...), attacker.{json,log} (hostile.py's).
 # checks/security_hostile.py judges them. The script itself fails only when it cannot run.
 #   NCCL_HA_HOSTILE_ATTACKS=garbage,ff,reset,replay,slowloris,silent,forge,hijack,flood  (the default: all)
+# Against another build of the plugin (e.g. the one before issue #31, which must fail it):
+#   test/integration/vm-test.sh security-hostile --env PL_PLUGIN=/path/to/libnccl-net-ha.so
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver_start, test/vm/lib.sh

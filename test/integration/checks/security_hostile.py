@@ -248,6 +248,9 @@ def connect_times(d):
 
 
 def strangers(d):
+    for a in d.attempts():
+        if a["kind"] == "hijack" and a.get("connected") is True:
+            print(f"check: info: hijack of {where(a)}: token {a.get('token_source')}; {a.get('stage')}")
     forged = {a["forged_qpn"]: a for a in d.attempts() if a.get("forged_qpn")}
     for h in HOSTS:
         accepted = [int(q) for q in ACCEPTED.findall(d.log(h))]
@@ -260,9 +263,6 @@ def strangers(d):
                f"connects there)" + (f"; {len(stranger)} from QPs {PEER[h]} never connected: {stranger} (hostile.py "
                                      f"forged {'; '.join(ours) or 'none of them'})" if stranger else "") +
                (f"; accepted twice: {twice}" if twice else ""))
-    for a in d.attempts():
-        if a["kind"] == "hijack" and a.get("connected") is True:
-            print(f"check: info: hijack of {where(a)}: token {a.get('token_source')}; {a.get('stage')}")
     got = [a for a in d.attempts() if a["kind"] == "hijack" and (a.get("reply_type") or a.get("acked"))]
     expect(not got, "no forged conn_request was answered" + "".join(
         f"; {where(a)}: answered (type {a.get('reply_type'):#x}), {a.get('stage')}" for a in got))
@@ -300,6 +300,11 @@ def nothing_back(d):
 def rescue_forgery(d):
     if "forge" not in d.asked:
         print("check: info: no forged rescue request (not asked)")
+    for a in d.attempts():
+        if a["kind"] == "forge-rescue":
+            print(f"check: info: forged rescue request to {where(a)}: token {a.get('token_source')}; answer "
+                  f"{a['bytes_back']} bytes{' (type %#x)' % a['answer_type'] if a.get('answer_type') else ''}"
+                  f"{': ' + a['answer_text'] if a.get('answer_text') else ''}")
     for h in HOSTS:
         p = d.run.out(h, f"{NAME}.stats.jsonl")
         events = [json.loads(x) for x in (p.read_text().splitlines() if p.exists() else []) if x.strip()]
@@ -318,11 +323,6 @@ def rescue_forgery(d):
                    f"{e.get('why') or e.get('cause') or ''}"[:200] for e in (bad or counted)[:4]))
         rebuilt = REBUILDS.findall(d.log(h))
         expect(not rebuilt, f"{h}: no comm took a rescue request ('the peer rebuilds its slot' x {len(rebuilt)})")
-    for a in d.attempts():
-        if a["kind"] == "forge-rescue":
-            print(f"check: info: forged rescue request to {where(a)}: token {a.get('token_source')}; answer "
-                  f"{a['bytes_back']} bytes{' (type %#x)' % a['answer_type'] if a.get('answer_type') else ''}"
-                  f"{': ' + a['answer_text'] if a.get('answer_text') else ''}")
 
 
 def fd_samples(d, h):

@@ -355,8 +355,9 @@ def fds_back(d):
     for h in HOSTS:
         st = d.att[h].get("settle") or {}
         expect(st.get("base") is not None and st.get("back_ms") is not None,
-               f"{h}: the driver's fds back to its baseline {st.get('base')} (+{FD_SLACK}) after the attacks, every "
-               f"attacking socket still open ({st.get('open_sockets')} of hostile.py's): " +
+               f"{h}: the driver's fds back to its baseline {st.get('base')} (+{FD_SLACK}) after the attacks, hostile.py "
+               f"having closed none of its sockets ({st.get('open_sockets')} of this host's instance still open, the "
+               f"rest closed by the plugin): " +
                (f"after {st['back_ms']} ms" if st.get("back_ms") is not None else
                 f"still {st.get('fds')} after {SETTLE_S} s" if st else "never measured (hostile.py did not get there)"))
 

@@ -47,13 +47,14 @@ std::list<Admission::Pending>::iterator Admission::victim(const std::function<bo
 
 Admission::Ticket Admission::admit(boost::asio::ip::tcp::socket& sock, const boost::asio::ip::address& source) {
   ++counters_.admitted;
+  const auto now = std::chrono::steady_clock::now();
   const auto same = [&source](const Pending& p) { return p.source == source; };
+  const auto same_and_old = [&](const Pending& p) { return p.source == source && now - p.since >= limits_.grace; };
   if (static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(), same)) >= limits_.per_source)
-    evict(victim(same));
-  else if (pending_.size() >= limits_.total && !pending_.empty())
-    evict(victim([](const Pending&) { return true; }));
+    if (const auto v = victim(same_and_old); v != pending_.end()) evict(v);
+  if (pending_.size() >= limits_.total && !pending_.empty()) evict(victim([](const Pending&) { return true; }));
   const std::uint64_t id = next_id_++;
-  pending_.push_back({id, &sock, source});
+  pending_.push_back({id, &sock, source, now});
   return Ticket(this, id);
 }
 

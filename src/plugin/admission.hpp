@@ -3,13 +3,15 @@
 //
 // Every accepted socket is admitted at once (the kernel's backlog never fills behind silent
 // sockets) and must prove the secret within `deadline` (handshake_auth.hpp; the rescue service:
-// a request sealed with its connection's key). While it has not, it holds one of at most
-// `total` places, and of at most `per_source` places of its source address. A new socket that
-// finds its source's places taken closes that source's oldest unproven socket; one that finds all
-// places taken closes the oldest of all - the oldest that has nothing unread, if there is one: a
-// socket whose first bytes wait to be read is a connector about to prove itself. A real connector,
-// which sends its proof with its first bytes, thus gets a place however many silent sockets are
-// held (from its own host too), and the descriptors held by strangers stay bounded by `total`.
+// a request sealed with its connection's key). While it has not, it holds one of at most `total`
+// places: a new socket that finds them all taken closes the oldest one that has nothing unread
+// (else the oldest), so the descriptors held by strangers stay bounded by `total`. One source
+// address holds at most `per_source` of them once they are older than `grace`: a new socket from a
+// source at its limit closes that source's oldest socket that is older than `grace` and has
+// nothing unread. Younger ones are never closed for their source: a burst of real connectors from
+// one host (NCCL opens its connections together; a loaded host may send their proofs a little
+// after the TCP connection) is admitted whole, and a real connector, which sends its proof with
+// its first bytes, gets a place however many silent sockets its own host holds.
 //
 // A socket that fails (garbage, a wrong proof, a replay, silence past the deadline, evicted) is
 // closed without a byte sent back; the refusals are counted, and said in an INFO line at most
@@ -31,9 +33,10 @@ namespace nccl_ha::plugin {
 class Admission {
  public:
   struct Limits {
-    std::size_t total = 256;     // unproven sockets held by the process at once
-    std::size_t per_source = 32;  // of them from one address
+    std::size_t total = 512;      // unproven sockets held by the process at once
+    std::size_t per_source = 32;  // of them from one address, older than `grace`
     std::chrono::milliseconds deadline{5000};  // to prove the secret
+    std::chrono::milliseconds grace{1000};     // younger sockets are not closed for their source's limit
   };
   struct Counters {
     std::uint64_t admitted = 0;  // sockets accepted before their proof
@@ -81,12 +84,14 @@ class Admission {
     std::uint64_t id;
     boost::asio::ip::tcp::socket* sock;
     boost::asio::ip::address source;
+    std::chrono::steady_clock::time_point since;
   };
   struct Said {  // the INFO lines of one source
     std::chrono::steady_clock::time_point last{};
     std::uint64_t unsaid = 0;
   };
-  // Of the pending sockets `among` selects: the oldest with nothing unread, else the oldest.
+  // Of the pending sockets `among` selects: the oldest with nothing unread, else the oldest (end():
+  // none selected).
   std::list<Pending>::iterator victim(const std::function<bool(const Pending&)>& among);
   void evict(std::list<Pending>::iterator it);
   void forget(std::uint64_t id);

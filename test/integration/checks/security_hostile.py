@@ -45,13 +45,13 @@ MIN_SECONDS = 30  # security-hostile.guest.sh
 FD_SLACK = 8      # a churn pair in flight holds a few fds of its own
 FD_LIMIT = 1024   # the driver's `ulimit -n`
 SETTLE_S = 30     # hostile.py --settle-s: how long it waits for the fds after the attacks (guest script)
-# Bound on the fds the driver holds above its baseline at any time under attack: the sockets of
-# the two attacking addresses that have proved nothing yet (the plugin holds at most 32 per source
-# address once they are older than 1 s, plus what a source connects within that second - the
-# flood connects at most a few dozen a second in these guests - and 512 in all: README, Security),
-# a churn pair's own, and slack. Today's plugin held one per silent socket, for 5 s (rescue
-# service) or 30 s (a handshake listener).
-FD_CAP = 2 * (32 + 64) + 32
+# Bound on the fds the driver holds above its baseline at any time under attack: the sockets that
+# have proved nothing yet (the plugin holds at most 512 of them per process; one source address at
+# most 32 once they are older than 1 s, so that a burst of real connectors from one host is never
+# cut: README, Security - a flood faster than that holds what it connects within the second, up to
+# the 512), a churn pair's own, and slack. Today's plugin held one per silent socket, for 5 s
+# (rescue service) or 30 s (a handshake listener), without a bound.
+FD_CAP = 512 + 32
 # The flood asks for 3000 sockets per rescue port, but a connect costs milliseconds in the emulated
 # guests (25-100 ms each on a host at load 7: 50-300 per rescue port in 5.5 s; 1400 seen at low
 # load): as many as started within hostile.py --flood-issue-s count, at least more than one

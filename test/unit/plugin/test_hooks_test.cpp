@@ -42,7 +42,7 @@ const std::map<std::string, std::string> kAllSet = {
 
 bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
-std::vector<int> times(const TestHooks& h) { return {h.flush_qp_error_ms().begin(), h.flush_qp_error_ms().end()}; }
+[[maybe_unused]] std::vector<int> times(const TestHooks& h) { return {h.flush_qp_error_ms().begin(), h.flush_qp_error_ms().end()}; }
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "map_env.hpp"
 #include "config.hpp"
 #include "gdr.hpp"
 #include "test_support.hpp"
@@ -337,19 +338,6 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(config_from_lookup)
 
-// A lookup over a map, recording every name asked for.
-struct MapEnv {
-  std::map<std::string, std::string> vars;
-  std::vector<std::string> asked;
-  net::EnvLookup lookup() {
-    return [this](const char* name) -> std::optional<std::string> {
-      asked.emplace_back(name);
-      auto it = vars.find(name);
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-};
 
 BOOST_FIXTURE_TEST_CASE(reads_only_the_lookup, CleanEnv) {
   env.set("HA_NCCL_RTO_MS", "777");  // the process environment is not consulted

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "map_env.hpp"
 #include "test_hooks.hpp"
 #include "test_support.hpp"
 
@@ -20,19 +21,6 @@ using namespace nccl_ha::test;
 
 namespace {
 
-// A lookup over a map, recording every name asked for.
-struct MapEnv {
-  std::map<std::string, std::string> vars;
-  std::vector<std::string> asked;
-  net::EnvLookup lookup() {
-    return [this](const char* name) -> std::optional<std::string> {
-      asked.emplace_back(name);
-      auto it = vars.find(name);
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-};
 
 const std::map<std::string, std::string> kAllSet = {
     {"HA_NCCL_TEST_ACK_DELAY_MS", "1500"},         {"HA_NCCL_TEST_FAILBACK_STALL_MS", "4000"},

@@ -34,7 +34,8 @@ void Admission::evict(std::list<Pending>::iterator it) {
   pending_.erase(it);
 }
 
-std::list<Admission::Pending>::iterator Admission::victim(const std::function<bool(const Pending&)>& among) {
+std::list<Admission::Pending>::iterator Admission::victim(const std::function<bool(const Pending&)>& among,
+                                                           bool silent_only) {
   auto oldest = pending_.end();
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
     if (!among(*it)) continue;
@@ -42,7 +43,7 @@ std::list<Admission::Pending>::iterator Admission::victim(const std::function<bo
     if (it->sock->available(ec) == 0 && !ec) return it;  // the oldest that has said nothing yet
     if (oldest == pending_.end()) oldest = it;
   }
-  return oldest;
+  return silent_only ? pending_.end() : oldest;
 }
 
 Admission::Ticket Admission::admit(boost::asio::ip::tcp::socket& sock, const boost::asio::ip::address& source) {
@@ -51,8 +52,8 @@ Admission::Ticket Admission::admit(boost::asio::ip::tcp::socket& sock, const boo
   const auto same = [&source](const Pending& p) { return p.source == source; };
   const auto same_and_old = [&](const Pending& p) { return p.source == source && now - p.since >= limits_.grace; };
   if (static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(), same)) >= limits_.per_source)
-    if (const auto v = victim(same_and_old); v != pending_.end()) evict(v);
-  if (pending_.size() >= limits_.total && !pending_.empty()) evict(victim([](const Pending&) { return true; }));
+    if (const auto v = victim(same_and_old, true); v != pending_.end()) evict(v);
+  if (pending_.size() >= limits_.total && !pending_.empty()) evict(victim([](const Pending&) { return true; }, false));
   const std::uint64_t id = next_id_++;
   pending_.push_back({id, &sock, source, now});
   return Ticket(this, id);

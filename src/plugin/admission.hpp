@@ -90,9 +90,9 @@ class Admission {
     std::chrono::steady_clock::time_point last{};
     std::uint64_t unsaid = 0;
   };
-  // Of the pending sockets `among` selects: the oldest with nothing unread, else the oldest (end():
-  // none selected).
-  std::list<Pending>::iterator victim(const std::function<bool(const Pending&)>& among);
+  // Of the pending sockets `among` selects: the oldest with nothing unread, else (unless
+  // `silent_only`) the oldest (end(): none).
+  std::list<Pending>::iterator victim(const std::function<bool(const Pending&)>& among, bool silent_only);
   void evict(std::list<Pending>::iterator it);
   void forget(std::uint64_t id);
 

@@ -362,6 +362,7 @@ struct ReprotectState {
   std::uint64_t peer_down_until_ns = 0;
   std::uint64_t attempts = 0;
   std::uint64_t done = 0;            // standbys re-established
+  std::uint64_t dropped = 0;         // receive side: requests not acted on (an older attempt's; a rescue's not by rescue mail)
   std::shared_ptr<PathJob> job;      // the path being built / connected
   // The attempt's ports: ours (a device index) and the peer's (-1: its slot's device as it is).
   int dev = -1;
@@ -421,19 +422,32 @@ struct FailoverState {
 // Control messages the peer wrote (kCtlImm completions seen): posted by whoever reaps the
 // completion (the data path's poll or the control plane's), cleared by the part of the control
 // plane that reads the record (failover.cpp: sync; reprotect.cpp: reprotect, hello).
+// A record can also come as mail: the rescue service's proven TCP request or the outcome of our own
+// exchange, copied into the record (rescue.cpp); by_mail tells the two apart (a rescue's request is
+// acted on only as mail).
 class Inbox {
  public:
   void post(CtlKind kind, const Path* via) noexcept {
     if (kind == CtlKind::sync) sync_path_ = via;
     flags_ |= bit(kind);
+    mail_ &= static_cast<std::uint8_t>(~bit(kind));
+  }
+  void post_mail(CtlKind kind) noexcept {
+    flags_ |= bit(kind);
+    mail_ |= bit(kind);
   }
   bool has(CtlKind kind) const noexcept { return (flags_ & bit(kind)) != 0; }
-  void clear(CtlKind kind) noexcept { flags_ &= static_cast<std::uint8_t>(~bit(kind)); }
+  bool by_mail(CtlKind kind) const noexcept { return (mail_ & bit(kind)) != 0; }
+  void clear(CtlKind kind) noexcept {
+    flags_ &= static_cast<std::uint8_t>(~bit(kind));
+    mail_ &= static_cast<std::uint8_t>(~bit(kind));
+  }
   const Path* sync_path() const noexcept { return sync_path_; }  // the last notice's path (identity only)
 
  private:
   static constexpr std::uint8_t bit(CtlKind k) noexcept { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(k)); }
   std::uint8_t flags_ = 0;
+  std::uint8_t mail_ = 0;
   const Path* sync_path_ = nullptr;
 };
 

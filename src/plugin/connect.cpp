@@ -126,12 +126,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<SendComm> owned = std::move(comm).value();
   const DiscardUnclaimed<SendComm> unclaimed{owned};
-  auto connected = co_await net::connect_with_retry(peer, timeout);
-  if (!connected) co_return std::move(connected).error();
-  plan.sock.emplace(std::move(*connected));
-  tcp::socket& sock = *plan.sock;
-  auto keys = co_await hs::connector_hello(sock, secret, token, timeout);  // we prove the secret first
+  auto keys = co_await hs::connect_and_prove(plan.sock, peer, secret, token, timeout);  // we prove the secret first
   if (!keys) co_return std::move(keys).error();
+  tcp::socket& sock = *plan.sock;
   Channel& ch = plan.channel.emplace(sock, keys->session, token, true);
   SendComm& c = *owned;
   c.params = op.params;

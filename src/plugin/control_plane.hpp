@@ -154,12 +154,19 @@ bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* 
 // answer() / take_request() make them; fuzzed (test/fuzz/reprotect_request.cpp).
 // What a whole request (read_record) gets from a receive comm whose re-protection is at `rp`:
 enum class RequestAction : std::uint8_t {
-  judge,         // a new attempt (its gen is not the last one taken): judge_request, then build or refuse
+  judge,         // a new attempt (its gen newer than the last one taken): judge_request, then build or refuse
   answer_again,  // the attempt we answered and wait the hello of (a reminder): the same answer again
   refuse_again,  // the attempt we refused (a reminder): refused again, the same way
-  none           // the attempt whose side we still build: its answer comes when the job is done
+  none,          // the attempt whose side we still build: its answer comes when the job is done
+  drop           // not acted on, counted (ReprotectState::dropped): an older attempt's (a write that
+                 // landed late, or a peer's bug), or a rescue's request (ok kRescueSlot + s) that did
+                 // not come as the rescue service's mail (only a proven TCP request may renumber our slots)
 };
-RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req) noexcept;
+// How the request came: written by the peer over a path, or as the rescue service's mail (Inbox::by_mail).
+enum class RequestOrigin : std::uint8_t { path, rescue_mail };
+RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req, RequestOrigin origin) noexcept;
+// Whether generation `a` is newer than `b` (serial-number order: a peer's gen may wrap).
+constexpr bool newer_gen(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) > 0; }
 // The receive side's state as a new request is taken (a new attempt: gen, not refused yet; its
 // job, if any, dropped by the caller), and as the attempt is refused (`ok`: 0 or kPortDown), at once
 // (judge_request) or when its job failed: what request_action tells a reminder from.

@@ -1,10 +1,16 @@
 // The proof that opens a handshake and the sealed frames after it (handshake_auth.hpp).
 #include "handshake_auth.hpp"
 
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 
 #include "handle.hpp"
 #include "nccl_ha/net/handshake.hpp"
+#include "nccl_ha/reactor/log.hpp"
 
 namespace nccl_ha::plugin::hs {
 
@@ -144,6 +150,27 @@ asio::awaitable<Expected<SessionKeys>> connector_hello(tcp::socket& sock, net::K
   const auto nl = check_hello_reply(secret, id, nc, reply->payload);
   if (!nl) co_return make_error(Errc::bad_token, "the listener did not prove the handle's secret (not the listener of this handle)");
   co_return derive_keys(secret, id, nc, *nl);
+}
+
+asio::awaitable<Expected<SessionKeys>> connect_and_prove(std::optional<tcp::socket>& sock, tcp::endpoint peer,
+                                                         net::Key secret, std::uint64_t id, Millis timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int attempt = 1;; ++attempt) {
+    const Millis left = std::max(std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now()), Millis(1));
+    auto connected = co_await net::connect_with_retry(peer, left);
+    if (!connected) co_return std::move(connected).error();
+    sock.emplace(std::move(*connected));
+    auto keys = co_await connector_hello(*sock, secret, id, left);
+    const bool closed_unanswered = !keys && keys.error().code == Errc::closed;
+    if (keys || !closed_unanswered || attempt == kProofAttempts || std::chrono::steady_clock::now() >= deadline)
+      co_return keys;
+    HA_INFO("NET/HA: connect to %s:%u: the listener closed the connection before answering our proof (attempt %d of "
+            "%d); connecting again", peer.address().to_string().c_str(), static_cast<unsigned>(peer.port()), attempt,
+            kProofAttempts);
+    boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor, Millis(20 * attempt));
+    auto [ignored] = co_await pause.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    (void)ignored;
+  }
 }
 
 asio::awaitable<Expected<SessionKeys>> listener_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,

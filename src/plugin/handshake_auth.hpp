@@ -109,6 +109,15 @@ class Channel {
 boost::asio::awaitable<Expected<SessionKeys>> connector_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,
                                                               Millis timeout);
 
+// Connector, from the start: connects `sock` to the listener at `peer` and proves the secret, within
+// `timeout`. A listener that closes the connection before it answers (it closed a socket it had
+// not read a proof from: its process's places for unproven sockets were taken - a burst of
+// connections from this host on a loaded machine - or a stale handle) is connected to again, with
+// a new proof, up to kProofAttempts times in all while the time lasts (an INFO line each time).
+constexpr int kProofAttempts = 4;
+boost::asio::awaitable<Expected<SessionKeys>> connect_and_prove(std::optional<tcp::socket>& sock, tcp::endpoint peer,
+                                                                net::Key secret, std::uint64_t id, Millis timeout);
+
 // Listener: reads the hello within `deadline` and checks it; only then answers with the reply.
 // An error means: close the socket without a word (admission.hpp says so, rate-limited).
 boost::asio::awaitable<Expected<SessionKeys>> listener_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,

@@ -36,6 +36,7 @@ CommCounters& CommCounters::operator+=(const CommCounters& o) noexcept {
   failovers += o.failovers;
   failbacks += o.failbacks;
   reprotections += o.reprotections;
+  reprotect_dropped += o.reprotect_dropped;
   replayed += o.replayed;
   messages += o.messages;
   bytes_sent += o.bytes_sent;
@@ -151,7 +152,10 @@ std::string format_prom(const PromSnapshot& s) {
        "prove the job's secret in time (strangers, scanners, replays, silent sockets).", s.unproven_closed},
       {"nccl_ha_rescue_requests_dropped_total",
        "Rescue requests that proved the connection's key but were not acted on (not from the peer's address, "
-       "a comm not in a rescue, an old attempt).", s.rescue_dropped},
+       "a request the comm it names does not take, an old attempt).", s.rescue_dropped},
+      {"nccl_ha_reprotect_requests_dropped_total",
+       "Re-protection requests a peer wrote over a path that were not acted on (an older attempt's, or a "
+       "rescue's, which is taken only over the rescue service).", total.reprotect_dropped},
   };
   for (const auto& c : counters) {
     e.family(c.name, "counter", c.help);

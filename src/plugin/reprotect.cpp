@@ -224,9 +224,11 @@ std::uint64_t attempt_failed(CommBase& c, std::uint64_t now, const std::string& 
   return rp_of(c).next_try_ns;
 }
 
-// The peer's ReprotectMsg, once one arrived (its completion was seen) and reads whole.
-bool read_reprotect(CommBase& c, ReprotectMsg& out) {
+// The peer's ReprotectMsg, once one arrived (its completion was seen, or the rescue's mail) and
+// reads whole; `origin`: how it came.
+bool read_reprotect(CommBase& c, ReprotectMsg& out, RequestOrigin* origin = nullptr) {
   if (!c.cp.inbox().has(CtlKind::reprotect) || !read_record(c.ctrl.reprotect, out)) return false;
+  if (origin) *origin = c.cp.inbox().by_mail(CtlKind::reprotect) ? RequestOrigin::rescue_mail : RequestOrigin::path;
   rp_inbox(c).clear(CtlKind::reprotect);
   heard_from_peer(c, now_ns());
   return true;
@@ -579,8 +581,10 @@ RequestVerdict judge_request(const RequestView& v, const ReprotectMsg& req) {
   return out;
 }
 
-RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req) noexcept {
-  if (req.gen != rp.gen) return RequestAction::judge;
+RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req, RequestOrigin origin) noexcept {
+  const bool rescue = req.ok == kRescueSlot || req.ok == kRescueSlot + 1;
+  if (rescue && origin != RequestOrigin::rescue_mail) return RequestAction::drop;
+  if (req.gen != rp.gen) return newer_gen(req.gen, rp.gen) ? RequestAction::judge : RequestAction::drop;
   if (rp.step == ReprotectState::hello && rp.job) return RequestAction::answer_again;
   if (rp.step == ReprotectState::idle && rp.refused_gen == rp.gen) return RequestAction::refuse_again;
   return RequestAction::none;
@@ -659,8 +663,9 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = rp_of(c);
   note_port_back(c);
   ReprotectMsg req;
-  if (read_reprotect(c, req)) {
-    switch (request_action(rp, req)) {
+  RequestOrigin origin = RequestOrigin::path;
+  if (read_reprotect(c, req, &origin)) {
+    switch (request_action(rp, req, origin)) {
       case RequestAction::judge:
         take_request(c, req, now);
         return 0;
@@ -674,6 +679,13 @@ std::uint64_t answer(CommBase& c, std::uint64_t now) {
         post_reprotect(c, nullptr, rp.refused_ok, rp.gen, -1);
         break;
       case RequestAction::none:
+        break;
+      case RequestAction::drop:
+        ++rp.dropped;
+        HA_INFO("NET/HA: %s: a re-protection request not acted on (gen %u, ok %u, %s; the last taken: gen %u): %s",
+                c.id.c_str(), req.gen, req.ok, origin == RequestOrigin::path ? "over a path" : "by rescue mail", rp.gen,
+                newer_gen(req.gen, rp.gen) || req.gen == rp.gen ? "a rescue's request comes only over TCP"
+                                                                 : "an older attempt's");
         break;
     }
   }

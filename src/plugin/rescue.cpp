@@ -79,16 +79,18 @@ asio::awaitable<void> refuse(tcp::socket& sock, std::uint64_t id, const net::Key
 }
 
 // Whether the comm is in the state a proven request `m` belongs to (rescue.hpp: who is heard): a
-// check to a send comm, newer than the last; a rescue's request to a receive comm that is in a
-// rescue itself, newer than the last attempt taken. Takes the generation when it is.
+// check to a send comm, newer than the last; a rescue's request to a receive comm with a standby
+// slot, newer than the last attempt taken (whether the receive side noticed the loss yet or not:
+// the sender, which posts, sees it first). Takes the generation when it is.
 bool called_for(CommBase& c, const ReprotectMsg& m) {
   RescueState& r = rescue_of(c);
   if (m.ok == kRescueCheck) {
-    if (c.kind != CommKind::send || m.gen <= r.check_gen) return false;
+    if (c.kind != CommKind::send || !newer_gen(m.gen, r.check_gen)) return false;
     r.check_gen = m.gen;
     return true;
   }
-  if (c.kind != CommKind::recv || (m.ok != kRescueSlot && m.ok != kRescueSlot + 1) || !r.on || m.gen <= r.taken_gen)
+  if (c.kind != CommKind::recv || (m.ok != kRescueSlot && m.ok != kRescueSlot + 1) || !c.devs[c.standby_slot()] ||
+      !newer_gen(m.gen, r.taken_gen))
     return false;
   r.taken_gen = m.gen;
   return true;
@@ -390,7 +392,7 @@ bool deliver_rescue_mail(CommBase& c) {
   if (!rescue_of(c).mail) return false;
   std::memcpy(static_cast<void*>(&c.ctrl.reprotect), rescue_of(c).mail->data(), sizeof(ReprotectMsg));
   rescue_of(c).mail.reset();
-  RescueWriter::inbox(c).post(CtlKind::reprotect, nullptr);
+  RescueWriter::inbox(c).post_mail(CtlKind::reprotect);
   return true;
 }
 

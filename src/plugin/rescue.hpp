@@ -13,8 +13,10 @@
 //   its handshake message), sealed with the
 //   connection's rescue key (rescue_wire.hpp) -->  the service finds the comm by id, checks the
 //                                                 seal, that it comes from the peer's address,
-//                                                 that the comm is in a rescue itself and that
-//                                                 the attempt is newer than any it took; then it
+//                                                 that the comm is a receive comm with a standby
+//                                                 slot and that the attempt is newer than any it
+//                                                 took (the sender sees the loss first: the
+//                                                 receiver may not have noticed it yet); then it
 //                                                 hands the comm the request as if it had come
 //                                                 over RDMA;
 //                                <------------    the comm's answer (its endpoint or why not)
@@ -29,9 +31,10 @@
 // Who is heard: a connection to the service is admitted unproven (admission.hpp, the budget the
 // listeners share) and must send a request sealed with the key of the connection it names within
 // the admission deadline; anything else is closed without a byte sent back. A proven request that
-// the comm's state does not call for (a request to a comm not in a rescue, a check to a receive
-// comm, an attempt not newer than the last one taken, a source other than the peer's address) is
-// dropped and counted (RescueService::dropped). The ids are not secrets: the key is the proof.
+// the comm's state does not call for (a rescue's request to a send comm or to a single-path comm,
+// a check to a receive comm, an attempt not newer than the last one taken, a source other than the
+// peer's address) is dropped and counted (RescueService::dropped). The ids are not secrets: the
+// key is the proof. Over a path, a rescue's request is never taken (reprotect.cpp: request_action).
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>

@@ -153,6 +153,7 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.kv("reprotections", c.cp.rp().done);
   j.kv("reprotect_attempts", c.cp.rp().attempts);
   j.kv("reprotect_reminders", c.cp.rp().reminders);
+  j.kv("reprotect_dropped", c.cp.rp().dropped);
   j.kv_list("flush_reads", c.stats.flush_reads);  // per device slot
   j.kv_list("flush_rebuilds", c.stats.flush_rebuilds);
   j.kv_list("flush_redirects", c.stats.flush_redirects);
@@ -179,6 +180,7 @@ CommSample sample_comm(const CommBase& c) {
   s.counters.failovers = c.stats.failovers;
   s.counters.failbacks = c.stats.failbacks;
   s.counters.reprotections = c.cp.rp().done;
+  s.counters.reprotect_dropped = c.cp.rp().dropped;
   s.counters.replayed = c.stats.replayed;
   s.counters.messages = c.stats.messages;
   s.counters.bytes_sent = c.stats.bytes_sent;

@@ -11,7 +11,10 @@
 // take_request and answer() move it (begin_request, refuse_request; the job's outcome and the
 // hello from the hints).
 // Properties:
-//   only a whole record is acted on; a request is judged iff its gen is not the last one taken;
+//   only a whole record is acted on; a request is judged iff its gen is newer than the last one
+//   taken (serial-number order) and it is not a rescue's request written over a path (origin: bit 1
+//   of its ok byte as read, before hint bit 2; a rescue's request is taken only as the rescue
+//   service's mail); every other request that is not a reminder is dropped and changes nothing;
 //   judging is deterministic and reads only the view;
 //   a request taken names a device that exists here (the standby slot's, or the one it names),
 //   whose port is up, of the active path's link layer, reachable from the peer's port it names
@@ -183,6 +186,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memset(&m, 0, sizeof m);
     for (std::size_t i = 0; i < sizeof m; ++i) reinterpret_cast<std::uint8_t*>(&m)[i] = in.u8();
     if (hints & 2) make_valid_endpoint(m.endpoint);
+    const RequestOrigin origin = (m.ok & 2) ? RequestOrigin::rescue_mail : RequestOrigin::path;
     if (hints & 4) m.ok = kRescueSlot + (m.ok & 1);
     if (hints & 8) m.dev = kSameDevice;
     if (hints & 16) m.own_dev = kSameDevice;
@@ -190,8 +194,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (hints & 1) seal(m);
     ReprotectMsg req;
     if (!read_record(m, req)) continue;  // answer(): only a whole record is read (control_record: read_record)
-    const RequestAction action = request_action(r.rp, req);
-    FUZZ_REQUIRE((action == RequestAction::judge) == (req.gen != r.rp.gen));
+    const RequestAction action = request_action(r.rp, req, origin);
+    const bool rescue = req.ok == kRescueSlot || req.ok == kRescueSlot + 1;
+    const bool not_ours = rescue && origin == RequestOrigin::path;  // a rescue's, not by the rescue service
+    FUZZ_REQUIRE((action == RequestAction::judge) == (!not_ours && newer_gen(req.gen, r.rp.gen)));
+    FUZZ_REQUIRE((action == RequestAction::drop) ==
+                 (not_ours || (req.gen != r.rp.gen && !newer_gen(req.gen, r.rp.gen))));
     switch (action) {
       case RequestAction::judge: {
         r.rp.job.reset();  // take_request: retire_job
@@ -223,6 +231,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           break;
         }
         FUZZ_REQUIRE(r.answered.at(req.gen) == r.rp.refused_ok && r.rp.refused_ok != 1);
+        break;
+      case RequestAction::drop:  // nothing changes (answer(): counted)
         break;
       case RequestAction::none:
         // Nothing due: an attempt still building (not modelled: answered when done), one installed

@@ -44,7 +44,7 @@ ncclSystemError = 2
 STATS_KEYS = ("event", "time_unix_ms", "host", "pid", "comm", "comm_id", "peer", "kind", "primary", "backup", "active",
               "standby", "failovers", "replayed", "duplicates_dropped", "heartbeats_sent", "heartbeat_failures",
               "messages", "bytes_sent", "bytes_received", "last_stall_ms", "failbacks", "reprotections",
-              "reprotect_attempts", "reprotect_reminders", "flush_reads", "flush_rebuilds", "flush_redirects")
+              "reprotect_attempts", "reprotect_reminders", "reprotect_dropped", "flush_reads", "flush_rebuilds", "flush_redirects")
 INIT_KEYS = ("event", "time_unix_ms", "host", "pid", "plugin_version")
 EVENT_KEYS = {"failover": ("from", "to", "cause", "stall_ms", "replayed_now"),
               "failback": ("from", "to", "cause", "stall_ms", "replayed_now"), "standby": ("state", "why"),

@@ -2,6 +2,8 @@
 // sealed frames, replays, and the admission of unproven sockets, over real loopback TCP where a
 // socket is involved.
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -11,6 +13,8 @@
 #include <boost/asio/write.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "admission.hpp"
 #include "handle.hpp"
@@ -312,6 +316,66 @@ BOOST_AUTO_TEST_CASE(a_connector_refuses_a_listener_that_does_not_prove_the_secr
   BOOST_TEST(!r.ok());
 }
 
+// A listener that closes a connection before it read the proof (its unproven places were taken:
+// admission.hpp) is connected to again with a new proof; one that keeps closing ends the connect
+// after kProofAttempts, with the reason. One that holds the connection without a word (another
+// secret's listener) is not tried again: the connect times out.
+namespace {
+struct ListenerRun {
+  Expected<hs::SessionKeys> keys = make_error(Errc::timeout, "not run");
+  int accepted = 0;
+};
+// The listener accepts and closes `closes` connections unread, then runs listener_hello on the
+// next under `secret` and holds it; the connector proves `ours` within `timeout`.
+ListenerRun run_listener(Fixture& f, int closes, std::uint8_t secret, std::uint8_t ours, std::chrono::milliseconds timeout) {
+  return run_co(f.r, [=]() -> asio::awaitable<ListenerRun> {
+    auto ex = co_await asio::this_coro::executor;
+    auto acceptor = std::make_shared<tcp::acceptor>(ex, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    auto accepted = std::make_shared<int>(0);
+    asio::co_spawn(ex, [acceptor, accepted, closes, secret]() -> asio::awaitable<void> {
+      hs::NonceLog log;
+      std::vector<tcp::socket> held;
+      for (;;) {
+        auto [ec, s] = co_await acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
+        if (ec) co_return;
+        if (++*accepted <= closes) continue;  // closed unread, as an evicted socket is
+        auto k = co_await hs::listener_hello(s, key_of(secret), kId, log, 5s);
+        (void)k;
+        held.push_back(std::move(s));  // answered or not: held open
+      }
+    }, asio::detached);
+    std::optional<tcp::socket> sock;
+    ListenerRun out;
+    out.keys = co_await hs::connect_and_prove(sock, acceptor->local_endpoint(), key_of(ours), kId, timeout);
+    out.accepted = *accepted;
+    acceptor->close();
+    co_return out;
+  });
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_connector_closed_before_its_proof_was_read_connects_again) {
+  Fixture f;
+  for (const int closes : {0, 2, hs::kProofAttempts}) {
+    const ListenerRun r = run_listener(f, closes, 5, 5, 5s);
+    BOOST_TEST_CONTEXT("the listener closes " << closes) {
+      if (closes < hs::kProofAttempts) {
+        BOOST_TEST(r.keys.ok(), test::err_msg(r.keys));
+        BOOST_TEST(r.accepted == closes + 1);
+      } else {
+        BOOST_REQUIRE(!r.keys.ok());
+        BOOST_TEST((r.keys.error().code == Errc::closed));
+        BOOST_TEST(r.keys.error().message.find("no answer to our proof") != std::string::npos, r.keys.error().message);
+        BOOST_TEST(r.accepted == hs::kProofAttempts);
+      }
+    }
+  }
+  const ListenerRun other = run_listener(f, 0, 6, 5, 1500ms);  // another secret's listener: silent
+  BOOST_REQUIRE(!other.keys.ok());
+  BOOST_TEST((other.keys.error().code == Errc::timeout));
+  BOOST_TEST(other.accepted == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(admission)
@@ -374,6 +438,32 @@ BOOST_AUTO_TEST_CASE(a_socket_with_bytes_to_read_is_evicted_last) {
     BOOST_TEST(p[0].server.is_open());   // kept: its bytes wait to be read
     BOOST_TEST(!p[1].server.is_open());  // the oldest silent one made room
     BOOST_TEST(p[2].server.is_open());
+    co_return;
+  });
+}
+
+// The source's limit closes only sockets that have said nothing: proofs that wait unread (a
+// listener's process slow to read a burst of real connectors) are kept however many and however
+// old; only the bound in all closes one of them, the oldest.
+BOOST_AUTO_TEST_CASE(the_source_limit_never_closes_a_socket_with_bytes_to_read) {
+  Fixture f;
+  run_co(f.r, []() -> asio::awaitable<void> {
+    Admission adm(Admission::Limits{5, 2, std::chrono::milliseconds(5000), std::chrono::milliseconds(0)});
+    std::vector<Pair> p;
+    p.reserve(6);
+    for (int i = 0; i < 5; ++i) p.push_back(co_await connected_pair());
+    const Bytes hello(72, 0x42);
+    for (auto& x : p) co_await asio::async_write(x.client, asio::buffer(hello), asio::use_awaitable);
+    co_await sleep_for(50ms);
+    std::vector<Admission::Ticket> t;
+    for (auto& x : p) t.push_back(adm.admit(x.server, x.server.remote_endpoint().address()));
+    for (auto& x : p) BOOST_TEST(x.server.is_open());  // 5 from one source, limit 2: all have spoken
+    BOOST_TEST(adm.counters().evicted == 0u);
+    p.push_back(co_await connected_pair());
+    t.push_back(adm.admit(p.back().server, p.back().server.remote_endpoint().address()));
+    BOOST_TEST(!p[0].server.is_open());  // a sixth in all: the oldest goes (none is silent but the newest)
+    BOOST_TEST(p[5].server.is_open());
+    BOOST_TEST(adm.held() == 5u);
     co_return;
   });
 }

@@ -104,6 +104,7 @@ BOOST_AUTO_TEST_CASE(exposition_of_a_snapshot) {
   s.closed.bytes_sent = 10;
   s.unproven_closed = 17;
   s.rescue_dropped = 2;
+  s.closed.reprotect_dropped = 4;
 
   std::map<std::string, std::string> types;
   const std::string text = format_prom(s);
@@ -127,13 +128,14 @@ BOOST_AUTO_TEST_CASE(exposition_of_a_snapshot) {
   BOOST_TEST(at("nccl_ha_received_bytes_total{" + base + "}") == "24");
   BOOST_TEST(at("nccl_ha_unproven_connections_closed_total{" + base + "}") == "17");
   BOOST_TEST(at("nccl_ha_rescue_requests_dropped_total{" + base + "}") == "2");
+  BOOST_TEST(at("nccl_ha_reprotect_requests_dropped_total{" + base + "}") == "4");
   BOOST_TEST(at("nccl_ha_port_up{" + base + ",port=\"rxe0:1\"}") == "0");
   BOOST_TEST(at("nccl_ha_port_up{" + base + ",port=\"rxe1:1\"}") == "1");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe0:1\",role=\"active\"}") == "1");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe0:1\",role=\"standby\"}") == "0");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe1:1\",role=\"active\"}") == "1");
   BOOST_TEST(at("nccl_ha_port_connections{" + base + ",port=\"rxe1:1\",role=\"standby\"}") == "1");
-  BOOST_TEST(m.size() == 19u, text);
+  BOOST_TEST(m.size() == 20u, text);
   BOOST_TEST(types["nccl_ha_failovers_total"] == "counter");
   BOOST_TEST(types["nccl_ha_sent_bytes_total"] == "counter");
   BOOST_TEST(types["nccl_ha_connections"] == "gauge");
@@ -160,11 +162,14 @@ BOOST_AUTO_TEST_CASE(counters_add_up) {
   b.failovers = 2;
   b.bytes_received = 7;
   b.reprotections = 4;
+  a.reprotect_dropped = 1;
+  b.reprotect_dropped = 2;
   a += b;
   BOOST_TEST(a.failovers == 3u);
   BOOST_TEST(a.bytes_sent == 5u);
   BOOST_TEST(a.bytes_received == 7u);
   BOOST_TEST(a.reprotections == 4u);
+  BOOST_TEST(a.reprotect_dropped == 3u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

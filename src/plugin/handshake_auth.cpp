@@ -173,8 +173,8 @@ asio::awaitable<Expected<SessionKeys>> connect_and_prove(std::optional<tcp::sock
   }
 }
 
-asio::awaitable<Expected<SessionKeys>> listener_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,
-                                                      NonceLog& nonces, Millis deadline) {
+asio::awaitable<Expected<net::Nonce>> read_hello(tcp::socket& sock, net::Key secret, std::uint64_t id, NonceLog& nonces,
+                                                 Millis deadline) {
   auto hello = co_await net::read_frame(sock, id, deadline, kHelloSize);
   if (!hello) co_return std::move(hello).error();
   if (hello->type != static_cast<std::uint16_t>(HandshakeMsg::hello))
@@ -182,11 +182,24 @@ asio::awaitable<Expected<SessionKeys>> listener_hello(tcp::socket& sock, net::Ke
   const auto nc = check_hello(secret, id, hello->payload);
   if (!nc) co_return make_error(Errc::bad_token, "a hello without a proof of the handle's secret");
   if (!nonces.first_time(*nc)) co_return make_error(Errc::bad_token, "a replayed hello (its nonce was seen before)");
+  co_return *nc;
+}
+
+asio::awaitable<Expected<SessionKeys>> answer_hello(tcp::socket& sock, net::Key secret, std::uint64_t id, net::Nonce nc,
+                                                    Millis deadline) {
   const net::Nonce nl = net::random_nonce();
-  const auto reply = make_hello_reply(secret, id, *nc, nl);
+  const auto reply = make_hello_reply(secret, id, nc, nl);
   if (auto s = co_await net::write_frame(sock, static_cast<std::uint16_t>(HandshakeMsg::hello_reply), id, reply, deadline); !s)
     co_return std::move(s).error();
-  co_return derive_keys(secret, id, *nc, nl);
+  co_return derive_keys(secret, id, nc, nl);
+}
+
+asio::awaitable<Expected<SessionKeys>> listener_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,
+                                                      NonceLog& nonces, Millis deadline) {
+  auto nc = co_await read_hello(sock, secret, id, nonces, deadline);
+  if (!nc) co_return std::move(nc).error();
+  const net::Nonce proven = *nc;
+  co_return co_await answer_hello(sock, secret, id, proven, deadline);
 }
 
 }  // namespace nccl_ha::plugin::hs

@@ -118,8 +118,15 @@ constexpr int kProofAttempts = 4;
 boost::asio::awaitable<Expected<SessionKeys>> connect_and_prove(std::optional<tcp::socket>& sock, tcp::endpoint peer,
                                                                 net::Key secret, std::uint64_t id, Millis timeout);
 
-// Listener: reads the hello within `deadline` and checks it; only then answers with the reply.
-// An error means: close the socket without a word (admission.hpp says so, rate-limited).
+// Listener, in two steps: read_hello reads the hello within `deadline` and checks it (nothing is
+// sent; an error means: close the socket without a word, admission.hpp says so, rate-limited);
+// the connector's nonce once it proved the secret, when the caller gives its admission place back
+// (Admission::Ticket::proven: from then on the socket is no stranger's, never evicted). Then
+// answer_hello writes the reply and gives the session keys. listener_hello: both.
+boost::asio::awaitable<Expected<net::Nonce>> read_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,
+                                                        NonceLog& nonces, Millis deadline);
+boost::asio::awaitable<Expected<SessionKeys>> answer_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,
+                                                           net::Nonce nc, Millis deadline);
 boost::asio::awaitable<Expected<SessionKeys>> listener_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,
                                                              NonceLog& nonces, Millis deadline);
 

@@ -279,12 +279,21 @@ asio::awaitable<void> serve_connection(std::shared_ptr<ListenState> ls, tcp::soc
   boost::system::error_code ec;
   const asio::ip::address from = sock.remote_endpoint(ec).address();
   Admission::Ticket ticket = adm.admit(sock, from);
-  auto keys = co_await hs::listener_hello(sock, ls->secret, ls->token, ls->nonces, std::min(adm.limits().deadline, timeout));
-  if (!keys) {
-    adm.refused("listener on " + ls->dev->port.id(), from, keys.error().message);
+  auto nc = co_await hs::read_hello(sock, ls->secret, ls->token, ls->nonces, std::min(adm.limits().deadline, timeout));
+  if (!nc) {
+    adm.refused("listener on " + ls->dev->port.id(), from, nc.error().message);
     co_return;
   }
+  // Proven: its place is given back before the reply is written (while the reply waits, the socket
+  // has nothing unread, and a burst from its host must not take it for a silent one).
   ticket.proven();
+  const net::Nonce proven = *nc;
+  auto keys = co_await hs::answer_hello(sock, ls->secret, ls->token, proven, timeout);
+  if (!keys) {
+    HA_INFO("NET/HA: listener on %s: the connector from %s went away before our answer to its proof: %s",
+            ls->dev->port.id().c_str(), from.to_string().c_str(), keys.error().message.c_str());
+    co_return;
+  }
   Channel ch(sock, keys->session, ls->token, false);
   auto result = co_await run_accept_one(ls.get(), ch, keys->rescue, timeout);
   if (!result) {

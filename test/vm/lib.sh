@@ -13,7 +13,13 @@
 #   vm_barrier NAME               vm_exchange without a value
 #   vm_rdma_dev RAIL              this guest's rxe device of RAIL ($VM_RAIL_DEV_<RAIL>)
 #   vm_rail_if RAIL               this guest's NIC of RAIL ($VM_RAIL_IF_<RAIL>)
-#   vm_fault ARGS...              runs fault.sh ARGS... (see fault.sh)
+#   vm_fault ARGS...              fault.sh ARGS... (see fault.sh), in a subshell of this one
+#   vm_nap SECONDS                sleep without a process (fractions allowed)
+#
+# A guest's one vCPU is shared with the traffic under test (a driver polling, rxe copying): an
+# exec costs 50-100 ms of its CPU (a bash 100 ms, iproute2's ip 90 ms, python3 5 s), and a
+# fault.sh run as a script took ~2 s of wall time there. The control side (faults, waits, logs)
+# therefore starts as few processes as it can.
 #
 # Rendezvous: a listens on mgmt TCP port $NCCL_HA_VM_BARRIER_PORT (default 7777), b connects.
 # Timeout: $NCCL_HA_VM_BARRIER_TIMEOUT seconds (default 300). Tests must not use that port.
@@ -23,11 +29,19 @@ VM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VM_BARRIER_PORT=${NCCL_HA_VM_BARRIER_PORT:-7777}
 VM_BARRIER_TIMEOUT=${NCCL_HA_VM_BARRIER_TIMEOUT:-300}
 
-vm_log() { printf '[%s %s] %s\n' "$VM_ROLE" "$(date +%T.%3N)" "$*" >&2; }
+vm_log() {
+  local us=${EPOCHREALTIME/[.,]/}
+  printf '[%s %(%T)T.%03d] %s\n' "$VM_ROLE" $((us / 1000000)) $((us / 1000 % 1000)) "$*" >&2
+}
 vm_die() { vm_log "FAIL: $*"; exit 1; }
 vm_rdma_dev() { local v=VM_RAIL_DEV_$1; echo "${!v:-rxe$1}"; }
 vm_rail_if() { local v=VM_RAIL_IF_$1; echo "${!v:-eth$1}"; }
-vm_fault() { "$VM_LIB_DIR/fault.sh" "$@"; }
+# fault.sh's functions, run in a subshell: one fork per fault, no exec of bash (see fault.sh)
+source "$VM_LIB_DIR/fault.sh"
+vm_fault() { (fault_main "$@"); }
+# vm_nap: a read that times out on a pipe this shell holds both ends of (nobody writes to it)
+exec {VM_NAP_FD}<> <(:)
+vm_nap() { read -r -t "$1" -u "$VM_NAP_FD" _ || true; }
 
 vm_wait_tcp() { # HOST PORT [TIMEOUT]
   local host=$1 port=$2 deadline=$((SECONDS + ${3:-60}))

@@ -2,7 +2,7 @@
 #   nccl-ha        runtime:     libnccl-net-ha.so (in ${CMAKE_INSTALL_LIBDIR}), ha-ping, ha-net-driver
 #   nccl-ha-dev    development: librdma_reactor.a, libha_net.a, headers (with nccl_ha/version.hpp),
 #                               lib/cmake/nccl-ha (find_package), lib/pkgconfig/nccl-ha.pc
-#   nccl-ha-doc    docs:        share/doc/nccl-ha (README.md, LICENSE)
+#   nccl-ha-doc    docs:        share/doc/nccl-ha (README.md, LICENSE, docs/*.md)
 # Every package carries the license: share/doc/<package>/copyright (runtime, dev), LICENSE (doc);
 # the .rpm License field says Apache-2.0.
 # .deb always; .rpm too when rpmbuild is installed (-devel instead of -dev there).
@@ -22,6 +22,8 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/nccl-ha.pc DESTINATION ${NCCL_HA_PC_DI
 
 # ---- docs, and the license in every package ----
 install(FILES README.md LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT docs)
+file(GLOB NCCL_HA_DOC_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/docs/*.md)  # README.md links them
+install(FILES ${NCCL_HA_DOC_FILES} DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT docs)
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright COMPONENT runtime)
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/nccl-ha-dev RENAME copyright COMPONENT development)
 
@@ -46,7 +48,7 @@ set(CPACK_COMPONENT_DEVELOPMENT_DISPLAY_NAME "nccl-ha development files")
 set(CPACK_COMPONENT_DEVELOPMENT_DESCRIPTION
   "The rdma_reactor and ha_net static libraries, their headers, the CMake package (find_package(nccl-ha)) and nccl-ha.pc. License: Apache-2.0.")
 set(CPACK_COMPONENT_DOCS_DISPLAY_NAME "nccl-ha documentation")
-set(CPACK_COMPONENT_DOCS_DESCRIPTION "README and LICENSE of nccl-ha. License: Apache-2.0.")
+set(CPACK_COMPONENT_DOCS_DESCRIPTION "README, documentation (docs/) and LICENSE of nccl-ha. License: Apache-2.0.")
 
 set(CPACK_GENERATOR DEB)
 find_program(NCCL_HA_RPMBUILD rpmbuild)

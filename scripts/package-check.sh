@@ -72,7 +72,7 @@ deb_has "$DEB_DEV" "usr/$LIBDIR/librdma_reactor.a" "usr/$LIBDIR/libha_net.a" \
   "usr/$LIBDIR/cmake/nccl-ha/nccl-haConfig.cmake" "usr/$LIBDIR/cmake/nccl-ha/nccl-haConfigVersion.cmake" \
   "usr/$LIBDIR/cmake/nccl-ha/nccl-ha-targets.cmake" "usr/$LIBDIR/pkgconfig/nccl-ha.pc" \
   usr/share/doc/nccl-ha-dev/copyright
-deb_has "$DEB_DOC" usr/share/doc/nccl-ha/README.md usr/share/doc/nccl-ha/LICENSE
+deb_has "$DEB_DOC" usr/share/doc/nccl-ha/README.md usr/share/doc/nccl-ha/LICENSE usr/share/doc/nccl-ha/docs/settings.md usr/share/doc/nccl-ha/docs/architecture.md
 for d in "$DEB_RT" "$DEB_DEV" "$DEB_DOC"; do
   [[ $(dpkg-deb -f "$d" Version) == "$VERSION" ]] || die "$(basename "$d"): Version $(dpkg-deb -f "$d" Version), expected $VERSION"
   echo "$(dpkg-deb -f "$d" Package) $(dpkg-deb -f "$d" Version) $(dpkg-deb -f "$d" Architecture): Depends: $(dpkg-deb -f "$d" Depends)"

@@ -83,7 +83,9 @@ case $what in
     failed=()
     t0=$(date +%s)
     echo "test.sh: the fuzzers run in the background (their output: $fuzz_log, shown when done)"
-    run_ctest -LE vm || failed+=("unit tests")  # every test but the VM ones: the unit tests
+    # every test but the VM ones: the unit tests, two at a time (most wait on timers; the longest,
+    # unit.driver_fake, ~20 s alone, takes ~80 s beside the fuzzers)
+    run_ctest -LE vm -j2 || failed+=("unit tests")
     t1=$(date +%s)
     bash "$REPO/scripts/fuzz.sh" --no-build --unit-tests || failed+=("unit tests under ASan + UBSan")
     t2=$(date +%s)

@@ -6,7 +6,7 @@
 // attempt is three verbs jobs (our QP, the peer's, our RTR/RTS) on two worker threads per
 // process, and the request waits for the peer's job within HA_NCCL_FAILOVER_TIMEOUT_MS: a
 // thousand attempts at once queued the peer's jobs far beyond that, every attempt timed out, and
-// its retry queued more work (bench/results/scale-*.md, before). In line, an attempt's request
+// its retry queued more work (the scale benchmark, bench/README.md). In line, an attempt's request
 // meets a peer queue of a few jobs, and the time to protect N comms grows linearly with N.
 //
 // An attempt holds its place from its admission until its step is idle again (installed, failed,

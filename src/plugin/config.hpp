@@ -58,7 +58,7 @@ struct Config {
   // the GPU reads them), also for host memory; reported as forceFlush. Costs a loopback QP per
   // device of every receive comm.
   bool force_flush = false;
-  // HA_NCCL_FORCE_IB_TIMEOUT 0/1 (README.md, "Configuration read by the libraries": the plugin's
+  // HA_NCCL_FORCE_IB_TIMEOUT 0/1 (docs/settings.md, "Configuration read by the libraries": the plugin's
   // short IB timeout must not be overridden behind the user's back). 1: the QP timeout is exactly
   // HA_NCCL_QP_TIMEOUT (or its default 14): no per-device adjustment, in particular not the
   // Soft-RoCE timeout 17. NCCL's own NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT (often set cluster-wide
@@ -116,7 +116,7 @@ double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt);
 // "HA_NCCL_X=value ..." one line with every effective setting (logged at INFO at init).
 std::string describe(const Config& c);
 
-// APM (automatic path migration) on `device` port `port` (README.md, "What operators see"):
+// APM (automatic path migration) on `device` port `port` (docs/operator-guide.md, "What operators see"):
 // true when <sysfs_root>/class/infiniband/<device>/ports/<port>/apm_enable holds a non-zero
 // integer. Honest limit: mainline Linux has no such file (the port directory holds state, lid,
 // lid_mask_count, sm_lid, sm_sl, cap_mask, rate, phys_state, link_layer, gids/, pkeys/,

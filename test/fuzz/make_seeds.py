@@ -355,7 +355,7 @@ def main():
           + b"\x00" + reprotect_msg(gen=1, dev=40) + b"\x00" + reprotect_msg(gen=2, ctrl=0)
           + b"\x00" + reprotect_msg(gen=3, ep=bytes(32)) + b"\x00" + reprotect_msg(gen=4, seal=False))
     write("reprotect_request", "seed-hinted.bin", rp_comm(eth3, cands=peer) + b"\x1f" + b"\x11" * 64 + b"\x23" + b"\x22" * 64)
-    # config: the settings of the VM tests and of the README
+    # config: the settings of the VM tests and of docs/settings.md
     write("config", "seed-defaults.txt", "")
     write("config", "seed-vm.txt", "NCCL_SOCKET_IFNAME=eth2\nHA_NCCL_HANDSHAKE_TIMEOUT_MS=5000\nNCCL_DEBUG=WARN\n"
           "HA_NCCL_RTO_MS=1000\nHA_NCCL_HEARTBEAT_MS=200\nHA_NCCL_FAILOVER_TIMEOUT_MS=1000\n")

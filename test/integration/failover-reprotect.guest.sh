@@ -10,7 +10,7 @@
 # both of its comms (the stream's and the ring's idle one) are written, and rail 1 goes down once
 # both sides' records say both comms are protected again (each side waits for its own, then the
 # two meet at a barrier). So the second failure never takes both paths at once however slow
-# fault.sh (0.1-3 s under TCG, 5-7 s seen under host load) or re-protection (its back-off) is,
+# a fault (0.05-0.1 s, 2-7 s when fault.sh ran as a script in a loaded guest) or re-protection is,
 # and no stream waits longer than its faults need (these streams ran a fixed 26 s each before).
 # Every byte verified; each stream ends with both rails up, so the next starts clean. Then, once,
 # the same faults with HA_NCCL_MAX_RETRIES=1 (see below).

@@ -6,15 +6,14 @@
 #             heartbeats (100 ms) and is marked down, though it is connected (the hardware retry
 #             window, HA_NCCL_QP_TIMEOUT=19: 15 s, outlasts the delay); right after a's stats
 #             say so, rail 0 down on a (the delayed answers come back, and the standby up, 6 s
-#             after the delay began: with a 4 s delay, fault.sh's 2-3 s under load sometimes
-#             pulled rail 0 after that); the failover tries the slow standby (bounded by
+#             after the delay began: with a 4 s delay, fault.sh's 2-3 s under load, when it ran as a
+#             script, sometimes pulled rail 0 after that); the failover tries the slow standby (bounded by
 #             HA_NCCL_FAILOVER_TIMEOUT_MS=15000 here) and the stream survives on it; 5 s later
 #             the delay ends (a delay of seconds carries data at a crawl: rxe resends what is in
 #             flight at every timeout) and the stream runs on rail 1 alone. (This stream
 #             replaced the test's unfaulted baseline: plugin-traffic and the other failover tests
 #             stream without faults.)
-#   fault     a: rail-down 1 at 4 s, rail-down 0 at 12 s (fault.sh itself may take 3 s under TCG,
-#             the standby-down detection up to 3.6 s more: this leaves the stream on rail 0 alone
+#   fault     a: rail-down 1 at 4 s, rail-down 0 at 12 s (a fault takes 0.1 s, the standby-down detection up to 3.6 s more: this leaves the stream on rail 0 alone
 #             for a while)
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"

@@ -108,7 +108,7 @@ pl_driver_wait() {
 
 # As pl_driver_wait, for a driver whose process may take minutes to exit after its report: with
 # QPs on a dead Soft-RoCE port left, the kernel destroys them at the process exit, under load up
-# to ~52 s each (README, "finalize or process exit after a port died"), and the exit waits for it. Once the phase file PHASE says
+# to ~52 s each (docs/operator-guide.md, "finalize or process exit after a port died"), and the exit waits for it. Once the phase file PHASE says
 # "exit-RC" (the report is written) the process gets SEC more seconds; if it is still exiting
 # then, PL_RC is the RC it reported, PL_MS ends there, and the process is left to the kernel
 # ("$VM_OUT/NAME.exit_ms" then says "still exiting after SEC s").

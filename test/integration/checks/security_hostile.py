@@ -48,7 +48,7 @@ SETTLE_S = 30     # hostile.py --settle-s: how long it waits for the fds after t
 # Bound on the fds the driver holds above its baseline at any time under attack: the sockets that
 # have proved nothing yet (the plugin holds at most 512 of them per process; one source address at
 # most 32 once they are older than 1 s, so that a burst of real connectors from one host is never
-# cut: README, Security - a flood faster than that holds what it connects within the second, up to
+# cut: docs/operator-guide.md, Security - a flood faster than that holds what it connects within the second, up to
 # the 512), a churn pair's own, and slack. Today's plugin held one per silent socket, for 5 s
 # (rescue service) or 30 s (a handshake listener), without a bound.
 FD_CAP = 512 + 32

@@ -113,8 +113,10 @@ boost::asio::awaitable<Expected<SessionKeys>> connector_hello(tcp::socket& sock,
 // `timeout`. A listener that closes the connection before it answers (it closed a socket it had
 // not read a proof from: its process's places for unproven sockets were taken - a burst of
 // connections from this host on a loaded machine - or a stale handle) is connected to again, with
-// a new proof, up to kProofAttempts times in all while the time lasts (an INFO line each time).
-constexpr int kProofAttempts = 4;
+// a new proof, up to kProofAttempts times in all while the time lasts (an INFO line each time):
+// enough for a host whose 256 connectors were all starved past the listener's deadline at once
+// (failover-scale gave up once after 4), few enough that a stale handle fails fast.
+constexpr int kProofAttempts = 8;
 boost::asio::awaitable<Expected<SessionKeys>> connect_and_prove(std::optional<tcp::socket>& sock, tcp::endpoint peer,
                                                                 net::Key secret, std::uint64_t id, Millis timeout);
 

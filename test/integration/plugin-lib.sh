@@ -73,8 +73,8 @@ PL_ENV=()
 PL_FAULTS=()
 PL_STREAM_ARGS=(--one-way --dev 0 --sizes 0,8,4K,64K,1M,4M --group 4 --inflight 8 --messages 200 --timeout 120)
 
-pl_now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
 pl_now_ms_to() { local t=${EPOCHREALTIME/[.,]/}; printf -v "$1" '%d' $((t / 1000)); }  # VAR: no subshell
+pl_now_ms() { local ms; pl_now_ms_to ms; echo "$ms"; }
 
 pl_driver_start() { # NAME PORT ARGS...   (its stderr: $PL_LOG_DIR/NAME.log, default $VM_OUT)
   local name=$1 port=$2 log=${PL_LOG_DIR:-$VM_OUT}/$1.log
@@ -214,7 +214,7 @@ pl_stream_rail() { # NAME FIELD
 }
 
 pl_stream() { # NAME PORT ARGS...
-  local name=$1 port=$2 start_ms f role at args wait_ms t0 t1 regex count nap now
+  local name=$1 port=$2 start_ms f role at args wait_ms t0 t1 regex count now
   shift 2
   local faults=(${PL_FAULTS[@]+"${PL_FAULTS[@]}"})
   PL_FAULTS=()
@@ -241,13 +241,11 @@ pl_stream() { # NAME PORT ARGS...
         read -r role at args <<<"$f"
         pl_now_ms_to now
         wait_ms=$((start_ms + at - now))
-        printf -v nap '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000))
-        ((wait_ms <= 0)) || vm_nap "$nap"
+        ((wait_ms <= 0)) || vm_nap_ms "$wait_ms"
         pl_now_ms_to t0
         case $args in
           pause\ *)
-            printf -v nap '%d.%03d' $((${args#pause } / 1000)) $((${args#pause } % 1000))
-            vm_nap "$nap"
+            vm_nap_ms "${args#pause }"
             continue ;;
           stats-wait\ * | log-wait\ *)
             local file=$VM_OUT/$name.stats.jsonl

@@ -14,7 +14,7 @@
 #   vm_rdma_dev RAIL              this guest's rxe device of RAIL ($VM_RAIL_DEV_<RAIL>)
 #   vm_rail_if RAIL               this guest's NIC of RAIL ($VM_RAIL_IF_<RAIL>)
 #   vm_fault ARGS...              fault.sh ARGS... (see fault.sh), in a subshell of this one
-#   vm_nap SECONDS                sleep without a process (fractions allowed)
+#   vm_nap SECONDS                sleep without a process (fractions allowed); vm_nap_ms MS
 #
 # A guest's one vCPU is shared with the traffic under test (a driver polling, rxe copying): an
 # exec costs 50-100 ms of its CPU (a bash 100 ms, iproute2's ip 90 ms, python3 5 s), and a
@@ -42,6 +42,7 @@ vm_fault() { (fault_main "$@"); }
 # vm_nap: a read that times out on a pipe this shell holds both ends of (nobody writes to it)
 exec {VM_NAP_FD}<> <(:)
 vm_nap() { read -r -t "$1" -u "$VM_NAP_FD" _ || true; }
+vm_nap_ms() { local s; printf -v s '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); vm_nap "$s"; }  # MS
 
 vm_wait_tcp() { # HOST PORT [TIMEOUT]
   local host=$1 port=$2 deadline=$((SECONDS + ${3:-60}))

@@ -19,6 +19,8 @@ using namespace asio::experimental::awaitable_operators;
 using boost::system::error_code;
 using IoResult = std::tuple<error_code, std::size_t>;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+// Bound on reading a frame whose bytes are all in the socket's buffer already (read_first_frame).
+constexpr Millis kWaitingRead{200};
 
 // Runs one socket operation against a deadline; ec = timed_out when the deadline wins.
 asio::awaitable<IoResult> with_deadline(asio::awaitable<IoResult> op, Millis timeout) {
@@ -76,6 +78,15 @@ asio::awaitable<Expected<Frame>> read_frame(tcp::socket& socket, std::uint64_t e
       co_return io_error("reading a frame payload", ec2);
     }
   }
+  co_return f;
+}
+
+asio::awaitable<Expected<Frame>> read_first_frame(tcp::socket& socket, std::uint64_t expected_token, Millis deadline,
+                                                  std::size_t max_payload) {
+  auto f = co_await read_frame(socket, expected_token, deadline, max_payload);
+  error_code ec;
+  if (!f && f.error().code == Errc::timeout && socket.available(ec) >= kHeaderSize + max_payload && !ec)
+    f = co_await read_frame(socket, expected_token, kWaitingRead, max_payload);  // in the buffer: no wait
   co_return f;
 }
 

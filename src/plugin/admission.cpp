@@ -34,28 +34,32 @@ void Admission::evict(std::list<Pending>::iterator it) {
   pending_.erase(it);
 }
 
-std::list<Admission::Pending>::iterator Admission::victim(const std::function<bool(const Pending&)>& among,
-                                                           bool silent_only) {
-  auto oldest = pending_.end();
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    if (!among(*it)) continue;
+std::list<Admission::Pending>::iterator Admission::victim() {
+  struct Silent {
+    std::size_t count = 0;
+    std::list<Pending>::iterator oldest;
+  };
+  std::unordered_map<boost::asio::ip::address, Silent> by_source;
+  auto chosen = pending_.end();
+  std::size_t most = 0;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {  // oldest first
     boost::system::error_code ec;
-    if (it->sock->available(ec) == 0 && !ec) return it;  // the oldest that has said nothing yet
-    if (oldest == pending_.end()) oldest = it;
+    if (it->sock->available(ec) != 0 || ec) continue;  // it has spoken: a proof waits to be read
+    Silent& s = by_source[it->source];
+    if (s.count++ == 0) s.oldest = it;
+    if (s.count > most) {
+      most = s.count;
+      chosen = s.oldest;
+    }
   }
-  return silent_only ? pending_.end() : oldest;
+  return chosen != pending_.end() ? chosen : pending_.begin();
 }
 
 Admission::Ticket Admission::admit(boost::asio::ip::tcp::socket& sock, const boost::asio::ip::address& source) {
   ++counters_.admitted;
-  const auto now = std::chrono::steady_clock::now();
-  const auto same = [&source](const Pending& p) { return p.source == source; };
-  const auto same_and_old = [&](const Pending& p) { return p.source == source && now - p.since >= limits_.grace; };
-  if (static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(), same)) >= limits_.per_source)
-    if (const auto v = victim(same_and_old, true); v != pending_.end()) evict(v);
-  if (pending_.size() >= limits_.total && !pending_.empty()) evict(victim([](const Pending&) { return true; }, false));
+  if (pending_.size() >= limits_.total && !pending_.empty()) evict(victim());
   const std::uint64_t id = next_id_++;
-  pending_.push_back({id, &sock, source, now});
+  pending_.push_back({id, &sock, source});
   return Ticket(this, id);
 }
 

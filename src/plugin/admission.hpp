@@ -4,14 +4,13 @@
 // Every accepted socket is admitted at once (the kernel's backlog never fills behind silent
 // sockets) and must prove the secret within `deadline` (handshake_auth.hpp; the rescue service:
 // a request sealed with its connection's key). While it has not, it holds one of at most `total`
-// places: a new socket that finds them all taken closes the oldest one that has nothing unread
-// (else the oldest), so the descriptors held by strangers stay bounded by `total`. One source
-// address holds at most `per_source` of them once they are older than `grace`: a new socket from a
-// source at its limit closes that source's oldest socket that is older than `grace` and has
-// nothing unread. Younger ones are never closed for their source: a burst of real connectors from
-// one host (NCCL opens its connections together; a loaded host may send their proofs a little
-// after the TCP connection) is admitted whole, and a real connector, which sends its proof with
-// its first bytes, gets a place however many silent sockets its own host holds.
+// places, so the descriptors held by strangers stay bounded by `total`. A new socket that finds
+// them all taken closes one, fairly: of the source address holding the most silent sockets
+// (nothing unread), its oldest silent one; when no socket is silent, the oldest of all. Nothing
+// is closed while places are free: a burst of real connectors from one host (NCCL opens its
+// connections together; a starved host writes their proofs seconds after the TCP connection) is
+// admitted whole, and a flood from one address closes its own sockets, never those of quieter
+// sources. A real connector sends its proof with its first bytes, so it always gets a place.
 //
 // A socket that fails (garbage, a wrong proof, a replay, silence past the deadline, evicted) is
 // closed without a byte sent back; the refusals are counted, and said in an INFO line at most
@@ -23,7 +22,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <list>
 #include <string>
 #include <unordered_map>
@@ -33,10 +31,8 @@ namespace nccl_ha::plugin {
 class Admission {
  public:
   struct Limits {
-    std::size_t total = 512;      // unproven sockets held by the process at once
-    std::size_t per_source = 32;  // of them from one address, older than `grace`
+    std::size_t total = 512;                   // unproven sockets held by the process at once
     std::chrono::milliseconds deadline{5000};  // to prove the secret
-    std::chrono::milliseconds grace{1000};     // younger sockets are not closed for their source's limit
   };
   struct Counters {
     std::uint64_t admitted = 0;  // sockets accepted before their proof
@@ -69,8 +65,8 @@ class Admission {
   Admission(const Admission&) = delete;
   Admission& operator=(const Admission&) = delete;
 
-  // Admits `sock` (which must outlive the ticket) from `source`, closing older unproven sockets as
-  // the limits require.
+  // Admits `sock` (which must outlive the ticket) from `source`, closing an unproven socket first
+  // when all places are taken.
   Ticket admit(boost::asio::ip::tcp::socket& sock, const boost::asio::ip::address& source);
   // A socket from `source` was closed unproven, `why` (for the INFO line of `service`).
   void refused(const std::string& service, const boost::asio::ip::address& source, const std::string& why);
@@ -84,15 +80,14 @@ class Admission {
     std::uint64_t id;
     boost::asio::ip::tcp::socket* sock;
     boost::asio::ip::address source;
-    std::chrono::steady_clock::time_point since;
   };
   struct Said {  // the INFO lines of one source
     std::chrono::steady_clock::time_point last{};
     std::uint64_t unsaid = 0;
   };
-  // Of the pending sockets `among` selects: the oldest with nothing unread, else (unless
-  // `silent_only`) the oldest (end(): none).
-  std::list<Pending>::iterator victim(const std::function<bool(const Pending&)>& among, bool silent_only);
+  // The socket to close for a newcomer: the oldest silent one of the source with the most silent
+  // sockets, else the oldest of all.
+  std::list<Pending>::iterator victim();
   void evict(std::list<Pending>::iterator it);
   void forget(std::uint64_t id);
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {

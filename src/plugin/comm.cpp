@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "reaper.hpp"
 
 namespace nccl_ha::plugin {

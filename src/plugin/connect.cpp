@@ -17,7 +17,7 @@
 #include "comm.hpp"
 #include "conn_msg.hpp"
 #include "core.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "handle.hpp"
 #include "handshake_auth.hpp"
 #include "handshake_common.hpp"

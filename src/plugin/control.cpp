@@ -17,7 +17,7 @@
 
 #include <cstring>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "nccl_ha/reactor/fd_watcher.hpp"
 #include "state.hpp"
 

@@ -1,231 +1,273 @@
-// The plugin's control plane: everything of HA besides moving data, run on the reactor's
-// progress thread (and its workers) whether or not NCCL calls - the control task and its step,
-// fault detection, the switchover, re-protection and the choice of standby ports, the flush
-// paths, the handshakes' leftovers at finalize, and the stats. The data path's own calls are in
-// datapath.hpp; who runs what: the Threads section of core.hpp.
+// A comm's control plane state (CommBase::cp, the class ControlPlane): the state machines of
+// failover, standby health, re-protection, rescue, the flush QPs' rebuilds and a slot's move, the
+// peer's control messages waiting to be read (Inbox), and where its standbys go. Each state
+// machine has one writer (the friends of ControlPlane); the operations that run them are declared
+// in control_ops.hpp.
 #pragma once
 
-#include <array>
-#include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
-#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "comm.hpp"
-#include "datapath.hpp"
-#include "monitor.hpp"
-#include "nccl_ha/net/json.hpp"
+#include "path.hpp"
+#include "rdma_records.hpp"
+#include "rescue.hpp"
 
 namespace nccl_ha::plugin {
 
-// ---- RDMA READ flushes (flush.cpp): the flush paths, built and tended by the control plane
-// With HA_NCCL_FORCE_FLUSH or GPU peer memory: a loopback QP and a sink on every device of the
-// comm (the one of the slot the comm starts on, `active`, is required; another's failure is
-// WARNed about). Nothing otherwise.
-// Verbs work: runs on a reactor worker (Reactor::offload), before the comm is handed to NCCL.
-Status setup_flush(RecvComm& c);
-void close_flush(RecvComm& c);                   // closing, comm held: the loopback QPs go to the reaper
-void drop_flush_path(RecvComm& c, int slot);     // a slot dropped before NCCL has the comm: its loopback QP goes
-// A new loopback path on d, slot `slot`, connected to itself with the port's GID as it is now.
-// Verbs work (any thread, a worker's).
-Expected<std::shared_ptr<Path>> build_flush_path(Reaper* reaper, Device& d, int slot);
-struct PathJob;
-// The flush path a finished job built for `slot` (control plane, comm held): it replaces the
-// slot's QP as soon as no READ is outstanding on that one.
-void offer_flush_path(RecvComm& c, int slot, PathJob& job);
-// Control plane, comm held: installs waiting flush QPs, rebuilds failed and stale ones. Returns
-// when it wants to run again (0: no wish).
-std::uint64_t tend_flush(RecvComm& c, std::uint64_t now);
+// Standby health (heartbeats on the standby path).
+struct StandbyHealth {
+  enum State : std::uint8_t {
+    connecting,  // being connected: the handshake's phase two, or a re-protection attempt
+    up,          // connected and answering heartbeats: a failover may use it
+    down,        // known unusable (setup failed, heartbeats missed or failed, a port event, left
+                 // by a failover, a failed re-protection) until re-protected or answering again
+    none         // single path: the comm has no standby slot
+  };
+  State state = none;
+  std::string why;
+  std::uint64_t failures = 0;        // lost: a failed heartbeat, or its pair silent
+  std::uint64_t up_since_ns = 0;     // failback hysteresis
+  bool lost = false;                 // loss of protection said at WARN; its return will be too
+  std::uint64_t lost_ns = 0;         // when it was lost (CLOCK_MONOTONIC ns)
+  // Down only because its pair's heartbeats went unanswered (its path connected, its port up: maybe
+  // just a congested link): a failover still tries it, bounded by HA_NCCL_FAILOVER_TIMEOUT_MS.
+  bool silent = false;
+};
 
-// A comm NCCL never closed, at the last finalize: closed as closeSend / closeRecv would (NCCL's
-// reference dropped too). The reactor is stopped by then.
-void close_at_finalize(CommBase& c);
-
-// ---- polling and detection (progress.cpp)
-// poll_path, then arm p's completion channel and poll once more (a completion between the two
-// raises an event, none is lost). Progress thread only.
-int poll_and_arm(CommBase& c, Path& p, int max, ibv_wc* error);
-// The control plane's step (progress thread, comm held): polls what the data path leaves alone,
-// watches for faults (error completions, port events, the soft RTO, the peer's failover notice),
-// keeps the standby's heartbeats going, advances failover and re-protection. Returns when it
-// wants to run again (CLOCK_MONOTONIC ns; 0: only when woken).
-std::uint64_t control_step(CommBase& c, std::uint64_t now);
-
-// ---- handshakes (connect.cpp, listen.cpp)
-// Finalize, before the devices close: the comms of connections whose connect() was never called
-// again (and of handshakes still running, when they end) go to the reaper, none outlives the state.
-void drop_connect_ops();
-
-// ---- the control task (control.cpp)
-// Starts the comm's control plane on the reactor: called once, when the comm is handed to NCCL.
-void start_control(const std::shared_ptr<CommBase>& c);
-// Runs the comm's control step soon: from any thread (a hop to the progress thread)...
-void wake(CommBase& c);
-// ... or from the progress thread itself.
-void wake_here(CommBase& c);
-// The device's completion channel: wakes the comm of every CQ event (progress thread).
-void watch_channel(Device& d);
-// Port events of d: every comm with a path on it runs its control step now.
-void wake_watchers(Device& d);
-// The comm is woken by d's port events too (its standby moved there). Progress thread.
-void watch_device(const std::shared_ptr<CommBase>& c, Device& d);
-inline void watch_device(CommBase& c, Device& d) { watch_device(c.shared_from_this(), d); }
-
-// ---- switchover (failover.cpp)
-// The receiver's report: base = its oldest receive not fully received (or next_seq), and the
-// received-buffer mask of every receive base .. base+31 (0xff for one already handed back to
-// NCCL, 0 for one not posted yet).
-SyncMsg receiver_report(const std::array<Request, kMaxRequests>& reqs, std::uint64_t next_seq);
-// Whether the report shows buffer `index` of receive `seq` as received.
-bool delivered(const SyncMsg& m, std::uint64_t seq, unsigned index);
-// `planned`: a failback to a healthy path, not a fault. `via`: the path the peer's notice came
-// over - it proves that path works, whatever the local view of the standby says.
-void start_failover(CommBase& c, const std::string& cause, bool planned = false, const Path* via = nullptr);
-// Returns when it wants to run again (as control_step).
-std::uint64_t advance_failover(CommBase& c, std::uint64_t now);
-// The fault the data path handed over (ControlPlane::hand_over), taken ("": none).
-std::string take_failover_request(CommBase& c);
-// Failback: a send comm whose standby runs on the connection's own ports again, healthy for the
-// (dampened) hold-down, switches back to them (a planned failover). Returns when the hold ends (0:
-// no failback due).
-std::uint64_t go_home(CommBase& c, std::uint64_t now);
-// The peer's SyncMsg if a whole one of epoch >= min_epoch arrived (kept in c.cp.peer_sync()); an older
-// one is dropped, one still landing is left for its completion to announce again.
-const SyncMsg* peer_notice(CommBase& c, std::uint32_t min_epoch);
-// No usable path left: WARN, a "fatal" stats line, and ncclSystemError from every later call.
-void fail_comm(CommBase& c, const std::string& why);
-// Failovers started within the window, after dropping the older ones (pure; unit-tested).
-std::size_t failovers_in_window(std::deque<std::uint64_t>& starts, std::uint64_t now, std::uint64_t window_ns);
-// The failback's hold-down, dampened: HA_NCCL_FAILBACK_HOLD_MS after one failover in the retry
-// window, doubled for each further one, at most kMaxHoldDoublings times (a flapping home port
-// waits longer each time; pure, unit-tested).
-constexpr unsigned kMaxHoldDoublings = 5;
-std::uint64_t dampened_hold_ns(std::uint64_t hold_ns, std::size_t failovers) noexcept;
-
-// ---- standby ports (standby.cpp): which pair of ports a new standby goes on
-// The next attempt's ports: ours (nullptr: none now, `why` says why) and the peer's (-1: its slot's
-// device as it is). Pairs that failed since the last reset are skipped.
-struct AttemptPorts {
-  Device* dev = nullptr;
+// Building a new standby after a failover (reprotect.cpp).
+struct PathJob;  // path_job.hpp: verbs work on the reactor's worker threads
+struct ReprotectState {
+  enum Step : std::uint8_t {
+    idle,        // no attempt under way (send side: waits for next_try_ns; receive side: for a request)
+    building,    // a PathJob builds the new QP (and registrations, a flush QP) on a worker; the
+                 // receive side's job also connects it to the sender's endpoint
+    requested,   // send side: the ReprotectMsg request is written; waiting for the answer
+    connecting,  // send side: a PathJob connects our QP to the receiver's endpoint
+    hello        // send side: the HelloMsg is written over the new path, waiting for its completion;
+                 // receive side: answered, waiting for that HelloMsg. Then install()
+  };
+  Step step = idle;
+  std::uint32_t gen = 0;             // send side: attempts made; receive side: last request answered
+  std::uint64_t next_try_ns = 0;
+  std::uint64_t backoff_ns = 0;
+  std::uint64_t deadline_ns = 0;
+  std::uint64_t requested_ns = 0;    // send side: when the attempt's request was first written
+  std::uint32_t reminders = 0;       // send side: the request written again (an answer overdue)
+  std::uint32_t refused_gen = 0;     // receive side: the last request refused (a reminder is refused again); gen - 1 from a new request until it is
+  std::uint32_t refused_ok = 0;      // receive side: how (0, or kPortDown)
+  // Send side: the peer's devices it said are down (kPortDown), left out of the attempts (their
+  // kCandUp cleared in peer_cands) until its kPortBack note, or until peer_down_until_ns.
+  std::vector<int> peer_down;
+  std::uint64_t peer_down_until_ns = 0;
+  std::uint64_t attempts = 0;
+  std::uint64_t done = 0;            // standbys re-established
+  std::uint64_t dropped = 0;         // receive side: requests not acted on (an older attempt's; a rescue's not by rescue mail)
+  std::shared_ptr<PathJob> job;      // the path being built / connected
+  // The attempt's ports: ours (a device index) and the peer's (-1: its slot's device as it is).
+  int dev = -1;
   int peer_dev = -1;
-  std::string why;
+  std::uint64_t rebind = 0;          // the attempt's move of the slot to another device (rebind.hpp); 0: none
+  // Send side: its place among the process's attempts in flight (State::attempts, attempt_gate.hpp),
+  // or its place in the line for one.
+  bool admitted = false;
+  bool queued = false;
+  std::uint64_t deferred_ns = 0;     // since when it waits for the process's failovers to end (0: not)
+  std::uint32_t peer_ctrl = 0;       // the peer's keys on its device of the attempt
+  std::uint32_t peer_fifo = 0;       // (receive side: the sender's FIFO)
+  std::string port;                  // "rxe1:1": the attempt's port here (log lines)
+  // The attempt moves a standby that is up to the connection's own pair (kMove): the standby it
+  // replaces serves until the install, the standby's state is left alone, and a failure ends the
+  // move only. Send side: the next move is tried no sooner than next_move_ns.
+  bool move = false;
+  std::uint64_t next_move_ns = 0;
 };
-AttemptPorts choose_standby_ports(CommBase& c);
-// This node's ports as candidates for a connection whose port here is `primary` (each port's state,
-// standby load and topology; `primary` flagged, its HA_NCCL_BACKUP_MAP backup preferred), sorted
-// by device, at most kMaxCandidates (the primary always among them).
-std::vector<Candidate> local_candidates(const Device& primary);
-// One of them: port `d` as a candidate for connections whose port here is `primary`.
-Candidate candidate_for(const Device& d, const Device& primary);
-// The pair (dev, peer_dev) failed: the next choice skips it until the reset.
-void standby_ports_failed(CommBase& c, int dev, int peer_dev);
-// Every pair may be tried again (after the backoff).
-void standby_ports_reset(CommBase& c);
-// The ports that came back (PORT_ACTIVE, GID change) since the last call, "rxe0:1,rxe2:1" ("":
-// none): the standby pairs through them may be tried again.
-std::string standby_ports_recovered(CommBase& c);
-// The connections each port carries (Device::carried): the comm's active and standby devices
-// counted, what it counted before taken back. Called after every change of devs[] or active, and
-// at close (closing: nothing counted any more).
-void account_ports(CommBase& c);
 
-// ---- re-protection (reprotect.cpp): builds a new standby when there is none (send side
-// drives, receive side answers). Called by control_step in the normal phase; returns when it
-// wants to run again (0: no wish).
-std::uint64_t reprotect(CommBase& c, std::uint64_t now);
-// A rescue begins (rescue.hpp): the send side starts re-protection over (every pair may be tried,
-// now; its messages go over TCP); the receive side waits for the peer's request.
-void restart_for_rescue(CommBase& c, std::uint64_t now);
-// The peer's failover notice came over the path re-protection is still building: install it.
-bool adopt_job_path(CommBase& c, const Path* via, std::uint64_t now);
-// Closing: the path of a finished re-protection job goes to the reaper (a running job keeps its own).
-void retire_job(CommBase& c);
-// A failover while the standby is being moved to the connection's own pair: whether it must wait
-// for the move's hello (it may have been installed by the peer already: true, the failover asks
-// again at the next step), else the move is given up (or, when the peer's notice came over the move's
-// path, left for adopt_job_path to install).
-bool failover_waits_for_move(CommBase& c, const std::string& cause, const Path* via, std::uint64_t now);
-
-// The receive side's decisions on the peer's ReprotectMsg, pure (no verbs, no process state), as
-// answer() / take_request() make them; fuzzed (test/fuzz/reprotect_request.cpp).
-// What a whole request (read_record) gets from a receive comm whose re-protection is at `rp`:
-enum class RequestAction : std::uint8_t {
-  judge,         // a new attempt (its gen newer than the last one taken): judge_request, then build or refuse
-  answer_again,  // the attempt we answered and wait the hello of (a reminder): the same answer again
-  refuse_again,  // the attempt we refused (a reminder): refused again, the same way
-  none,          // the attempt whose side we still build: its answer comes when the job is done
-  drop           // not acted on, counted (ReprotectState::dropped): an older attempt's (a write that
-                 // landed late, or a peer's bug), or a rescue's request (ok kRescueSlot + s) that did
-                 // not come as the rescue service's mail (only a proven TCP request may renumber our slots)
+struct FailoverState {
+  enum Phase : std::uint8_t {
+    normal,     // no switch under way: the data path may post (can_post)
+    quiescing,  // a failback only (the sender's), or a sender re-synchronising in place: no new
+                // sends, the old path's own complete
+    draining,   // the old path's WRs are reaped (its QP in ERROR, unless a failback keeps it);
+                // then the switch to the new path and our SyncMsg notice on it
+    syncing     // our notice is written: waiting for the peer's SyncMsg of this epoch, then
+                // replay (sender) and finish()
+  };
+  Phase phase = normal;
+  std::uint32_t epoch = 0;            // failovers started; both sides count the same
+  std::uint32_t prev_epoch = 0;       // before this one (a failback abandoned before its notice)
+  int from = 0;                       // slot that failed
+  std::uint64_t started_ns = 0;
+  std::uint64_t deadline_ns = 0;      // drain deadline, then the peer's confirmation deadline
+  std::string cause;
+  bool planned = false;               // a failback: the path it leaves is healthy
+  // A failback leaves its old path connected (no ERROR; it becomes the standby): until the switch
+  // is done it is where the comm returns if the failback's target fails during it.
+  bool keep_from = false;
+  // The peer moved onto the path we are on (its failback failed before we followed it): no
+  // switch, the same path is re-synchronised.
+  bool in_place = false;
+  std::uint64_t stall_until_ns = 0;   // HA_NCCL_TEST_FAILBACK_STALL_AT
+  std::uint64_t drain_seen = 0;       // quiescing: the old path's completions at the last look
+  // Syncing: the new path is shown to work (our notice's write completed, or the peer's notice
+  // came over it). From then on only a fault of that path ends the wait, no deadline.
+  bool proven = false;
+  std::uint64_t next_probe_ns = 0;    // syncing, proven: next heartbeat on the new path
+  // Raised by the data path (an error completion, a failed post) for the control plane.
+  std::string requested;
+  bool awaiting_standby = false;      // `requested` waits for a standby still being connected
+  std::deque<std::uint64_t> recent;   // start times of the failovers in the HA_NCCL_RETRY_WINDOW_MS
 };
-// How the request came: written by the peer over a path, or as the rescue service's mail (Inbox::by_mail).
-enum class RequestOrigin : std::uint8_t { path, rescue_mail };
-RequestAction request_action(const ReprotectState& rp, const ReprotectMsg& req, RequestOrigin origin) noexcept;
-// Whether generation `a` is newer than `b` (serial-number order: a peer's gen may wrap).
-constexpr bool newer_gen(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) > 0; }
-// The receive side's state as a new request is taken (a new attempt: gen, not refused yet; its
-// job, if any, dropped by the caller), and as the attempt is refused (`ok`: 0 or kPortDown), at once
-// (judge_request) or when its job failed: what request_action tells a reminder from.
-void begin_request(ReprotectState& rp, const ReprotectMsg& req) noexcept;
-void refuse_request(ReprotectState& rp, std::uint32_t ok) noexcept;
-// What a request is judged against: the comm as the receive side sees it.
-struct RequestView {
-  std::array<Device*, kSlots> devs{};  // CommBase::devs (both set: a single-path comm answers no request)
-  int active = 0;                      // CommBase::active
-  const Device* home = nullptr;        // CommBase::home
-  std::span<const Candidate> peer_cands;  // CommBase::peer_cands
-  FailoverState::Phase phase = FailoverState::normal;
-  std::span<const std::unique_ptr<Device>> devices;  // the process's devices, by NCCL index (State::devices)
-};
-RequestView request_view(const CommBase& c);
-// The verdict: build our side on `dev`, connected to `remote`, or refuse (`dev` null, `why`, the
-// answer's ok `refusal`: kPortDown when the device is there but its port is down, else 0). A
-// rescue's request (ok kRescueSlot + s) for the slot we count as active renumbers ours: `active`
-// (whatever the rest of the verdict; not during a failover, which refuses it).
-struct RequestVerdict {
-  Device* dev = nullptr;
-  net::Endpoint remote{};
-  int active = 0;
-  std::uint32_t refusal = 0;
-  std::string why;
-};
-RequestVerdict judge_request(const RequestView& v, const ReprotectMsg& req);
 
-// ---- standby health (standby_health.cpp): the one writer of StandbyHealth
-// A new comm's standby slot: connecting (its standby is being connected), or none (single path).
-void init_standby(CommBase& c, bool connecting);
-// Health of the standby path, at every control step: its device's events, its completions, its
-// pair's heartbeats (a dead path is moved to ERROR and marked down; a silent pair's marks it down,
-// its answers up again).
-void tend_standby(CommBase& c);
-// The failback's hold-down starts again now (a failback given up, a standby moved home).
-void restart_failback_hold(CommBase& c, std::uint64_t now);
-// Standby state change (INFO line + stats line).
-// Operators see protection come and go at NCCL_DEBUG=WARN: the first loss (a standby that was up
-// goes down, or one that never came up fails) is a WARN, and so is its return; the transitions in
-// between (re-protection attempts and their backoff) are INFO. `said` : a WARN line of the caller
-// (the failover's) already tells the loss.
-void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why, bool said = false);
+// Control messages the peer wrote (kCtlImm completions seen): posted by whoever reaps the
+// completion (the data path's poll or the control plane's), cleared by the part of the control
+// plane that reads the record (failover.cpp: sync; reprotect.cpp: reprotect, hello).
+// A record can also come as mail: the rescue service's proven TCP request or the outcome of our own
+// exchange, copied into the record (rescue.cpp); by_mail tells the two apart (a rescue's request is
+// acted on only as mail).
+class Inbox {
+ public:
+  void post(CtlKind kind, const Path* via) noexcept {
+    if (kind == CtlKind::sync) sync_path_ = via;
+    flags_ |= bit(kind);
+    mail_ &= static_cast<std::uint8_t>(~bit(kind));
+  }
+  void post_mail(CtlKind kind) noexcept {
+    flags_ |= bit(kind);
+    mail_ |= bit(kind);
+  }
+  bool has(CtlKind kind) const noexcept { return (flags_ & bit(kind)) != 0; }
+  bool by_mail(CtlKind kind) const noexcept { return (mail_ & bit(kind)) != 0; }
+  void clear(CtlKind kind) noexcept {
+    flags_ &= static_cast<std::uint8_t>(~bit(kind));
+    mail_ &= static_cast<std::uint8_t>(~bit(kind));
+  }
+  const Path* sync_path() const noexcept { return sync_path_; }  // the last notice's path (identity only)
 
-// ---- observability (stats.cpp)
-const char* standby_name(StandbyHealth::State s) noexcept;
-// One JSON line for HA_NCCL_STATS_FILE, from any thread that holds the comm: queued, and appended
-// to the file by a reactor worker (never on the caller's thread); `extra` adds the event's own
-// members (key/value pairs) to the record's object.
-void write_stats(const CommBase& c, const char* event, const std::function<void(net::JsonWriter&)>& extra = {});
-// The exporter's view of a comm (the caller holds it).
-CommSample sample_comm(const CommBase& c);
-// The registry of live comms (State::comms): start_control registers, close unregisters (holding
-// the comm; its counters are folded into the process totals).
-void register_comm(const std::shared_ptr<CommBase>& c);
-void unregister_comm(const CommBase& c);
-// At init, with the reactor running: the "init" stats record, and the HA_NCCL_PROM_FILE timer.
-struct State;
-void start_monitoring(State& st);
-PromSnapshot take_snapshot(State& st);  // progress thread
+ private:
+  static constexpr std::uint8_t bit(CtlKind k) noexcept { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(k)); }
+  std::uint8_t flags_ = 0;
+  std::uint8_t mail_ = 0;
+  const Path* sync_path_ = nullptr;
+};
+
+// Where a comm's standbys go (standby.cpp).
+struct StandbyPorts {
+  Device* counted_active = nullptr;   // the ports account_ports counted this comm on
+  Device* counted_standby = nullptr;
+  std::vector<std::pair<int, int>> failed_pairs;  // (our device, the peer's) failed since the last reset
+  std::vector<std::uint32_t> seen_recover;        // every device's recover_gen at the last look
+};
+
+// A send comm's place among the process's re-protection attempts (attempt_gate.hpp).
+struct AttemptTicket {
+  bool admitted = false;  // it may run its attempt (until it leaves)
+  bool queued = false;    // it waits in line for that
+};
+
+// A receive comm's rebuilds of its flush QPs (flush.cpp); flush_paths, which iflush reads, stay
+// in RecvComm.
+struct FlushRebuild {
+  std::shared_ptr<Path> next[kSlots];     // built, installed once no read is outstanding on the old one
+  std::shared_ptr<PathJob> job[kSlots];   // a rebuild of its own (a failed or stale QP)
+  std::uint32_t gen[kSlots] = {};         // the device's recover_gen the slot's QP was built for
+  bool want[kSlots] = {};                 // a new QP is wanted (the old one failed, or is stale)
+  std::uint64_t retry_ns[kSlots] = {};    // after a failed rebuild: next attempt
+  std::uint64_t backoff_ns[kSlots] = {};
+  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS: when (now_ns) the active slot's loopback QP is moved to
+  // ERROR, and how many of them were done.
+  std::vector<std::uint64_t> test_error_ns;
+  std::size_t test_errors_done = 0;
+};
+
+// A slot of the comm moving to another device (rebind.hpp): announced by the progress thread,
+// read by regMr and the move's preparation; under CommBase::reg_mutex.
+struct RebindState {
+  Device* dev = nullptr;   // a move of a slot to this device is being prepared
+  std::uint64_t gen = 0;   // moves begun or given up so far
+};
+
+// The comm's control plane (CommBase::cp): the state machines of failover, standby health,
+// re-protection, rescue, the flush QPs' rebuilds and a slot's move, and where its standbys go.
+// Run by the progress thread (control_step and what it calls) while it holds the comm (`owned`).
+//
+// The data path, under `owned` too, has three calls and nothing else: may it post (may_post),
+// hand a fault over (hand_over), and what its polls reaped (reaped_control, reaped_notice_write).
+// Everyone may read every state machine; each has one writer, named below as a friend: the type
+// defined in the one file named beside it, and named nowhere else (unit.plugin_writers checks it:
+// a second definition elsewhere is an ODR violation no linker reports).
+class ControlPlane {
+ public:
+  // ---- the data path
+  bool may_post() const noexcept { return fo_.phase == FailoverState::normal && fo_.requested.empty(); }
+  // A fault of the active path, for the control step to fail over (false: one is already asked
+  // for or under way). The caller wakes the control task.
+  bool hand_over(std::string cause) {
+    if (!may_post()) return false;
+    fo_.requested = std::move(cause);
+    return true;
+  }
+  // A control write of the peer came in over `p` (its receive's completion). False: an unknown
+  // kind. True for the peer's goodbye the first time (CtlKind::bye: `peer_closed` from now on).
+  bool reaped_control(CtlKind kind, const Path& p) noexcept {
+    switch (kind) {
+      case CtlKind::sync:
+      case CtlKind::reprotect:
+      case CtlKind::hello:
+        inbox_.post(kind, &p);
+        return true;
+      case CtlKind::bye:
+        peer_closed_ = true;
+        return true;
+    }
+    return false;
+  }
+  // Our failover notice's write completed on `p`: the new path is proven if it is the active one.
+  void reaped_notice_write(bool on_active) noexcept {
+    if (fo_.phase == FailoverState::syncing && on_active) fo_.proven = true;
+  }
+
+  // ---- the state machines (read by all)
+  const FailoverState& fo() const noexcept { return fo_; }
+  const StandbyHealth& standby() const noexcept { return standby_; }
+  const ReprotectState& rp() const noexcept { return rp_; }
+  const RescueState& rescue() const noexcept { return rescue_; }
+  const AttemptTicket& ticket() const noexcept { return ticket_; }
+  const FlushRebuild& flush() const noexcept { return flush_; }
+  const RebindState& rebind() const noexcept { return rebind_; }
+  const StandbyPorts& ports() const noexcept { return ports_; }
+  const Inbox& inbox() const noexcept { return inbox_; }
+  const SyncMsg& peer_sync() const noexcept { return peer_sync_; }  // the peer's last whole SyncMsg
+  // The peer closed the connection in order (its CtlKind::bye came): what follows from it (its
+  // QPs gone, heartbeats unanswered) is no fault. The control plane stops watching the comm.
+  bool peer_closed() const noexcept { return peer_closed_; }
+
+ private:
+  friend struct FailoverWriter;   // failover.cpp: fo_, peer_sync_, the sync notice of inbox_
+  friend struct StandbyWriter;    // standby_health.cpp: standby_
+  friend struct ReprotectWriter;  // reprotect.cpp: rp_, the reprotect and hello messages of inbox_
+  friend struct RescueWriter;     // rescue.cpp: rescue_ (its TCP mail into inbox_)
+  friend struct GateWriter;       // attempt_gate.cpp: ticket_
+  friend struct FlushWriter;      // flush.cpp: flush_
+  friend struct RebindWriter;     // rebind.cpp: rebind_
+  friend struct PortsWriter;      // standby.cpp: ports_
+  friend struct DetectWriter;     // progress.cpp: rto_noted_
+
+  FailoverState fo_;
+  StandbyHealth standby_;
+  ReprotectState rp_;
+  RescueState rescue_;  // re-protection over TCP when no path is left (rescue.hpp)
+  AttemptTicket ticket_;
+  FlushRebuild flush_;
+  RebindState rebind_;
+  Inbox inbox_;
+  SyncMsg peer_sync_;
+  bool peer_closed_ = false;
+  bool rto_noted_ = false;  // the soft RTO expired with no standby: said once
+  StandbyPorts ports_;
+};
 
 }  // namespace nccl_ha::plugin

@@ -13,7 +13,7 @@
 //                      allocate. listen / connect / accept do local work and return; their
 //                      handshakes run on the progress thread.
 //   progress thread    ncclHaProgress, the reactor's io_context: handshakes (listen.cpp,
-//                      connect.cpp), every comm's control task (control_plane.hpp: heartbeats,
+//                      connect.cpp), every comm's control task (control_ops.hpp: heartbeats,
 //                      detection, failover, re-protection, flush paths), port events, the stats
 //                      and Prometheus timers. It takes a comm with Hold too and looks again later
 //                      when NCCL's thread has it. Its one wait: CommBase::reg_mutex in the rebind

@@ -1,7 +1,7 @@
 // The data path's calls: what isend / irecv / test / iflush (p2p.cpp, flush.cpp) use on NCCL's
 // thread, and the control plane too - taking the comm (Hold, HoldWait), posting, reaping
 // completions, whether posting is allowed now, handing a fault to the control plane. None of them
-// waits for another thread, none allocates. The control plane's own calls: control_plane.hpp;
+// waits for another thread, none allocates. The control plane's own calls: control_ops.hpp;
 // who runs what: the Threads section of core.hpp.
 #pragma once
 

@@ -32,7 +32,7 @@
 #include <cstring>
 #include <optional>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "reaper.hpp"
 #include "state.hpp"
 
@@ -353,6 +353,26 @@ std::uint64_t dampened_hold_ns(std::uint64_t hold_ns, std::size_t failovers) noe
   return hold_ns << doublings;
 }
 
+namespace {
+
+// Why the standby slot `to` cannot take the traffic now (empty: it can).
+std::string why_standby_unusable(const CommBase& c, int to) {
+  const StandbyHealth& h = c.cp.standby();
+  const Path* sb = c.paths[to].get();
+  const std::string state = standby_name(h.state) + (h.why.empty() ? std::string() : " (" + h.why + ")");
+  if (!sb) return c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " + state : "no standby (single path)";
+  // A standby down only for unanswered heartbeats is still connected: tried, and the switch's
+  // deadline (HA_NCCL_FAILOVER_TIMEOUT_MS) bounds the try.
+  const bool silent = h.state == StandbyHealth::down && h.silent && sb->link.load(std::memory_order_relaxed) == Path::up;
+  if (h.state != StandbyHealth::up && !silent) return "standby " + sb->dev->port.id() + " is " + state;
+  if (!sb->dev->port_up.load(std::memory_order_relaxed) ||
+      sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen)
+    return "standby " + sb->dev->port.id() + " is down (" + describe_fault(*sb->dev) + ")";  // fail fast
+  return {};
+}
+
+}  // namespace
+
 void start_failover(CommBase& c, const std::string& cause, bool planned, const Path* via) {
   if (c.error != ncclSuccess || fo_of(c).phase != FailoverState::normal) return;
   const std::uint64_t now = now_ns();
@@ -377,23 +397,7 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   if (via && c.paths[to].get() != via) adopt_job_path(c, via, now);
   const bool proved = via && c.paths[to].get() == via;
   Path* sb = c.paths[to].get();
-  std::string unusable;
-  if (!sb) {
-    unusable = c.devs[to] ? "standby " + c.devs[to]->port.id() + " is " + standby_name(c.cp.standby().state) +
-                                (c.cp.standby().why.empty() ? "" : " (" + c.cp.standby().why + ")")
-                          : "no standby (single path)";
-  } else if (!proved) {
-    // A standby down only for unanswered heartbeats is still connected: tried, and the switch's
-    // deadline (HA_NCCL_FAILOVER_TIMEOUT_MS) bounds the try.
-    const bool silent = c.cp.standby().state == StandbyHealth::down && c.cp.standby().silent &&
-                        sb->link.load(std::memory_order_relaxed) == Path::up;
-    if (c.cp.standby().state != StandbyHealth::up && !silent)
-      unusable = "standby " + sb->dev->port.id() + " is " + standby_name(c.cp.standby().state) +
-                 (c.cp.standby().why.empty() ? "" : " (" + c.cp.standby().why + ")");
-    else if (!sb->dev->port_up.load(std::memory_order_relaxed) ||
-             sb->dev->fault_gen.load(std::memory_order_relaxed) != sb->fault_gen)
-      unusable = "standby " + sb->dev->port.id() + " is down (" + describe_fault(*sb->dev) + ")";  // fail fast
-  }
+  const std::string unusable = proved ? std::string() : why_standby_unusable(c, to);
   if (sb && !proved && c.cp.standby().state == StandbyHealth::connecting && !c.cp.rp().job) {
     // A new comm's standby is still being connected (run_standby, bounded by the handshake
     // timeout): the failover waits for it (NCCL sees a delay), then goes on - or fails - once

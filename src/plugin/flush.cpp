@@ -39,7 +39,7 @@
 #include <cstring>
 
 #include "core.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "datapath.hpp"
 #include "path_job.hpp"
 #include "reaper.hpp"

@@ -175,7 +175,7 @@ asio::awaitable<Expected<SessionKeys>> connect_and_prove(std::optional<tcp::sock
 
 asio::awaitable<Expected<net::Nonce>> read_hello(tcp::socket& sock, net::Key secret, std::uint64_t id, NonceLog& nonces,
                                                  Millis deadline) {
-  auto hello = co_await net::read_frame(sock, id, deadline, kHelloSize);
+  auto hello = co_await net::read_first_frame(sock, id, deadline, kHelloSize);
   if (!hello) co_return std::move(hello).error();
   if (hello->type != static_cast<std::uint16_t>(HandshakeMsg::hello))
     co_return make_error(Errc::bad_type, "a first frame that is not a hello (type " + std::to_string(hello->type) + ")");

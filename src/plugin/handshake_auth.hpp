@@ -125,6 +125,8 @@ boost::asio::awaitable<Expected<SessionKeys>> connect_and_prove(std::optional<tc
 // the connector's nonce once it proved the secret, when the caller gives its admission place back
 // (Admission::Ticket::proven: from then on the socket is no stranger's, never evicted). Then
 // answer_hello writes the reply and gives the session keys. listener_hello: both.
+// A hello that is whole in the socket's buffer when the deadline fires is still read
+// (net::read_first_frame: the listener's process was busy, not the connector silent).
 boost::asio::awaitable<Expected<net::Nonce>> read_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,
                                                         NonceLog& nonces, Millis deadline);
 boost::asio::awaitable<Expected<SessionKeys>> answer_hello(tcp::socket& sock, net::Key secret, std::uint64_t id,

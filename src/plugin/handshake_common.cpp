@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "core.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "handle.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "state.hpp"

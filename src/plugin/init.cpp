@@ -17,7 +17,7 @@
 #include <mutex>
 
 #include "backup.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "nccl_ha/reactor/fd_watcher.hpp"
 #include "core.hpp"
 #include "gdr.hpp"

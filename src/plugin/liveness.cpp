@@ -10,7 +10,7 @@
 #include <cstring>
 #include <optional>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "datapath.hpp"
 #include "log.hpp"
 #include "nccl_ha/net/gid.hpp"

@@ -21,7 +21,7 @@ struct CommCounters {
   std::uint64_t failovers = 0;
   std::uint64_t failbacks = 0;
   std::uint64_t reprotections = 0;  // standbys re-established after a failover
-  std::uint64_t reprotect_dropped = 0;  // the peer's re-protection requests not acted on (control_plane.hpp: RequestAction::drop)
+  std::uint64_t reprotect_dropped = 0;  // the peer's re-protection requests not acted on (control_ops.hpp: RequestAction::drop)
   std::uint64_t replayed = 0;       // messages replayed on the new path
   std::uint64_t messages = 0;       // messages completed
   std::uint64_t bytes_sent = 0;     // send comms: bytes of completed sends

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "core.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "datapath.hpp"
 #include "reaper.hpp"
 #include "state.hpp"

@@ -1,6 +1,6 @@
 #include "path_job.hpp"
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "reaper.hpp"
 #include "state.hpp"
 

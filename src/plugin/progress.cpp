@@ -24,7 +24,7 @@
 // wake it.
 #include <cstdio>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
 #include "state.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "comm.hpp"
 #include "core.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "device.hpp"
 #include "rebind.hpp"
 #include "state.hpp"

@@ -38,7 +38,7 @@
 #include <functional>
 #include <optional>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "path_job.hpp"
 #include "rebind.hpp"
 #include "reaper.hpp"

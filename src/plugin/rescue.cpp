@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "admission.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "rescue_wire.hpp"
 #include "state.hpp"
@@ -358,6 +358,9 @@ bool wait_for_rescue(CommBase& c, const std::string& what, std::uint64_t now,
     begin_rescue(c, what, now);
   } else if (!r.fatal.empty()) {
     gave_up = r.fatal;
+    return false;
+  } else if (!rescue_possible(c)) {  // the last port here went down while it waited (both rails pulled)
+    gave_up = "no port left up here for a new path";
     return false;
   } else if (now >= r.deadline_ns) {
     gave_up = "no new path within HA_NCCL_RESCUE_TIMEOUT_MS (" + std::to_string(c.rescue_timeout_ns / 1000000) + " ms)" +

@@ -131,7 +131,8 @@ void rescue_send(CommBase& c);
 bool rescue_answer(CommBase& c, const ReprotectMsg& m);
 // start_failover, comm held: the failover found no usable standby (`what` says what failed).
 // True: it waits for a rescue (begun now, if possible; the failover asks again at every step).
-// False: no rescue (not possible, or given up: `gave_up` says why) - the comm fails.
+// False: no rescue (not possible, or given up: `gave_up` says why, e.g. the last port here went
+// down while it waited) - the comm fails.
 bool wait_for_rescue(CommBase& c, const std::string& what, std::uint64_t now, std::string& gave_up);
 // The comm failed (fail_comm): the peer's rescue requests are refused at once, with `why`.
 void refuse_rescues(CommBase& c, const std::string& why);

@@ -54,7 +54,7 @@ std::optional<std::vector<std::uint8_t>> open_rescue_answer(const net::Key& key,
 boost::asio::awaitable<Expected<ProvenRequest>> read_rescue_request(boost::asio::ip::tcp::socket& sock,
                                                                     const RescueKeyLookup& key_for,
                                                                     std::chrono::milliseconds deadline) {
-  auto f = co_await net::read_frame(sock, net::kAnyToken, deadline, kRescueRequestSize);
+  auto f = co_await net::read_first_frame(sock, net::kAnyToken, deadline, kRescueRequestSize);
   if (!f) co_return std::move(f).error();
   if (f->type != kRescueMsg) co_return make_error(Errc::bad_type, "a frame of type " + std::to_string(f->type));
   const std::optional<net::Key> key = key_for(f->token);

@@ -13,7 +13,7 @@
 // returns only to it.
 #include <algorithm>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "state.hpp"
 
 namespace nccl_ha::plugin {

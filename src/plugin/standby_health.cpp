@@ -2,7 +2,7 @@
 // transitions are said in one place (set_standby: INFO, or WARN when protection is lost or comes
 // back); tend_standby watches the standby path itself (its device's events, its completions, its
 // pair's heartbeats) at every control step.
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 
 namespace nccl_ha::plugin {
 

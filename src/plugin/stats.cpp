@@ -17,7 +17,7 @@
 #include <string_view>
 #include <utility>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "nccl_ha/version.hpp"
 #include "output_file.hpp"
 #include "rescue.hpp"

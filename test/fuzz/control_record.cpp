@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "datapath.hpp"
 #include "fuzz_common.hpp"
 

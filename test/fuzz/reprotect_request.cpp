@@ -34,7 +34,7 @@
 #include <memory>
 #include <vector>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "fuzz_common.hpp"
 #include "nccl_ha/net/wire.hpp"
 #include "path_job.hpp"

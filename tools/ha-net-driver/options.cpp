@@ -33,8 +33,9 @@ double parse_seconds(const std::string& opt, const std::string& v, bool zero_ok)
 
 }  // namespace
 
-const char* usage() {
-  static const std::string text = R"(usage: ha-net-driver --plugin PATH --rank 0 --listen-port P [options]
+namespace {
+// The options (fault_usage() between the two parts).
+constexpr const char* kUsageHead = R"(usage: ha-net-driver --plugin PATH --rank 0 --listen-port P [options]
        ha-net-driver --plugin PATH --rank 1 --peer HOST:PORT [options]
 
 Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
@@ -105,13 +106,18 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
   --linger S           after dlclose, wait up to S s until the thread count is back to its value before
                        init (a plugin's background threads), before the last snapshot and the exit
-)" + fault_usage() + R"(  -h, --help           this text
+)";
+constexpr const char* kUsageTail = R"(  -h, --help           this text
   --version            print "ha-net-driver <version>" and exit
 Environment: NCCL_DEBUG=WARN|INFO|TRACE (default WARN), NCCL_DEBUG_SUBSYS, HA_NET_DRIVER_QUIET=1,
 HA_NET_DRIVER_TOKEN (see --token).
 Exit status: 0 all verified, 1 verification failed, 2 usage (also: the ranks' tokens differ), 3 plugin
 error, 4 timeout (also: no connection proved the token in time), 5 peer error.
 )";
+}  // namespace
+
+const char* usage() {
+  static const std::string text = std::string(kUsageHead) + fault_usage() + kUsageTail;
   return text.c_str();
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One writer per state machine of a comm's control plane (src/plugin/comm.hpp, ControlPlane).
+"""One writer per state machine of a comm's control plane (src/plugin/control_plane.hpp, ControlPlane).
 
 ControlPlane keeps its state machines private; each is written only through a friend struct
 (FailoverWriter, ...) whose comment names the one file that defines it. The compiler enforces the
@@ -16,7 +16,7 @@ import sys
 
 def main() -> int:
     root = pathlib.Path(sys.argv[1])
-    comm = root / "src/plugin/comm.hpp"
+    comm = root / "src/plugin/control_plane.hpp"
     text = comm.read_text()
     writers = re.findall(r"friend struct (\w+Writer);\s*//\s*([\w.]+\.cpp):", text)
     errors = []
@@ -38,7 +38,7 @@ def main() -> int:
         if others:
             errors.append(f"{name} (written by {owner_path} only) is named in: {', '.join(others)}")
         if owner_path not in where:
-            errors.append(f"{name}: not found in {owner_path}, the file comm.hpp names as its writer")
+            errors.append(f"{name}: not found in {owner_path}, the file control_plane.hpp names as its writer")
             continue
         defs = re.findall(rf"^struct {name} \{{", (root / owner_path).read_text(), re.M)
         if len(defs) != 1:

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "comm.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "reaper.hpp"
 #include "state.hpp"
 #include "test_expected.hpp"

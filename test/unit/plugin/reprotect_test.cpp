@@ -1,6 +1,6 @@
 // What the peer's RDMA-written records make us do, without verbs: the sender's reads of the
 // clear-to-send entries (datapath.hpp read_cts, match_cts, cts_rkey), and the receive side's
-// decisions on a re-protection request (control_plane.hpp request_action, judge_request). Fuzzed
+// decisions on a re-protection request (control_ops.hpp request_action, judge_request). Fuzzed
 // as well (test/fuzz/control_record.cpp, reprotect_request.cpp).
 #include <infiniband/verbs.h>
 
@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "nccl_ha/net/wire.hpp"
 #include "path_job.hpp"
 

@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "comm.hpp"
-#include "control_plane.hpp"
+#include "control_ops.hpp"
 #include "reaper.hpp"
 
 using namespace nccl_ha::plugin;

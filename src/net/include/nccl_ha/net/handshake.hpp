@@ -26,6 +26,13 @@ asio::awaitable<Status> write_bytes(tcp::socket& socket, std::span<const std::ui
 asio::awaitable<Expected<Frame>> read_frame(tcp::socket& socket, std::uint64_t expected_token, Millis timeout,
                                             std::size_t max_payload = kMaxPayload);
 
+// A stranger's first frame, of at most `max_payload` bytes, within `deadline`; when the deadline
+// fires with a whole frame of that size waiting in the socket's buffer (the reading process was
+// busy past the deadline, the sender was not late), it is still read: nothing is waited for
+// beyond the deadline.
+asio::awaitable<Expected<Frame>> read_first_frame(tcp::socket& socket, std::uint64_t expected_token, Millis deadline,
+                                                  std::size_t max_payload);
+
 // Reads a frame of the given type; an error frame from the peer becomes Errc::peer_error with
 // the peer's reason, any other type Errc::bad_type.
 asio::awaitable<Expected<Frame>> read_frame_of(tcp::socket& socket, std::uint16_t type, std::uint64_t expected_token,

@@ -111,6 +111,10 @@ else
   say "no .rpm packages (rpmbuild not installed)"
 fi
 
+# Test-only libraries (the VM tests' dma-buf shim: test/integration/shim) are never packaged.
+shims=$(cd "$ROOT" && find . -name '*test-dmabuf-shim*')
+[[ -z $shims ]] || die "a test-only library is in the packages: $shims"
+
 # ---- the runtime package ----
 say "tools from the extracted tree"
 out=$("$PREFIX/bin/ha-net-driver" --version) || die "ha-net-driver --version failed"

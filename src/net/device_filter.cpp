@@ -61,21 +61,20 @@ Expected<DeviceFilter> DeviceFilter::parse(const std::string& raw) {
       spec.erase(0, 1);
     }
   }
-  if (spec.empty()) {
-    if (f.exclude_ || f.exact_) return make_error(Errc::invalid_argument, "device filter '" + raw + "' names no device");
-    return f;
-  }
   std::size_t start = 0;
   while (start <= spec.size()) {
     std::size_t comma = spec.find(',', start);
     std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty()) return make_error(Errc::invalid_argument, "device filter '" + raw + "' has an empty entry");
-    auto e = parse_entry(item);
-    if (!e) return e.error();
-    f.entries_.push_back(std::move(e).value());
+    if (!item.empty()) {  // an empty entry (a trailing or doubled comma) is skipped, as NCCL does
+      auto e = parse_entry(item);
+      if (!e) return e.error();
+      f.entries_.push_back(std::move(e).value());
+    }
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  if (f.entries_.empty() && (f.exclude_ || f.exact_))
+    return make_error(Errc::invalid_argument, "device filter '" + raw + "' names no device");
   return f;
 }
 

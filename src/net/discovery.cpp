@@ -141,15 +141,19 @@ int width_lanes(std::uint8_t active_width) noexcept {
 
 namespace {
 
-// Lane rate (Mbps) of bit `bit` of a speed encoding; 0 when no such bit.
+// Lane rate (Mbps) of bit `bit` of a speed encoding. No bit, or one past the table: the table's
+// last entry, as NCCL reads an encoding it does not know (net_ib ncclIbSpeed: the first set bit
+// below the last index, else the last), so a new encoding is never a speed of 0.
 int lane_rate_at_bit(int bit) noexcept {
   static constexpr int kRates[] = {2500, 5000, 10000, 10000, 14000, 25000, 50000, 100000, 200000};
-  return bit >= 0 && bit < static_cast<int>(std::size(kRates)) ? kRates[bit] : 0;
+  constexpr int last = static_cast<int>(std::size(kRates)) - 1;
+  return kRates[bit >= 0 && bit < last ? bit : last];
 }
 
 int lanes_at_bit(int bit) noexcept {
   static constexpr int kLanes[] = {1, 4, 8, 12, 2};
-  return bit >= 0 && bit < static_cast<int>(std::size(kLanes)) ? kLanes[bit] : 0;
+  constexpr int last = static_cast<int>(std::size(kLanes)) - 1;
+  return kLanes[bit >= 0 && bit < last ? bit : last];
 }
 
 int first_bit(std::uint32_t v) noexcept { return v ? std::countr_zero(v) : -1; }
@@ -159,6 +163,21 @@ int first_bit(std::uint32_t v) noexcept { return v ? std::countr_zero(v) : -1; }
 int port_speed_mbps(std::uint8_t active_width, std::uint8_t active_speed, std::uint32_t active_speed_ex) noexcept {
   const std::uint32_t speed = active_speed_ex ? active_speed_ex : active_speed;
   return lane_rate_at_bit(first_bit(speed)) * lanes_at_bit(first_bit(active_width));
+}
+
+std::vector<std::size_t> settle_inactive_speeds(std::vector<PortInfo>& ports) {
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    if (ports[i].active()) continue;
+    int fastest = 0;
+    for (const auto& p : ports)
+      if (p.active() && p.link_layer == ports[i].link_layer) fastest = std::max(fastest, p.speed_mbps);
+    if (fastest > 0 && fastest != ports[i].speed_mbps) {
+      ports[i].speed_mbps = fastest;
+      changed.push_back(i);
+    }
+  }
+  return changed;
 }
 
 bool is_pci_bdf(std::string_view c) noexcept {

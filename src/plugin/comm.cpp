@@ -173,6 +173,7 @@ Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& p
     return std::move(s).error();
   for (auto& r : c->reqs) r.comm = c.get();
   c->flushed.comm = c.get();
+  for (auto& r : c->flushes) r.comm = c.get();  // bound from the start: test() of any flush finds its comm
   return c;
 }
 

@@ -70,6 +70,7 @@ void read_registration(const net::EnvLookup& env, Config& c) {
     c.relaxed_ordering_var = which;
   c.relaxed_ordering = static_cast<int>(
       net::env_int(env, {"HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING"}, 2, 0, 2));
+  c.gdr_flush_disable = net::env_int(env, {"HA_NCCL_IB_GDR_FLUSH_DISABLE", "NCCL_IB_GDR_FLUSH_DISABLE"}, 0, 0, 1) != 0;
 }
 
 // HA_NCCL_MAX_POLL, else its old name HA_NCCL_TEST_MAX_POLL (WARNed about: deprecated).
@@ -240,6 +241,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
+  add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));
   if (const std::string hooks = c.test.settings(); !hooks.empty()) s += ' ' + hooks;  // test builds only
   return s;
 }

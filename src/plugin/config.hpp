@@ -82,6 +82,10 @@ struct Config {
   // (default); NCCL's rule (mr_ops.hpp relaxed_ordering_on) decides per device at init.
   int relaxed_ordering = 2;
   std::string relaxed_ordering_var = "NCCL_IB_PCI_RELAXED_ORDERING";
+  // HA_NCCL_IB_GDR_FLUSH_DISABLE, else NCCL_IB_GDR_FLUSH_DISABLE (0/1, default 0, net_ib's): 1:
+  // GPU buffers are not read back (no flush QPs unless HA_NCCL_FORCE_FLUSH; iflush completes at
+  // once), for platforms whose PCIe ordering makes the READ unnecessary.
+  bool gdr_flush_disable = false;
   // The HA_NCCL_TEST_* fault injections of the VM tests (test_hooks.hpp): all off, and not read,
   // in a build without -DNCCL_HA_TEST_HOOKS=ON.
   TestHooks test;

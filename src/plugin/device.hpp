@@ -94,7 +94,7 @@ struct Device {
   // What getProperties reports, as NCCL's own IB transport would (init.cpp assign_nccl_identity):
   std::string pci_path;  // storage behind Props::pci_path: net::nccl_pci_path() of port.pci_path
   int nccl_port = 0;     // Props::port: port number + NCCL's real port (net::nccl_real_ports())
-  std::int16_t rail_id = -1;   // railId (v12): NCCL_IB_HCA's rail, else topology.hpp rail_ids()
+  std::int16_t rail_id = -1;   // railId (v12): NCCL_IB_HCA's rail, else NCCL_NET_ID_UNDEF (as net_ib)
   std::int16_t plane_id = -1;  // planeId (v12): NCCL_IB_HCA's plane, else NCCL_NET_ID_UNDEF
   std::string name;      // storage behind Props::name
 

@@ -8,7 +8,9 @@
 //
 // Host memory needs none of this, so iflush returns an already complete request, unless
 // HA_NCCL_FORCE_FLUSH=1 (reported as forceFlush), which reads back every flushed receive. The
-// loopback QPs exist when a GPU peer-memory client is loaded (gdr.hpp) or the flush is forced.
+// loopback QPs exist where GPU memory can be registered - a GPU peer-memory client is loaded
+// (gdr.hpp), or a device of the comm offers dma-buf (mr_ops.hpp), net_ib's rule - unless
+// NCCL_IB_GDR_FLUSH_DISABLE=1; or when the flush is forced. Without them iflush completes at once.
 //
 // Which devices a flush reads through (flush_plan.hpp): each data completion marks its slot, and
 // the device that wrote, in the comm (p2p.cpp complete_recv); iflush takes the marks (a READ
@@ -36,7 +38,9 @@
 // swaps it in while it holds the comm (CommBase::owned): iflush / test just use flush_paths, with
 // no lock and no allocation of their own. A slot a flush waits for is rebuilt at once, even the
 // standby's (whose QP re-protection would otherwise bring with the standby).
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "core.hpp"
 #include "control_ops.hpp"
@@ -266,7 +270,8 @@ Expected<std::shared_ptr<Path>> build_flush_path(Reaper* reaper, Device& d, int 
 
 Status setup_flush(RecvComm& c) {
   const State* st = state();
-  if (!st || !st->flush_qps()) return {};
+  if (!st || std::none_of(std::begin(c.devs), std::end(c.devs), [st](const Device* d) { return d && st->flush_qps(*d); }))
+    return {};  // no memory that needs reading back can be registered on the comm's devices
   c.force_flush = st->config.force_flush;
   c.flush_on = true;
   for (int s = 0; s < kSlots; ++s) {
@@ -291,7 +296,6 @@ Status setup_flush(RecvComm& c) {
       rebuild_of(c).want[s] = c.keys[s].flush_sink != nullptr;  // the control plane builds it when it can
     }
   }
-  for (auto& r : c.flushes) r.comm = &c;
   const std::uint64_t start = now_ns();
   for (const int ms : st->config.test.flush_qp_error_ms())
     rebuild_of(c).test_error_ns.push_back(start + static_cast<std::uint64_t>(ms) * 1000000ull);
@@ -396,7 +400,9 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
   for (int i = 0; i < n; ++i)
     if (sizes[i] > 0) last = i;
   const auto* mh = last < 0 ? nullptr : static_cast<const RegHandle*>(mhandles[last]);
-  if (!mh || !(mh->gpu || c.force_flush)) {  // nothing to read back: host memory (without HA_NCCL_FORCE_FLUSH)
+  // Nothing to read back: host memory (without HA_NCCL_FORCE_FLUSH), or no flush QPs
+  // (NCCL_IB_GDR_FLUSH_DISABLE): complete at once, as net_ib's NULL request.
+  if (!mh || !(mh->gpu || c.force_flush) || !c.flush_on) {
     *request = &c.flushed;
     return ncclSuccess;
   }

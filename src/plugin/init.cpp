@@ -208,25 +208,21 @@ void assign_backups(State& s, const std::vector<net::IfAddr>& addrs) {
 
 // What getProperties reports about each device, as NCCL's IB transport would: the PCI path with
 // the function (and, NCCL_IB_MERGE_VFS, the VF) digits merged, the port number plus the real port
-// (earlier devices on the same merged path), NCCL_IB_HCA's rail and plane of the entry that
-// selected the port (rail: else the index of the port's rail on this host, topology.hpp
-// rail_ids()). The full path stays in port.pci_path for the plugin's own topology. After
-// assign_backups (the rails).
+// (earlier devices on the same merged path), and NCCL_IB_HCA's rail and plane of the entry that
+// selected the port, else undefined: NCCL is never told a rail the plugin inferred (its rails and
+// islands from the addresses serve the plugin's own standby choice; on InfiniBand or a flat RoCE
+// subnet they would put every NIC on one rail, and NCCL's rail-matching search would pair NICs
+// across rails). The full path stays in port.pci_path for the plugin's own topology.
 void assign_nccl_identity(State& s, const net::DeviceFilter& filter) {
   std::vector<std::string> paths;
-  std::vector<NetPrefix> rails;
-  for (const auto& d : s.devices) {
-    paths.push_back(net::nccl_pci_path(d->port.pci_path, s.config.ib_merge_vfs));
-    rails.push_back(d->topo.rail);
-  }
+  for (const auto& d : s.devices) paths.push_back(net::nccl_pci_path(d->port.pci_path, s.config.ib_merge_vfs));
   const std::vector<int> real = net::nccl_real_ports(paths);
-  const std::vector<std::int16_t> model_rail = rail_ids(rails);
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
     Device& d = *s.devices[i];
     const auto* entry = filter.selecting_entry(d.port.device, d.port.port);
     d.pci_path = std::move(paths[i]);
     d.nccl_port = static_cast<int>(d.port.port) + real[i];
-    d.rail_id = entry && entry->rail ? *entry->rail : model_rail[i];
+    d.rail_id = entry && entry->rail ? *entry->rail : std::int16_t{-1};
     d.plane_id = entry && entry->plane ? *entry->plane : std::int16_t{-1};
   }
 }
@@ -316,7 +312,6 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
     return nullptr;
   }
   d->name = port.device;
-  d->max_comms = compute_max_comms(port, s.flush_qps(), s.config.debug || log_enabled(LogLevel::info));
   d->timeouts = net::QpTimeouts::from_env();
   // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
   // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so
@@ -348,6 +343,7 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
             "until it is ACTIVE", port.id().c_str(), net::port_state_name(port.state), d->index);
   d->port = std::move(port);
   decide_registration(s.config, real_mr_ops(), *d, s.devices.empty());  // dma-buf probe, relaxed ordering
+  d->max_comms = compute_max_comms(d->port, s.flush_qps(*d), s.config.debug || log_enabled(LogLevel::info));
   return d;
 }
 
@@ -382,7 +378,11 @@ ncclResult_t create_state() {
   for (const char* v : {"HA_NCCL_RTO_MS", "HA_NCCL_HEARTBEAT_MS", "HA_NCCL_QP_TIMEOUT", "HA_NCCL_QP_RETRY_CNT",
                         "HA_NCCL_MAX_RETRIES", "HA_NCCL_FAILBACK_HOLD_MS", "HA_NCCL_ENABLE_FAILBACK"})
     user_tuned = user_tuned || net::env_string({v}).has_value();
-  for (auto& port : net::discover_ports(opts))
+  std::vector<net::PortInfo> ports = net::discover_ports(opts);
+  for (const std::size_t i : net::settle_inactive_speeds(ports))
+    HA_INFO("NET/HA: %s is %s at init: its speed is reported as its ACTIVE siblings' (%d Mbps)", ports[i].id().c_str(),
+            net::port_state_name(ports[i].state), ports[i].speed_mbps);
+  for (auto& port : ports)
     if (auto d = open_port(*s, std::move(port), warned, user_tuned)) s->devices.push_back(std::move(d));
   const std::vector<net::IfAddr> addrs = host_addresses();
   assign_backups(*s, addrs);

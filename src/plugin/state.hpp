@@ -82,8 +82,12 @@ struct State {
   // Last member: destroyed first, with whatever coroutine frames it still holds, while the
   // devices and the reaper those frames' comms and paths need are still there.
   reactor::Reactor reactor;
-  // Receive comms get loopback QPs for RDMA READ flushes (HA_NCCL_FORCE_FLUSH, or GPU memory).
-  bool flush_qps() const { return config.force_flush || gpu_memory; }
+  // Receive comms on `d` get loopback QPs for RDMA READ flushes: with HA_NCCL_FORCE_FLUSH, or
+  // where GPU memory can be registered - a peer-memory client, or dma-buf offered on `d` (net_ib's
+  // rule) - unless NCCL_IB_GDR_FLUSH_DISABLE.
+  bool flush_qps(const Device& d) const {
+    return config.force_flush || (!config.gdr_flush_disable && (gpu_memory || d.dmabuf_offered));
+  }
   // What a new comm is built from (comm.hpp): these settings, this reaper.
   CommEnv comm_env() { return {&config, &reaper}; }
 };

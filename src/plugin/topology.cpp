@@ -331,19 +331,5 @@ std::string explain_pair(std::span<const Candidate> a, std::span<const Candidate
   return s;
 }
 
-std::vector<std::int16_t> rail_ids(std::span<const NetPrefix> rails) {
-  auto less = [](const NetPrefix& x, const NetPrefix& y) { return x.addr != y.addr ? x.addr < y.addr : x.len < y.len; };
-  std::vector<NetPrefix> distinct;
-  for (const auto& r : rails)
-    if (r.known) distinct.push_back(r);
-  std::sort(distinct.begin(), distinct.end(), less);
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  std::vector<std::int16_t> ids;
-  for (const auto& r : rails) {
-    const auto it = std::lower_bound(distinct.begin(), distinct.end(), r, less);
-    ids.push_back(r.known ? static_cast<std::int16_t>(it - distinct.begin()) : std::int16_t{-1});
-  }
-  return ids;
-}
 
 }  // namespace nccl_ha::plugin

@@ -70,13 +70,6 @@ NetPrefix port_rail(const net::PortInfo& p, std::span<const net::IfAddr> addrs, 
 // than the rail; < 0 (HA_NCCL_ISLAND_PREFIX_LEN unset): the rail itself. Unknown rail: unknown.
 NetPrefix island_of(const NetPrefix& rail, int island_prefix_len);
 
-// NCCL's railId of each port from its rail (ncclNetProperties_v12; NCCL only compares railIds for
-// equality, search.cc ncclTopoSearchCheckNet): the index of the rail among the host's distinct
-// known rails, ordered by address, then prefix length; -1 (NCCL_NET_ID_UNDEF) for an unknown rail.
-// Hosts with the same set of rails (the symmetric nodes of a rail-optimised fabric) give every
-// rail the same id; a host missing a rail numbers the ones after it differently.
-std::vector<std::int16_t> rail_ids(std::span<const NetPrefix> rails);
-
 // The topology of one local port: what the standby choice needs.
 struct PortTopo {
   NetPrefix rail;          // port_rail()

@@ -3,8 +3,9 @@
 # boots it with --rails 4 --islands 0-1,2-3 --rail-order-b 2,3,0,1: every rail reaches the
 # same rail of the peer whatever the device numbering, cross-rail RoCE works inside an island
 # and fails across islands, fault.sh acts per rail. First, the plugin's view of the four rails
-# (ha-ping --list --json: railId, planeId, speed per device) into $VM_OUT/list.json, before
-# smoke-rails takes a rail down. Checked by checks/bed_rails.py.
+# (ha-ping --list --json: railId, planeId, speed per device) into $VM_OUT/list.json, and again
+# with NCCL_IB_HCA naming each device's rail (10 + the bed's rail) and plane (its island) into
+# list-hca.json, before smoke-rails takes a rail down. Checked by checks/bed_rails.py.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
@@ -12,4 +13,11 @@ rc=0
 "$BUILD/tools/ha-ping/ha-ping" --list --json --plugin "$BUILD/src/plugin/libnccl-net-ha.so" >"$VM_OUT/list.json" \
   2>"$VM_OUT/list.log" || rc=$?
 echo "$rc" >"$VM_OUT/list.rc"
+hca= rc=0
+while read -r rail _ dev _ _ _ island; do
+  [[ $rail == \#* ]] || hca+=${hca:+,}$dev:1:$((10 + rail)):$island
+done <"$VM_OUT/rails.txt"
+NCCL_IB_HCA=$hca "$BUILD/tools/ha-ping/ha-ping" --list --json --plugin "$BUILD/src/plugin/libnccl-net-ha.so" \
+  >"$VM_OUT/list-hca.json" 2>"$VM_OUT/list-hca.log" || rc=$?
+echo "$rc" >"$VM_OUT/list-hca.rc"
 exec "$REPO/test/vm/smoke-rails.sh" "$@"

@@ -284,6 +284,21 @@ void data_phases(const Options& o, Report& rep, Mgmt& mgmt, DataCtx& dc) {
   }
 }
 
+// --dmabuf: the ring's memfd buffers registered as NCCL registers GPU memory on a dma-buf node
+// (regMrDmaBuf, NCCL_PTR_CUDA, offset 0), where the device offers NCCL_PTR_DMABUF.
+void register_dmabuf(Plugin& net, int dev, const Link& link, const Buffers& buf, void** smh, void** rmh) {
+  Properties p;
+  check(net.getProperties(dev, &p), strf("getProperties(%d)", dev).c_str());
+  if (!(p.ptr_support & NCCL_PTR_DMABUF) || !net.has_regMrDmaBuf())
+    fail(Fail::usage, strf("--dmabuf: device %d does not offer NCCL_PTR_DMABUF (ptrSupport 0x%x%s)", dev, p.ptr_support,
+                           net.has_regMrDmaBuf() ? "" : ", no regMrDmaBuf"));
+  check(net.regMrDmaBuf(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_CUDA, 0, buf.send_fd(), smh),
+        "regMrDmaBuf(send comm)");
+  check(net.regMrDmaBuf(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_CUDA, 0, buf.recv_fd(), rmh),
+        "regMrDmaBuf(recv comm)");
+  log::info("ring: buffers registered with regMrDmaBuf (memfds %d, %d, NCCL_PTR_CUDA)", buf.send_fd(), buf.recv_fd());
+}
+
 // 4.-6. The ring (one send comm to the peer, one recv comm from it), its buffers (--inflight
 // slots of the largest size, registered on their comm), the data phases, and the clean close.
 void run_ring(const Options& o, Report& rep, Mgmt& mgmt, Plugin& net, std::size_t max_size) {
@@ -293,14 +308,18 @@ void run_ring(const Options& o, Report& rep, Mgmt& mgmt, Plugin& net, std::size_
   Link& link = ring[0];
 
   rep.phase = "regMr";
-  Buffers buf(max_size, std::max(o.inflight, o.lat_ahead + 1));
+  Buffers buf(max_size, std::max(o.inflight, o.lat_ahead + 1), o.dmabuf);
   if (rep.api <= 7 && buf.region_bytes() > static_cast<std::size_t>(INT32_MAX))
     fail(Fail::usage, strf("v%d regMr takes an int size; %zu bytes of buffers do not fit (lower --inflight or --sizes)",
                            rep.api, buf.region_bytes()));
   void* smh = nullptr;
   void* rmh = nullptr;
-  check(net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
-  check(net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
+  if (o.dmabuf) {
+    register_dmabuf(net, o.dev, link, buf, &smh, &rmh);
+  } else {
+    check(net.regMr(link.send, buf.send_base(), buf.region_bytes(), NCCL_PTR_HOST, &smh), "regMr(send comm)");
+    check(net.regMr(link.recv, buf.recv_base(), buf.region_bytes(), NCCL_PTR_HOST, &rmh), "regMr(recv comm)");
+  }
 
   rep.ring_send_comm = strf("%p", link.send);
   rep.ring_recv_comm = strf("%p", link.recv);

@@ -59,6 +59,9 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
                        per message (start, middle, end; for throughput measurements)
   --flush-each         integrity phase: iflush every received group that carried data and wait
                        for it before checking the data (NCCL's order for GPU buffers)
+  --dmabuf             the ring's buffers are memfds, registered with regMrDmaBuf(fd, NCCL_PTR_CUDA) as
+                       NCCL registers GPU memory on dma-buf nodes (the plugin must offer NCCL_PTR_DMABUF;
+                       a memfd is no dma-buf: on Soft-RoCE only with the test bed's verbs shim)
   --min-seconds S      integrity phase: keep streaming (sizes cycling) until --messages were sent
                        AND S seconds passed; the sender tells the receiver the final count
   --stop-file F        with --min-seconds, this rank as a sender: keep streaming past S seconds until
@@ -175,6 +178,7 @@ constexpr Flag kFlags[] = {
     {"--optional-recv", &Options::optional_recv, true},
     {"--pingpong", &Options::pingpong, true},
     {"--flush-each", &Options::flush_each, true},
+    {"--dmabuf", &Options::dmabuf, true},
     {"--bw", &Options::bw, true},
     {"--churn-retry", &Options::churn_retry, true},
     {"--check-resources", &Options::check_resources, true},

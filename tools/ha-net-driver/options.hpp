@@ -54,6 +54,7 @@ struct Options {
   bool sampled_verify = false;        // --verify sampled: integrity phase checks 3 windows per message
   bool one_way = false;               // --one-way: integrity phase only rank 1 -> rank 0
   bool flush_each = false;            // --flush-each: iflush every received group with data
+  bool dmabuf = false;                // --dmabuf: the ring's buffers from memfds, registered with regMrDmaBuf
   double min_seconds = 0;             // --min-seconds S: integrity phase streams at least S seconds
   std::string phase_file;             // --phase-file F: "<phase> <unix_ms>" at each phase change
   double close_late_s = 0;            // --close-late S: this rank closes its ring S s after the peer's close

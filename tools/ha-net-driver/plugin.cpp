@@ -27,6 +27,7 @@ const char* entry_name(Entry e) noexcept {
     case Entry::connect: return "connect";
     case Entry::accept: return "accept";
     case Entry::regMr: return "regMr";
+    case Entry::regMrDmaBuf: return "regMrDmaBuf";
     case Entry::deregMr: return "deregMr";
     case Entry::isend: return "isend";
     case Entry::irecv: return "irecv";
@@ -115,6 +116,9 @@ ncclResult_t Plugin::connect(int dev, void* h, void** sc) {
 ncclResult_t Plugin::accept(void* lc, void** rc) { return timed(Entry::accept, [&] { return a_->accept(lc, rc); }); }
 ncclResult_t Plugin::regMr(void* c, void* d, std::size_t sz, int type, void** mh) {
   return timed(Entry::regMr, [&] { return a_->regMr(c, d, sz, type, mh); });
+}
+ncclResult_t Plugin::regMrDmaBuf(void* c, void* d, std::size_t sz, int type, std::uint64_t offset, int fd, void** mh) {
+  return timed(Entry::regMrDmaBuf, [&] { return a_->regMrDmaBuf(c, d, sz, type, offset, fd, mh); });
 }
 ncclResult_t Plugin::deregMr(void* c, void* mh) { return timed(Entry::deregMr, [&] { return a_->deregMr(c, mh); }); }
 ncclResult_t Plugin::isend(void* sc, void* d, std::size_t sz, int tag, void* mh, void** req) {

@@ -14,7 +14,7 @@
 namespace hnd {
 
 enum class Entry : int {
-  init, devices, getProperties, listen, connect, accept, regMr, deregMr, isend, irecv, iflush, test,
+  init, devices, getProperties, listen, connect, accept, regMr, regMrDmaBuf, deregMr, isend, irecv, iflush, test,
   closeSend, closeRecv, closeListen, irecvConsumed, setNetAttr, finalize, kCount
 };
 constexpr std::size_t kEntries = static_cast<std::size_t>(Entry::kCount);
@@ -46,6 +46,7 @@ class Plugin {
   std::string table_name() const { return table_name_; }
   std::vector<std::string> exported_versions() const { return exported_; }
   bool has_irecvConsumed() const { return a_->has_irecvConsumed(); }
+  bool has_regMrDmaBuf() const { return a_->has_regMrDmaBuf(); }
   bool has_setNetAttr() const { return a_->has_setNetAttr(); }
   bool has_finalize() const { return a_->has_finalize(); }
 
@@ -58,6 +59,8 @@ class Plugin {
   ncclResult_t connect(int dev, void* handle, void** sendComm);
   ncclResult_t accept(void* listenComm, void** recvComm);
   ncclResult_t regMr(void* comm, void* data, std::size_t size, int type, void** mhandle);
+  ncclResult_t regMrDmaBuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                           void** mhandle);
   ncclResult_t deregMr(void* comm, void* mhandle);
   ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request);
   ncclResult_t irecv(void* recvComm, int n, void** data, const std::size_t* sizes, int* tags, void** mhandles,

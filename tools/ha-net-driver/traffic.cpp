@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <optional>
 #include <string>
@@ -753,15 +755,27 @@ void PingPong::finish_recv(Op& r, int slot, int i) {
 
 }  // namespace
 
-Buffers::Buffers(std::size_t max_size, int slots) : slots_(slots) {
+namespace {
+// A region of `bytes`: a memfd's shared mapping (its fd in *fd), or anonymous memory.
+void* map_region(std::size_t bytes, bool memfd, UniqueFd* fd, const char* name) {
+  if (!memfd) return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  fd->reset(::memfd_create(name, MFD_CLOEXEC));
+  if (!*fd || ::ftruncate(fd->get(), static_cast<off_t>(bytes)) != 0) return MAP_FAILED;
+  return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
+}
+}  // namespace
+
+Buffers::Buffers(std::size_t max_size, int slots, bool memfd) : slots_(slots) {
   stride_ = (max_size + kGuard + 4095) / 4096 * 4096;
   bytes_ = stride_ * static_cast<std::size_t>(slots);
-  void* s = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  void* r = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* s = map_region(bytes_, memfd, &send_fd_, "ha-net-driver send");
+  void* r = map_region(bytes_, memfd, &recv_fd_, "ha-net-driver recv");
   if (s == MAP_FAILED || r == MAP_FAILED) {
+    const int err = errno;
     if (s != MAP_FAILED) ::munmap(s, bytes_);
     if (r != MAP_FAILED) ::munmap(r, bytes_);
-    fail(Fail::usage, strf("cannot allocate 2 x %zu bytes of buffers", bytes_));
+    fail(Fail::usage, strf("cannot allocate 2 x %zu bytes of buffers%s: %s", bytes_, memfd ? " (memfd)" : "",
+                           std::strerror(err)));
   }
   send_ = static_cast<std::uint8_t*>(s);
   recv_ = static_cast<std::uint8_t*>(r);

@@ -10,6 +10,7 @@
 #include "options.hpp"
 #include "plugin.hpp"
 #include "report.hpp"
+#include "unique_fd.hpp"
 
 namespace hnd {
 
@@ -20,7 +21,8 @@ class Churn;
 class Buffers {
  public:
   static constexpr std::size_t kGuard = 64;
-  Buffers(std::size_t max_size, int slots);
+  // memfd: each region is a memfd's mapping (MAP_SHARED; send_fd / recv_fd), else anonymous memory.
+  Buffers(std::size_t max_size, int slots, bool memfd = false);
   ~Buffers();
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
@@ -31,12 +33,15 @@ class Buffers {
   std::size_t region_bytes() const { return bytes_; }
   std::size_t stride() const { return stride_; }
   int slots() const { return slots_; }
+  int send_fd() const { return send_fd_.get(); }  // -1 unless memfd
+  int recv_fd() const { return recv_fd_.get(); }
 
  private:
   std::uint8_t* send_ = nullptr;
   std::uint8_t* recv_ = nullptr;
   std::size_t stride_ = 0, bytes_ = 0;
   int slots_ = 0;
+  UniqueFd send_fd_, recv_fd_;
 };
 
 struct DataCtx {

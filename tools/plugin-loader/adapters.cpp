@@ -168,6 +168,13 @@ class AdapterImpl final : public Adapter {
 
   ncclResult_t deregMr(void* comm, void* mhandle) override { return t_->deregMr(comm, mhandle); }
 
+  bool has_regMrDmaBuf() const override { return t_->regMrDmaBuf != nullptr; }
+  ncclResult_t regMrDmaBuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                           void** mhandle) override {
+    if (!t_->regMrDmaBuf) return ncclInternalError;
+    return t_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+  }
+
   ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request) override {
     if constexpr (V <= 8) {
       if (size > static_cast<std::size_t>(INT_MAX)) return ncclInvalidArgument;

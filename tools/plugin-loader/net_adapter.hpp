@@ -65,6 +65,10 @@ class Adapter {
   virtual ncclResult_t accept(void* listenComm, void** recvComm) = 0;
   virtual ncclResult_t regMr(void* comm, void* data, std::size_t size, int type, void** mhandle) = 0;
   virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;
+  // regMrDmaBuf (every version v6..v12 has the slot; a plugin may leave it NULL without DMABUF).
+  virtual bool has_regMrDmaBuf() const = 0;
+  virtual ncclResult_t regMrDmaBuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                                   void** mhandle) = 0;
   virtual ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request) = 0;
   virtual ncclResult_t irecv(void* recvComm, int n, void** data, const std::size_t* sizes, int* tags, void** mhandles,
                              void** request) = 0;

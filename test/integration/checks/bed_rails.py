@@ -3,10 +3,12 @@ line: a's rail, b's rail, expected, got, seconds) and both guests' rails.txt (ru
 The guests already failed the run on any mismatch; this checks the record is complete: every
 rail to itself works, some cross-rail pair inside an island works, some pair across islands
 fails, and b's NICs are numbered differently from a's (the test's --rail-order-b). The plugin's
-view (ha-ping --list --json in each guest, list.json): four devices with four distinct railIds,
-each its rail's index among the bed's rails (10.20+r.0.0/24 in address order: railId r), so the
-same rail has the same railId on both hosts whatever the device numbering; planes undefined
-(no NCCL_IB_HCA); every speed > 0."""
+view (ha-ping --list --json in each guest): without NCCL_IB_HCA (list.json) four devices, every
+speed > 0, railId and planeId undefined, as net_ib reports them (the plugin's own rails from the
+addresses are never reported: on one flat subnet they would put every NIC on one rail); with
+NCCL_IB_HCA naming each device's rail and plane (list-hca.json: rail 10 + the bed's rail, plane
+its island) exactly those, so the same rail has the same railId on both hosts whatever the
+device numbering."""
 from check import expect
 
 
@@ -38,16 +40,20 @@ def check(run):
 def check_list(run, maps):
     ids = {}
     for role in ("a", "b"):
-        expect(run.rc(role, "list") == 0, f"list: {role}: ha-ping --list --json exit 0")
-        devs = run.report(role, "list")["devices"]
-        expect(len(devs) == 4, f"list: {role}: 4 devices ({[d['id'] for d in devs]})")
         rail_of = {row[2]: int(r) for r, row in maps[role].items()}  # rxeK -> rail
-        got = {d["name"]: d["rail_id"] for d in devs}
-        expect(None not in got.values() and sorted(got.values()) == [0, 1, 2, 3],
-               f"list: {role}: four distinct railIds {got}")
-        expect(all(got[name] == rail_of[name] for name in got),
-               f"list: {role}: each device's railId is its rail in the bed's map {rail_of}")
-        expect(all(d["plane_id"] is None for d in devs), f"list: {role}: planes undefined")
-        expect(all(d["speed_mbps"] > 0 for d in devs), f"list: {role}: speeds {[d['speed_mbps'] for d in devs]} > 0")
-        ids[role] = {rail_of[d["name"]]: d["rail_id"] for d in devs}
-    expect(ids["a"] == ids["b"], f"list: the same rail has the same railId on a and b ({ids['a']})")
+        island_of = {row[2]: int(row[6]) for row in maps[role].values()}
+        for name, hca in (("list", False), ("list-hca", True)):
+            expect(run.rc(role, name) == 0, f"{name}: {role}: ha-ping --list --json exit 0")
+            devs = run.report(role, name)["devices"]
+            expect(len(devs) == 4, f"{name}: {role}: 4 devices ({[d['id'] for d in devs]})")
+            expect(all(d["speed_mbps"] > 0 for d in devs),
+                   f"{name}: {role}: speeds {[d['speed_mbps'] for d in devs]} > 0")
+            got = {d["name"]: (d["rail_id"], d["plane_id"]) for d in devs}
+            if not hca:
+                expect(all(v == (None, None) for v in got.values()),
+                       f"{name}: {role}: railId and planeId undefined without NCCL_IB_HCA {got}")
+                continue
+            want = {n: (10 + rail_of[n], island_of[n]) for n in got}
+            expect(got == want, f"{name}: {role}: railId / planeId as NCCL_IB_HCA names them {got} (expected {want})")
+            ids[role] = {rail_of[n]: got[n][0] for n in got}
+    expect(ids["a"] == ids["b"], f"list-hca: the same rail has the same railId on a and b ({ids['a']})")

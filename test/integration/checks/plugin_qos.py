@@ -16,8 +16,8 @@ CASES = {  # case: (expected TOS, expected SL)
     "default": (0, 0),
 }
 INIT_LINE = re.compile(r"NCCL INFO NET/HA: nccl-ha \S+ \(net API v6-v12\): HA on; 2 device\(s\): "
-                       r"\[0\] rxe0:1 RoCE \d+ Mbps rail 10\.20\.0\.0/24 island 10\.20\.0\.0/24 railId 0 planeId undef maxComms \d+ backup rxe1:1 "
-                       r"\[1\] rxe1:1 RoCE \d+ Mbps rail 10\.21\.0\.0/24 island 10\.21\.0\.0/24 railId 1 planeId undef maxComms \d+ backup rxe0:1; "
+                       r"\[0\] rxe0:1 RoCE \d+ Mbps rail 10\.20\.0\.0/24 island 10\.20\.0\.0/24 railId undef planeId undef maxComms \d+ backup rxe1:1 "
+                       r"\[1\] rxe1:1 RoCE \d+ Mbps rail 10\.21\.0\.0/24 island 10\.21\.0\.0/24 railId undef planeId undef maxComms \d+ backup rxe0:1; "
                        r"islands: prefix from the address; handshakes on 10\.30\.0\.\d \(eth2\); .*progress thread ncclHaProgress")
 # relaxed ordering in the INIT line: auto (env, default) leaves Soft-RoCE off, override forces it on
 RO = {"env": "off", "config": "off", "override": "on", "default": "off"}

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -157,11 +158,41 @@ BOOST_AUTO_TEST_CASE(port_speed_table) {
     ++checked;
   }
   BOOST_TEST(checked == 45);
-  // No known bit: 0 (unknown) here, where NCCL would say XDR / 2x.
-  BOOST_TEST(port_speed_mbps(2, 0, 0) == 0);
-  BOOST_TEST(port_speed_mbps(0, 32, 0) == 0);
-  BOOST_TEST(port_speed_mbps(32, 32, 0) == 0);
-  BOOST_TEST(port_speed_mbps(2, 0, 0x200) == 0);
+  // No known bit (none set, or one past the table): clamped to the table's last entry as NCCL
+  // clamps it (XDR lanes / 2x), never 0.
+  for (const auto& [w, sp, ex] : {std::tuple<std::uint8_t, std::uint8_t, std::uint32_t>{2, 0, 0}, {0, 32, 0}, {32, 32, 0},
+                                  {2, 0, 0x200}, {0, 0, 0}}) {
+    BOOST_TEST_CONTEXT("width " << int(w) << " speed " << int(sp) << " speed_ex " << ex) {
+      BOOST_TEST(port_speed_mbps(w, sp, ex) == nccl_reference_mbps(w, sp, ex));
+      BOOST_TEST(port_speed_mbps(w, sp, ex) > 0);
+    }
+  }
+  BOOST_TEST(port_speed_mbps(2, 0, 0) == 800000);
+  BOOST_TEST(port_speed_mbps(0, 32, 0) == 50000);
+}
+
+// A port not ACTIVE at discovery reports the fastest ACTIVE port's speed of its link layer; with
+// no ACTIVE port of that layer it keeps its own.
+BOOST_AUTO_TEST_CASE(inactive_ports_take_their_active_siblings_speed) {
+  auto port = [](const char* dev, int state, int layer, int mbps) {
+    PortInfo p;
+    p.device = dev;
+    p.port = 1;
+    p.state = static_cast<ibv_port_state>(state);
+    p.link_layer = layer;
+    p.speed_mbps = mbps;
+    return p;
+  };
+  constexpr int kEth = IBV_LINK_LAYER_ETHERNET, kIb = IBV_LINK_LAYER_INFINIBAND;
+  std::vector<PortInfo> ports = {port("mlx5_0", IBV_PORT_ACTIVE, kEth, 400000), port("mlx5_1", IBV_PORT_DOWN, kEth, 800000),
+                                 port("mlx5_2", IBV_PORT_ACTIVE, kEth, 200000), port("mlx5_3", IBV_PORT_DOWN, kIb, 10000),
+                                 port("mlx5_4", IBV_PORT_ACTIVE, kEth, 400000)};
+  const std::vector<std::size_t> changed = settle_inactive_speeds(ports);
+  BOOST_TEST(changed == (std::vector<std::size_t>{1}), boost::test_tools::per_element());
+  BOOST_TEST(ports[1].speed_mbps == 400000);  // the fastest ACTIVE Ethernet port's
+  BOOST_TEST(ports[3].speed_mbps == 10000);   // no ACTIVE InfiniBand port: its own
+  BOOST_TEST(ports[0].speed_mbps == 400000);
+  BOOST_TEST(ports[2].speed_mbps == 200000);  // ACTIVE ports keep theirs
 }
 
 BOOST_AUTO_TEST_CASE(mtus) {

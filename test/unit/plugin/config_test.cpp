@@ -69,7 +69,8 @@ struct CleanEnv {
     for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
                           "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL",
                           "HA_NCCL_ISLAND_PREFIX_LEN", "HA_NCCL_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE",
-                          "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING", "HA_NCCL_TEST_MAX_POLL",
+                          "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING",
+                          "HA_NCCL_IB_GDR_FLUSH_DISABLE", "NCCL_IB_GDR_FLUSH_DISABLE", "HA_NCCL_TEST_MAX_POLL",
                           "HA_NCCL_LOG_LEVEL", "HA_NCCL_TEST_ACK_DELAY_MS", "HA_NCCL_TEST_FAILBACK_STALL_MS",
                           "HA_NCCL_TEST_FAILBACK_STALL_AT", "HA_NCCL_TEST_STANDBY_DELAY_MS",
                           "HA_NCCL_TEST_REPROTECT_DELAY_MS", "HA_NCCL_TEST_FLUSH_QP_ERROR_MS",
@@ -200,6 +201,22 @@ BOOST_FIXTURE_TEST_CASE(island_prefix_length, CleanEnv) {
     return std::nullopt;
   };
   BOOST_TEST(Config::from_lookup(lookup).island_prefix_len == 15);
+}
+
+// HA_NCCL_IB_GDR_FLUSH_DISABLE over NCCL_IB_GDR_FLUSH_DISABLE (0/1, default 0, net_ib's): said in
+// the settings line; a bad value is WARNed about and the default (flush) kept.
+BOOST_FIXTURE_TEST_CASE(gdr_flush_disable_setting, CleanEnv) {
+  BOOST_TEST(!Config::from_env().gdr_flush_disable);
+  env.set("NCCL_IB_GDR_FLUSH_DISABLE", "1");
+  Config c = Config::from_env();
+  BOOST_TEST(c.gdr_flush_disable);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_IB_GDR_FLUSH_DISABLE=1"), describe(c));
+  env.set("HA_NCCL_IB_GDR_FLUSH_DISABLE", "0");
+  BOOST_TEST(!Config::from_env().gdr_flush_disable);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  env.set("HA_NCCL_IB_GDR_FLUSH_DISABLE", "yes");
+  BOOST_TEST(!Config::from_env().gdr_flush_disable);
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_GDR_FLUSH_DISABLE", "'yes'"}) == 1u, log.dump());
 }
 
 // HA_NCCL_DMABUF_ENABLE over NCCL_DMABUF_ENABLE (0/1, default 1) and HA_NCCL_IB_PCI_RELAXED_ORDERING
@@ -574,7 +591,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1 "
-             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2");
+             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0");
 }
 
 BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {

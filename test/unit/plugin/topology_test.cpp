@@ -181,26 +181,6 @@ BOOST_AUTO_TEST_CASE(port_topo_from_affinity_and_rail) {
   BOOST_TEST(u.pcie != 0u);
 }
 
-// NCCL's railId from the rail model: the index among the host's distinct known rails by address
-// (then length), so two hosts with the same rails agree whatever their device order; unknown: -1.
-BOOST_AUTO_TEST_CASE(rail_ids_from_the_rail_model) {
-  using Ids = std::vector<std::int16_t>;
-  const NetPrefix r0 = v4("10.20.0.0", 24), r1 = v4("10.21.0.0", 24), r2 = v4("10.22.0.0", 24), r3 = v4("10.23.0.0", 24);
-  const NetPrefix unknown{};
-  // The four-rail bed: rxe0..rxe3 on 10.20..10.23.
-  BOOST_TEST(rail_ids(std::vector<NetPrefix>{r0, r1, r2, r3}) == (Ids{0, 1, 2, 3}), boost::test_tools::per_element());
-  // Another device order on the peer host: the same rail, the same id.
-  BOOST_TEST(rail_ids(std::vector<NetPrefix>{r3, r1, r0, r2}) == (Ids{3, 1, 0, 2}), boost::test_tools::per_element());
-  // Two ports on one rail share its id; an unknown rail is undefined and takes no index.
-  BOOST_TEST(rail_ids(std::vector<NetPrefix>{r1, unknown, r0, r1}) == (Ids{1, -1, 0, 1}), boost::test_tools::per_element());
-  // Same address, different lengths: two rails, the shorter first; IPv6 / IB prefixes sort by
-  // their 128-bit address (fe80:: after every IPv4-mapped ::ffff:a.b.c.d).
-  const NetPrefix wide = v4("10.20.0.0", 16), ib = v6("fe80::", 64);
-  BOOST_TEST(rail_ids(std::vector<NetPrefix>{ib, r0, wide}) == (Ids{2, 1, 0}), boost::test_tools::per_element());
-  BOOST_TEST(rail_ids(std::vector<NetPrefix>{}).empty());
-  BOOST_TEST(rail_ids(std::vector<NetPrefix>{unknown}) == (Ids{-1}), boost::test_tools::per_element());
-}
-
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(standby_pairs)

@@ -57,9 +57,16 @@ int width_lanes(std::uint8_t active_width) noexcept;
 // `active_speed_ex` when non-zero (rdma-core >= 49; XDR = 0x100 and beyond), else of
 // `active_speed`, times the lanes of `active_width`. Each encoding is read at its first set bit
 // (NCCL's rule): speed bits 0..8 = SDR 2.5, DDR 5, QDR 10, FDR10 10, FDR 14, EDR 25, HDR 50,
-// NDR 100, XDR 200 Gb/s per lane; width bits 0..4 = 1x, 4x, 8x, 12x, 2x. Unlike NCCL (which
-// reads "no known bit" as XDR / 2x), a speed or width with no known bit is 0: unknown.
+// NDR 100, XDR 200 Gb/s per lane; width bits 0..4 = 1x, 4x, 8x, 12x, 2x. An encoding with no known
+// bit reads as the table's last entry (XDR, 2x), as NCCL reads it: never 0.
 int port_speed_mbps(std::uint8_t active_width, std::uint8_t active_speed, std::uint32_t active_speed_ex) noexcept;
+
+// Ports not ACTIVE when they were discovered (net_ib leaves them out; the plugin lists them, so
+// that a job restarted while a port is down numbers its devices as the other ranks do) have no
+// negotiated speed: each takes the fastest speed of the ACTIVE ports of its link layer (its NIC's
+// siblings, so NCCL's topology sees the rails alike), or keeps its own when no port is ACTIVE.
+// Returns the indices of the ports it changed.
+std::vector<std::size_t> settle_inactive_speeds(std::vector<PortInfo>& ports);
 
 // The PCI path as NCCL reports it (net_ib ncclIbGetPciPath): when the last component of
 // `full_path` is a PCI address DDDD:BB:DD.F, its function digit becomes 0 (the ports of a

@@ -45,8 +45,10 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
     c.failback = cfg.enable_failback;
     c.watch_pairs = cfg.enable_backup;
     c.failback_hold_ns = static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000ull;
-    c.test_failback_stall_ns = static_cast<std::uint64_t>(cfg.test.failback_stall_ms()) * 1000000ull;
-    c.test_failback_stall_at = static_cast<std::uint8_t>(cfg.test.failback_stall_at());
+  }
+  if (env.hooks) {
+    c.hooks.failback_stall_ns = static_cast<std::uint64_t>(env.hooks->failback_stall_ms()) * 1000000ull;
+    c.hooks.failback_stall_at = env.hooks->failback_stall_at();
   }
   account_ports(c);
   char id[64];

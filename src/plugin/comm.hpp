@@ -45,6 +45,7 @@
 #include "path.hpp"
 #include "rdma_records.hpp"
 #include "request.hpp"
+#include "test_hooks.hpp"
 #include "topology.hpp"
 
 namespace nccl_ha::plugin {
@@ -82,6 +83,7 @@ class Reaper;
 struct CommEnv {
   const Config* config = nullptr;
   Reaper* reaper = nullptr;
+  const TestHooks* hooks = nullptr;  // the test builds' fault injection (test_hooks.hpp); none: off
 };
 
 struct CommBase : std::enable_shared_from_this<CommBase> {
@@ -122,9 +124,8 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   ControlPlane cp;                   // failover, standby health, re-protection, rescue, flush rebuilds, moves (above)
   bool failback = false;             // HA_NCCL_ENABLE_FAILBACK
   std::uint64_t failback_hold_ns = 0;
-  std::uint64_t test_failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS (test_hooks.hpp)
-  std::uint8_t test_failback_stall_at = 0;   // TestHooks::FailbackStall
   CommStats stats;
+  CommHooks hooks;  // the test builds' fault injection for this comm (test_hooks.hpp)
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
   Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)

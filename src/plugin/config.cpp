@@ -155,7 +155,6 @@ Config Config::from_lookup(const net::EnvLookup& env) {
               merge->c_str());
   }
   read_registration(env, c);
-  c.test = TestHooks::from_lookup(env);
   return c;
 }
 
@@ -242,7 +241,6 @@ std::string describe(const Config& c) {
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));
-  if (const std::string hooks = c.test.settings(); !hooks.empty()) s += ' ' + hooks;  // test builds only
   return s;
 }
 

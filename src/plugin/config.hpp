@@ -9,7 +9,7 @@
 //   HA_NCCL_IB_HCA, HA_NCCL_IB_GID_INDEX: ha_net (device_filter.cpp, discovery.cpp).
 //   HA_NCCL_LOG_LEVEL: the reactor's logger (from_lookup only WARNs about an unknown value);
 //   HA_NCCL_DEBUG is also read by log.cpp.
-//   HA_NCCL_TEST_*: test_hooks.cpp, in test builds only.
+//   HA_NCCL_TEST_*: test_hooks.cpp (State::hooks), in test builds only.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "nccl_ha/net/env.hpp"
-#include "test_hooks.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -86,10 +85,6 @@ struct Config {
   // GPU buffers are not read back (no flush QPs unless HA_NCCL_FORCE_FLUSH; iflush completes at
   // once), for platforms whose PCIe ordering makes the READ unnecessary.
   bool gdr_flush_disable = false;
-  // The HA_NCCL_TEST_* fault injections of the VM tests (test_hooks.hpp): all off, and not read,
-  // in a build without -DNCCL_HA_TEST_HOOKS=ON.
-  TestHooks test;
-
   static Config from_env();
   // The same from any source of variables (tests, fuzzers: no setenv).
   static Config from_lookup(const net::EnvLookup& env);

@@ -110,7 +110,6 @@ struct FailoverState {
   // The peer moved onto the path we are on (its failback failed before we followed it): no
   // switch, the same path is re-synchronised.
   bool in_place = false;
-  std::uint64_t stall_until_ns = 0;   // HA_NCCL_TEST_FAILBACK_STALL_AT
   std::uint64_t drain_seen = 0;       // quiescing: the old path's completions at the last look
   // Syncing: the new path is shown to work (our notice's write completed, or the peer's notice
   // came over it). From then on only a fault of that path ends the wait, no deadline.
@@ -177,10 +176,6 @@ struct FlushRebuild {
   bool want[kSlots] = {};                 // a new QP is wanted (the old one failed, or is stale)
   std::uint64_t retry_ns[kSlots] = {};    // after a failed rebuild: next attempt
   std::uint64_t backoff_ns[kSlots] = {};
-  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS: when (now_ns) the active slot's loopback QP is moved to
-  // ERROR, and how many of them were done.
-  std::vector<std::uint64_t> test_error_ns;
-  std::size_t test_errors_done = 0;
 };
 
 // A slot of the comm moving to another device (rebind.hpp): announced by the progress thread,

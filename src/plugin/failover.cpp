@@ -164,7 +164,7 @@ void finish(CommBase& c, std::uint32_t replayed) {
   });
   fo.keep_from = false;
   fo.in_place = false;
-  fo.stall_until_ns = 0;
+  c.hooks.stall_until_ns = 0;
   if (State* st = state()) st->attempts.failover_activity(now);  // the storm goes on: re-protection waits
 }
 
@@ -180,7 +180,7 @@ void begin(CommBase& c, const std::string& cause, bool planned, FailoverState::P
   fo.proven = false;
   fo.keep_from = false;
   fo.in_place = false;
-  fo.stall_until_ns = 0;
+  c.hooks.stall_until_ns = 0;
   fo.started_ns = now;
   fo.deadline_ns = now + kDrainBoundNs;
   fo.drain_seen = c.paths[c.active] ? c.paths[c.active]->completions : 0;
@@ -224,7 +224,7 @@ void cancel_failback(CommBase& c, const std::string& why, std::uint64_t now) {
   fo.phase = FailoverState::normal;
   fo.epoch = fo.prev_epoch;
   fo.keep_from = false;
-  fo.stall_until_ns = 0;
+  c.hooks.stall_until_ns = 0;
   restart_failback_hold(c, now);  // the hold starts again
 }
 
@@ -238,7 +238,7 @@ void fall_back(CommBase& c, const std::string& why, const Path* via) {
   record_failed_failback(c, why, "during the switch", back, target);
   fo.phase = FailoverState::normal;
   fo.keep_from = false;
-  fo.stall_until_ns = 0;
+  c.hooks.stall_until_ns = 0;
   start_failover(c, "the failback to " + target + " failed: " + why, false, via);
 }
 
@@ -280,7 +280,7 @@ std::uint64_t switch_failed(CommBase& c, const std::string& why, const Path* via
 
 // The test hook HA_NCCL_TEST_FAILBACK_STALL_AT / _MS (test_hooks.hpp): never in a build without it.
 bool stall_at(const CommBase& c, TestHooks::FailbackStall at) {
-  return kTestHooks && c.test_failback_stall_ns && c.test_failback_stall_at == at && c.kind == CommKind::send &&
+  return kTestHooks && c.hooks.failback_stall_ns && c.hooks.failback_stall_at == at && c.kind == CommKind::send &&
          c.cp.fo().keep_from;
 }
 
@@ -490,9 +490,9 @@ std::uint64_t quiesce(CommBase& c, std::uint64_t now) {
     return now + 1;
   }
   if (stall_at(c, TestHooks::stall_switch)) {
-    fo.stall_until_ns = now + c.test_failback_stall_ns;
+    c.hooks.stall_until_ns = now + c.hooks.failback_stall_ns;
     HA_WARN("NET/HA: %s: HA_NCCL_TEST_FAILBACK_STALL_AT=switch: the failback waits %llu ms before its notice",
-            c.id.c_str(), static_cast<unsigned long long>(c.test_failback_stall_ns / 1000000));
+            c.id.c_str(), static_cast<unsigned long long>(c.hooks.failback_stall_ns / 1000000));
   }
   return 0;
 }
@@ -529,12 +529,12 @@ Step drain(CommBase& c, std::uint64_t now) {
     }
     if (pending && now < fo.deadline_ns) return now + 2'000'000;  // flushes still coming
   }
-  if (fo.stall_until_ns > now) {  // test: the sender holds the failback before its notice
+  if (c.hooks.stall_until_ns > now) {  // test: the sender holds the failback before its notice
     if (std::string why = target_trouble(c); !why.empty()) {
       cancel_failback(c, "the target " + c.devs[1 - fo.from]->port.id() + " failed: " + why, now);
       return now + 1;
     }
-    return std::min(fo.stall_until_ns, now + 10'000'000);
+    return std::min(c.hooks.stall_until_ns, now + 10'000'000);
   }
   return std::nullopt;
 }
@@ -622,12 +622,12 @@ Step wait_for_peer(CommBase& c, const SyncMsg* notice, std::uint64_t now) {
 std::uint64_t complete(CommBase& c, const SyncMsg& notice, std::uint64_t now) {
   FailoverState& fo = fo_of(c);
   if (stall_at(c, TestHooks::stall_finish)) {
-    if (fo.stall_until_ns == 0) {
-      fo.stall_until_ns = now + c.test_failback_stall_ns;
+    if (c.hooks.stall_until_ns == 0) {
+      c.hooks.stall_until_ns = now + c.hooks.failback_stall_ns;
       HA_WARN("NET/HA: %s: HA_NCCL_TEST_FAILBACK_STALL_AT=finish: the failback waits %llu ms before it finishes",
-              c.id.c_str(), static_cast<unsigned long long>(c.test_failback_stall_ns / 1000000));
+              c.id.c_str(), static_cast<unsigned long long>(c.hooks.failback_stall_ns / 1000000));
     }
-    if (now < fo.stall_until_ns) return std::min(fo.stall_until_ns, now + 10'000'000);
+    if (now < c.hooks.stall_until_ns) return std::min(c.hooks.stall_until_ns, now + 10'000'000);
   }
   std::uint32_t replayed = 0;
   if (c.kind == CommKind::send) {

@@ -239,9 +239,9 @@ void start_rebuild(RecvComm& c, int s) {
 // leave it (the next READ on it fails), at each of the given times. Returns the next one (0: none).
 std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
   if (!kTestHooks) return 0;  // a build without test hooks (test_hooks.hpp)
-  FlushRebuild& fr = rebuild_of(c);
-  auto& at = fr.test_error_ns;
-  for (; fr.test_errors_done < at.size() && now >= at[fr.test_errors_done]; ++fr.test_errors_done) {
+  CommHooks& h = c.hooks;
+  const auto& at = h.flush_error_ns;
+  for (; h.flush_errors_done < at.size() && now >= at[h.flush_errors_done]; ++h.flush_errors_done) {
     Path* p = c.flush_paths[c.active].get();
     if (!p) continue;
     ibv_qp_attr attr{};
@@ -250,7 +250,7 @@ std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
     HA_INFO("NET/HA: %s: test: flush QP %u on %s moved to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS)%s", c.id.c_str(),
             p->local.qpn, p->dev->port.id().c_str(), rc ? (std::string(": ") + std::strerror(rc)).c_str() : "");
   }
-  return fr.test_errors_done < at.size() ? at[fr.test_errors_done] : 0;
+  return h.flush_errors_done < at.size() ? at[h.flush_errors_done] : 0;
 }
 
 }  // namespace
@@ -297,8 +297,8 @@ Status setup_flush(RecvComm& c) {
     }
   }
   const std::uint64_t start = now_ns();
-  for (const int ms : st->config.test.flush_qp_error_ms())
-    rebuild_of(c).test_error_ns.push_back(start + static_cast<std::uint64_t>(ms) * 1000000ull);
+  for (const int ms : st->hooks.flush_qp_error_ms())
+    c.hooks.flush_error_ns.push_back(start + static_cast<std::uint64_t>(ms) * 1000000ull);
   return {};
 }
 

@@ -153,7 +153,7 @@ asio::awaitable<Status> start_on_standby(Channel& ch, CommBase& c, const net::En
 // shared); only the Path is touched here.
 asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& remote, Millis timeout) {
   path.remote = remote;
-  if (const int ms = state()->config.test.standby_delay_ms(); ms > 0) {  // test setting: a slow standby
+  if (const int ms = state()->hooks.standby_delay_ms(); ms > 0) {  // test setting: a slow standby
     asio::steady_timer delay(ch.socket().get_executor(), Millis(ms));
     auto [ec] = co_await delay.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;

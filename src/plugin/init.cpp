@@ -350,12 +350,14 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
 ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
-  HA_INFO("NET/HA: settings: %s", describe(s->config).c_str());
-  if (s->config.test.any()) {  // never in a build without test hooks (test_hooks.hpp)
+  s->hooks = TestHooks::from_lookup(net::process_env());
+  const std::string hooks = s->hooks.settings();  // test builds only
+  HA_INFO("NET/HA: settings: %s%s%s", describe(s->config).c_str(), hooks.empty() ? "" : " ", hooks.c_str());
+  if (s->hooks.any()) {  // never in a build without test hooks (test_hooks.hpp)
     HA_WARN("NET/HA: test hooks set (this plugin was built with NCCL_HA_TEST_HOOKS=ON, for tests only): %s",
-            s->config.test.effects().c_str());
-    if (const int ms = s->config.test.reaper_delay_ms())
-      s->reaper.delay_destructions(std::chrono::milliseconds(ms), s->config.test.reaper_delay_down_only());
+            s->hooks.effects().c_str());
+    if (const int ms = s->hooks.reaper_delay_ms())
+      s->reaper.delay_destructions(std::chrono::milliseconds(ms), s->hooks.reaper_delay_down_only());
   }
   s->host = host_name();
   s->stats_path = expand_file_name("HA_NCCL_STATS_FILE", s->config.stats_file, s->host);

@@ -355,7 +355,7 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
   ls->params = params;
   ls->token = net::random_token();
   ls->secret = net::random_key();
-  ls->ack_delay = Millis(st->config.test.ack_delay_ms());
+  ls->ack_delay = Millis(st->hooks.ack_delay_ms());
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(st->handshake_ip, ec);
   tcp::endpoint ep(addr, 0);

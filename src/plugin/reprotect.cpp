@@ -315,7 +315,7 @@ void take_port_back(CommBase& c, std::uint64_t now) {
 std::uint64_t start_attempt(CommBase& c, std::uint64_t now) {
   ReprotectState& rp = rp_of(c);
   if (now < rp.next_try_ns) return rp.next_try_ns;
-  if (const auto hold = static_cast<std::uint64_t>(state()->config.test.reprotect_delay_ms()) * 1'000'000;
+  if (const auto hold = static_cast<std::uint64_t>(state()->hooks.reprotect_delay_ms()) * 1'000'000;
       hold && !rp.move && !c.cp.rescue().on && now < c.cp.standby().lost_ns + hold)
     return c.cp.standby().lost_ns + hold;  // test setting HA_NCCL_TEST_REPROTECT_DELAY_MS
   if (State* st = state(); st && !c.cp.rescue().on) {

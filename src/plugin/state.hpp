@@ -13,6 +13,7 @@
 #include "config.hpp"
 #include "device.hpp"
 #include "liveness.hpp"
+#include "test_hooks.hpp"
 #include "monitor.hpp"
 #include "output_file.hpp"
 #include "reaper.hpp"
@@ -61,6 +62,9 @@ struct State {
   ~State();  // closes the devices' event pumps before the reactor goes
 
   Config config;
+  // The HA_NCCL_TEST_* fault injections of the VM tests (test_hooks.hpp): all off, and not read,
+  // in a build without -DNCCL_HA_TEST_HOOKS=ON.
+  TestHooks hooks;
   std::vector<std::unique_ptr<Device>> devices;
   Reaper reaper;  // after `devices`: finished (joined) before they are closed
   std::string handshake_ip;  // the address listen() advertises in handles ("fe80::1%eth0" if link-local)
@@ -89,7 +93,7 @@ struct State {
     return config.force_flush || (!config.gdr_flush_disable && (gpu_memory || d.dmabuf_offered));
   }
   // What a new comm is built from (comm.hpp): these settings, this reaper.
-  CommEnv comm_env() { return {&config, &reaper}; }
+  CommEnv comm_env() { return {&config, &reaper, &hooks}; }
 };
 
 // nullptr before init() succeeded.

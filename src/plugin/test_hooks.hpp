@@ -89,4 +89,15 @@ class TestHooks {
   Values v_;
 };
 
+// What one comm keeps of the hooks (CommBase::hooks), set when the comm is made: the failback
+// stall, the flush-QP error times, and how far each has gone. Used by the code that runs the hook
+// (failover.cpp, flush.cpp), progress thread, comm held; all zero and never read without kTestHooks.
+struct CommHooks {
+  std::uint64_t failback_stall_ns = 0;  // HA_NCCL_TEST_FAILBACK_STALL_MS
+  TestHooks::FailbackStall failback_stall_at = TestHooks::stall_switch;
+  std::uint64_t stall_until_ns = 0;     // the failback stall under way ends then (0: none)
+  std::vector<std::uint64_t> flush_error_ns;  // HA_NCCL_TEST_FLUSH_QP_ERROR_MS, as now_ns() times
+  std::size_t flush_errors_done = 0;
+};
+
 }  // namespace nccl_ha::plugin

@@ -12,6 +12,7 @@
 #include "env_vars.hpp"
 #include "nccl_ha/net/device_filter.hpp"
 #include "nccl_ha/net/qp.hpp"
+#include "test_hooks.hpp"
 #include "topology.hpp"
 
 using namespace nccl_ha;
@@ -29,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_REQUIRE(in(c.heartbeat_ms, 10, 60000) && in(c.rto_ms, 10, 600000) && in(c.max_retries, 0, 1000000));
   FUZZ_REQUIRE(in(c.retry_window_ms, 1000, 86400000) && in(c.failback_hold_ms, 0, 3600000));
   FUZZ_REQUIRE(in(c.failover_timeout_ms, 50, 60000) && in(c.prom_interval_ms, 100, 3600000));
-  FUZZ_REQUIRE(in(c.ib_tc, -1, 255) && in(c.ib_sl, -1, 15) && in(c.test.ack_delay_ms(), 0, 60000));
+  FUZZ_REQUIRE(in(c.ib_tc, -1, 255) && in(c.ib_sl, -1, 15));
+  FUZZ_REQUIRE(in(TestHooks::from_lookup(lookup).ack_delay_ms(), 0, 60000));
   FUZZ_REQUIRE(in(c.dmabuf_enable, 0, 1) && in(c.relaxed_ordering, 0, 2));
   FUZZ_REQUIRE(c.socket_family == 0 || c.socket_family == AF_INET || c.socket_family == AF_INET6);
   FUZZ_REQUIRE(!describe(c).empty());

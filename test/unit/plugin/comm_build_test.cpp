@@ -93,14 +93,18 @@ Config tuned_config() {
   c.retry_window_ms = 7000;
   c.enable_failback = true;
   c.failback_hold_ms = 250;
-  TestHooks::Values hooks;  // 0 / switch in the comm of a build without test hooks
-  hooks.failback_stall_ms = 11;
-  hooks.failback_stall_at = TestHooks::stall_finish;
-  c.test = TestHooks(hooks);
   return c;
 }
 
-void expect_settings_of(const CommBase& c, const Config& cfg) {
+// A test hook the comm copies (0 / switch in the comm of a build without test hooks).
+TestHooks tuned_hooks() {
+  TestHooks::Values hooks;
+  hooks.failback_stall_ms = 11;
+  hooks.failback_stall_at = TestHooks::stall_finish;
+  return TestHooks(hooks);
+}
+
+void expect_settings_of(const CommBase& c, const Config& cfg, const TestHooks& hooks) {
   BOOST_TEST(c.max_poll == cfg.max_poll);
   BOOST_TEST(c.rto_ns == static_cast<std::uint64_t>(cfg.rto_ms) * 1000000u);
   BOOST_TEST(c.heartbeat_ns == static_cast<std::uint64_t>(cfg.heartbeat_ms) * 1000000u);
@@ -109,8 +113,8 @@ void expect_settings_of(const CommBase& c, const Config& cfg) {
   BOOST_TEST(c.retry_window_ns == static_cast<std::uint64_t>(cfg.retry_window_ms) * 1000000u);
   BOOST_TEST(c.failback == cfg.enable_failback);
   BOOST_TEST(c.failback_hold_ns == static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000u);
-  BOOST_TEST(c.test_failback_stall_ns == static_cast<std::uint64_t>(cfg.test.failback_stall_ms()) * 1000000u);
-  BOOST_TEST(c.test_failback_stall_at == static_cast<std::uint8_t>(cfg.test.failback_stall_at()));
+  BOOST_TEST(c.hooks.failback_stall_ns == static_cast<std::uint64_t>(hooks.failback_stall_ms()) * 1000000u);
+  BOOST_TEST((c.hooks.failback_stall_at == hooks.failback_stall_at()));
 }
 
 // Without a Config the comm keeps CommBase's own defaults (not Config's).
@@ -124,7 +128,7 @@ void expect_default_settings(const CommBase& c) {
   BOOST_TEST(c.retry_window_ns == fresh.retry_window_ns);
   BOOST_TEST(c.failback == fresh.failback);
   BOOST_TEST(c.failback_hold_ns == fresh.failback_hold_ns);
-  BOOST_TEST(c.test_failback_stall_ns == fresh.test_failback_stall_ns);
+  BOOST_TEST(c.hooks.failback_stall_ns == fresh.hooks.failback_stall_ns);
 }
 
 // Slot `slot`'s path of `c`: on `d`, its CQ reporting to the device's completion channel on
@@ -259,7 +263,8 @@ BOOST_FIXTURE_TEST_SUITE(comm_build, Devices)
 
 BOOST_AUTO_TEST_CASE(comms_take_the_settings_passed_in, *needs_ports(1)) {
   const Config cfg = tuned_config();
-  const CommEnv env{&cfg, nullptr};
+  const TestHooks hooks = tuned_hooks();
+  const CommEnv env{&cfg, nullptr, &hooks};
   Device& a = primary();
   auto s = make_send_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
@@ -267,8 +272,8 @@ BOOST_AUTO_TEST_CASE(comms_take_the_settings_passed_in, *needs_ports(1)) {
   BOOST_TEST_REQUIRE(r.ok(), err_msg(r));
   expect_send_comm(**s, env, a, nullptr);
   expect_recv_comm(**r, env, a, nullptr);
-  expect_settings_of(**s, cfg);
-  expect_settings_of(**r, cfg);
+  expect_settings_of(**s, cfg, hooks);
+  expect_settings_of(**r, cfg, hooks);
   BOOST_TEST(a.live_paths == 0);  // no reaper: ordinary paths, not counted on the device
   BOOST_TEST(a.active_comms.load() == 2);
   BOOST_TEST(a.standby_comms.load() == 0);

@@ -10,13 +10,18 @@
 #                    complete and the log must show the plugin's "failover of" WARN
 #   ib-host, ib-gpu  NCCL's internal IB transport (NCCL_NET=IB, no plugin), the reference
 # and prints a table (also OUT/table.txt): busbw, ratio to the IB run of the same buffer kind,
-# failovers seen, which memory path NCCL used, verdict.
+# failovers seen, which memory path NCCL used, verdict. A ha-gpu run fails when the plugin offered
+# NCCL GPU memory (ptrSupport CUDA, or DMABUF with dma-buf on the GPU) and NCCL still staged its
+# network buffers through host memory (no GDRDMA in its NET/HA channel lines); ha-gpu-dmabuf is
+# skipped when the plugin offered none (no peer-memory client, no dma-buf on its devices).
 # Two ranks as two "hosts" on this machine: nccl-tests built with MPI=1 runs `mpirun -np 2`, each
-# rank with its own NCCL_HOSTID; built without MPI it runs one process with --gpus GPUs and
-# NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 so that its ranks meet through the network.
+# rank with its own NCCL_HOSTID (--gpus 1, the default with one GPU: both ranks on GPU 0); built
+# without MPI it runs one process with --gpus GPUs (2 or more) and NCCL_P2P_DISABLE=1
+# NCCL_SHM_DISABLE=1 so that its ranks meet through the network.
 # No RDMA NIC: two Soft-RoCE rails on dummy netdevs (rdma_rxe; both ranks use each rxe device in
-# loopback), removed on exit. Missing pieces: "gpu-smoke: skipped: <reason>", exit 0 (--require:
-# exit 1). Exit 0 when every run that could run passed, 1 otherwise, 2 on a usage error.
+# loopback), removed on exit. Missing pieces (rdma-core, the rxe provider, rdma_rxe, ...), or a
+# Soft-RoCE setup the kernel refuses: "gpu-smoke: skipped: <reason>", exit 0 (--require: exit 1).
+# Exit 0 when every run that could run passed, 1 otherwise, 2 on a usage error.
 #   scripts/gpu-smoke.sh [--dry-run] [--plugin PATH] [--out DIR] ...      (--help: every option)
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +30,10 @@ BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
 PLUGIN_ARG="" SIZES="1M:256M" ITERS=20 GPUS="" REQUIRE=0 OUT="" DRY=0 LAUNCH=auto SOFTROCE=0
 FAIL_NETDEV="" FAULT_AFTER=5 FAULT_DOWN=5 RUN_TIMEOUT=900
 SR_IF=(gsmoke0 gsmoke1) SR_DEV=(gsmoke_rxe0 gsmoke_rxe1) SR_ADDR=(10.231.0.1/24 10.232.0.1/24)
+# Where /sys, /etc/libibverbs.d and the libraries are looked for: "" (this machine), or the tree
+# of GPU_SMOKE_SYSROOT (tests; ldconfig is not asked then).
+SYS=${GPU_SMOKE_SYSROOT:-}
+RDMA_CORE_PKGS="Debian: apt-get install libibverbs1 ibverbs-providers rdma-core; RHEL: dnf install rdma-core libibverbs"
 
 usage() {
   cat <<EOF
@@ -47,7 +56,10 @@ usage: scripts/gpu-smoke.sh [options]
   --dry-run         look for the pieces, print every command it would run, run none
   --help
 Environment: NCCL_HOME, NCCL_TESTS_DIR, MPIRUN, NCCL_HA_BUILD_DIR, NCCL_HA_PREFIX; NCCL_IB_HCA /
-HA_NCCL_IB_HCA / NCCL_SOCKET_IFNAME are kept when set (Soft-RoCE sets the HCAs itself).
+HA_NCCL_IB_HCA / NCCL_SOCKET_IFNAME / CUDA_VISIBLE_DEVICES are kept when set (Soft-RoCE sets the
+HCAs itself; --gpus 1 with MPI puts both ranks on the first visible GPU).
+GPU_SMOKE_SYSROOT=DIR (tests): look for libibverbs.so.1, the rxe provider, /etc/libibverbs.d,
+/sys/module and /sys/class/{infiniband,net} under DIR instead of /, and not in ldconfig -p.
 EOF
 }
 
@@ -176,7 +188,7 @@ find_launcher() {
   if [[ -z $GPUS ]]; then GPUS=$((have >= 2 ? 2 : 1)); fi
   if [[ $LAUNCH == single ]]; then
     say "launcher: one process, -g $GPUS (nccl-tests without MPI; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)"
-    ((GPUS >= 2 || have == 0)) || [[ -z $TESTS_BIN ]] || missing "nccl-tests without MPI runs one process: two ranks need --gpus 2 or more (have $have GPU(s)); build nccl-tests with MPI=1 to run two ranks on one GPU"
+    ((GPUS >= 2 || have == 0)) || [[ -z $TESTS_BIN ]] || missing "nccl-tests without MPI runs one process, and two ranks on one GPU need two processes (have $have GPU(s)): build nccl-tests with MPI=1 (and an MPI: Debian openmpi-bin libopenmpi-dev, RHEL openmpi-devel) or use --gpus 2 on a machine with two GPUs"
   else
     ((GPUS == 1 || GPUS % 2 == 0)) || usage_error "--gpus with MPI: 1 (both ranks on GPU 0) or an even number"
   fi
@@ -201,11 +213,47 @@ find_plugin() {
   say "found plugin: $PLUGIN"
 }
 
-# RDMA: ports ACTIVE now (NIC mode), else Soft-RoCE if this user may set it up.
+# rdma-core's libibverbs.so.1, which the plugin (and NCCL's IB transport) loads: ldconfig's
+# cache, LD_LIBRARY_PATH and the usual library directories (only the latter under a SYSROOT).
+have_libibverbs() {
+  local d dirs=()
+  if [[ -z $SYS ]]; then
+    local ldc
+    for ldc in "$(command -v ldconfig 2>/dev/null || true)" /sbin/ldconfig; do
+      [[ -n $ldc && -x $ldc ]] || continue
+      if grep -q 'libibverbs\.so\.1 ' <<<"$("$ldc" -p 2>/dev/null)"; then return 0; fi
+    done
+    local IFS=:
+    for d in ${LD_LIBRARY_PATH:-}; do [[ -n $d ]] && dirs+=("$d"); done
+    unset IFS
+  fi
+  dirs+=("$SYS"/usr/lib/*-linux-gnu* "$SYS"/usr/lib64 "$SYS"/usr/lib "$SYS"/lib/*-linux-gnu* "$SYS"/lib64 "$SYS"/lib)
+  for d in "${dirs[@]}"; do [[ -e $d/libibverbs.so.1 ]] && return 0; done
+  return 1
+}
+
+# Soft-RoCE's userspace: libibverbs' rxe provider (librxe-rdmav<N>.so in its provider directory),
+# enabled by /etc/libibverbs.d/rxe.driver. Without it the rxe devices exist but no verbs program
+# sees them. Empty when present, else what is missing.
+rxe_provider_missing() {
+  local d f dirs=("$SYS"/usr/lib/*/libibverbs "$SYS"/usr/lib64/libibverbs "$SYS"/usr/lib/libibverbs "$SYS"/lib64/libibverbs)
+  local found=""
+  for d in "${dirs[@]}"; do
+    for f in "$d"/librxe-rdmav*.so; do [[ -e $f ]] && found=$f; done
+  done
+  if [[ -z $found ]]; then
+    printf 'no librxe-rdmav*.so in %s/usr/lib/*/libibverbs, %s/usr/lib64/libibverbs' "$SYS" "$SYS"
+  elif [[ ! -e $SYS/etc/libibverbs.d/rxe.driver ]]; then
+    printf '%s is there, but %s/etc/libibverbs.d/rxe.driver is not (the provider is not enabled)' "$found" "$SYS"
+  fi
+}
+
+# RDMA: ports ACTIVE now (NIC mode), else Soft-RoCE if this user may set it up; either needs
+# rdma-core's libibverbs, Soft-RoCE also the rxe provider, the rdma_rxe module, ip and rdma.
 find_rdma() {
   local d p
   NIC_DEVS=()
-  for d in /sys/class/infiniband/*; do
+  for d in "$SYS"/sys/class/infiniband/*; do
     [[ -e $d ]] || continue
     case $(basename "$d") in gsmoke_rxe*) continue ;; esac
     for p in "$d"/ports/*/state; do
@@ -215,6 +263,11 @@ find_rdma() {
   AS_ROOT=()
   if [[ $(id -u) != 0 ]]; then
     if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then AS_ROOT=(sudo -n); else AS_ROOT=(none); fi
+  fi
+  local verbs=1
+  if ! have_libibverbs; then
+    verbs=0
+    missing "no rdma-core: libibverbs.so.1 not found (ldconfig -p, /usr/lib*, /lib*), which the plugin and NCCL's IB transport load ($RDMA_CORE_PKGS)"
   fi
   if ((${#NIC_DEVS[@]} > 0 && SOFTROCE == 0)); then
     RDMA_MODE=nic
@@ -228,12 +281,17 @@ find_rdma() {
   RDMA_MODE=softroce
   local why=""
   if ((${#NIC_DEVS[@]} == 0)); then why="no RDMA device with an active port"; else why="--softroce"; fi
+  local rxe
   if [[ ${AS_ROOT[*]:-} == none ]]; then
     missing "$why, and Soft-RoCE needs root (or passwordless sudo) for modprobe / ip / rdma"
   elif ! command -v rdma >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
-    missing "$why, and Soft-RoCE needs the 'rdma' and 'ip' tools (iproute2)"
-  elif [[ ! -d /sys/module/rdma_rxe ]] && ! modinfo rdma_rxe >/dev/null 2>&1; then
-    missing "$why, and no Soft-RoCE: kernel module rdma_rxe is not available (modinfo rdma_rxe)"
+    missing "$why, and Soft-RoCE needs the 'rdma' and 'ip' tools (Debian: iproute2; RHEL: iproute)"
+  elif ((verbs == 0)); then
+    :   # said above: no rdma-core
+  elif rxe=$(rxe_provider_missing) && [[ -n $rxe ]]; then
+    missing "$why, and no rxe provider for Soft-RoCE: $rxe (Debian: ibverbs-providers; RHEL: libibverbs)"
+  elif [[ ! -d $SYS/sys/module/rdma_rxe ]] && ! modinfo rdma_rxe >/dev/null 2>&1; then
+    missing "$why, and no Soft-RoCE: kernel module rdma_rxe is not available (modinfo rdma_rxe; Ubuntu: linux-modules-extra-\$(uname -r), RHEL/Fedora: kernel-modules-extra where the kernel has it)"
   else
     say "RDMA: $why: Soft-RoCE rails ${SR_DEV[0]} on ${SR_IF[0]} (${SR_ADDR[0]}), ${SR_DEV[1]} on ${SR_IF[1]} (${SR_ADDR[1]})"
   fi
@@ -256,7 +314,7 @@ quote() {
 # root CMD...: as root (sudo -n when not root; "none": only reachable in a dry run).
 root() { if [[ ${#AS_ROOT[@]} -gt 0 && ${AS_ROOT[0]} != none ]]; then run "${AS_ROOT[@]}" "$@"; else run "$@"; fi; }
 
-SR_UP=0 RAIL0_DOWN=0 BG_PID=""
+SR_UP=0 RAIL0_DOWN=0 BG_PID="" FAULT_WHY=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -269,32 +327,45 @@ cleanup() {
 teardown_softroce() {
   local i
   for i in 0 1; do
-    if ((DRY)) || [[ -e /sys/class/infiniband/${SR_DEV[i]} ]]; then root rdma link delete "${SR_DEV[i]}" || true; fi
-    if ((DRY)) || [[ -e /sys/class/net/${SR_IF[i]} ]]; then root ip link delete "${SR_IF[i]}" || true; fi
+    if ((DRY)) || [[ -e $SYS/sys/class/infiniband/${SR_DEV[i]} ]]; then root rdma link delete "${SR_DEV[i]}" || true; fi
+    if ((DRY)) || [[ -e $SYS/sys/class/net/${SR_IF[i]} ]]; then root ip link delete "${SR_IF[i]}" || true; fi
   done
   SR_UP=0
 }
 
+# root_step CMD...: root CMD... (the Soft-RoCE setup, taking rail 0 down), its stderr kept: on
+# failure STEP_WHY says which command failed and what it printed.
+STEP_WHY=""
+root_step() {
+  local err rc=0
+  { err=$(root "$@" 2>&1 1>&3 3>&-); } 3>&1 || rc=$?
+  ((rc == 0)) && return 0
+  err=$(tr '\n' ' ' <<<"$err" | sed 's/ *$//')
+  STEP_WHY="'$(quote "$@")' failed (exit $rc)${err:+: $err}"
+  return 1
+}
+
+# Two Soft-RoCE rails, ACTIVE. Returns 1 with STEP_WHY when the kernel refuses a step (main skips).
 setup_softroce() {
   say "setting up Soft-RoCE (removed on exit)"
   SR_UP=1
   ((DRY)) || teardown_softroce >/dev/null 2>&1   # leftovers of an interrupted run
   SR_UP=1
-  if ! root modprobe rdma_rxe; then
-    say "cannot load rdma_rxe: the Soft-RoCE mode is skipped"; SR_UP=0; return 1
-  fi
+  if ((DRY)) || [[ ! -d $SYS/sys/module/rdma_rxe ]]; then root_step modprobe rdma_rxe || return 1; fi
   local i j
   for i in 0 1; do
-    root ip link add "${SR_IF[i]}" type dummy
-    root ip addr add "${SR_ADDR[i]}" dev "${SR_IF[i]}"
-    root ip link set "${SR_IF[i]}" up
-    root rdma link add "${SR_DEV[i]}" type rxe netdev "${SR_IF[i]}"
+    root_step ip link add "${SR_IF[i]}" type dummy || return 1
+    root_step ip addr add "${SR_ADDR[i]}" dev "${SR_IF[i]}" || return 1
+    root_step ip link set "${SR_IF[i]}" up || return 1
+    root_step rdma link add "${SR_DEV[i]}" type rxe netdev "${SR_IF[i]}" || return 1
   done
   ((DRY)) && return 0
+  local state
   for i in 0 1; do
+    state=$SYS/sys/class/infiniband/${SR_DEV[i]}/ports/1/state
     for j in $(seq 100); do
-      grep -q ACTIVE "/sys/class/infiniband/${SR_DEV[i]}/ports/1/state" 2>/dev/null && break
-      ((j < 100)) || { say "${SR_DEV[i]} never became ACTIVE"; return 1; }
+      grep -q ACTIVE "$state" 2>/dev/null && break
+      ((j < 100)) || { STEP_WHY="${SR_DEV[i]} never became ACTIVE ($state: $(cat "$state" 2>&1))"; return 1; }
       sleep 0.1
     done
   done
@@ -313,7 +384,10 @@ run_env() {
   fi
   [[ -n ${NCCL_SOCKET_IFNAME:-} ]] || ENV+=(NCCL_SOCKET_IFNAME==lo)   # both ranks on this host
   if [[ $LAUNCH == single ]]; then ENV+=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1); fi
-  if [[ $LAUNCH == mpi && $GPUS == 1 ]]; then ENV+=(NCCL_TESTS_DEVICE=0); fi   # both ranks on GPU 0
+  if [[ $LAUNCH == mpi && $GPUS == 1 ]]; then   # both ranks on one GPU: the first visible one
+    local first=${CUDA_VISIBLE_DEVICES:-0}
+    ENV+=(NCCL_TESTS_DEVICE=0 "CUDA_VISIBLE_DEVICES=${first%%,*}")
+  fi
 }
 
 # The command of one run: TESTS_ARGS... (after the launcher).
@@ -338,9 +412,15 @@ write_rank_wrapper() {
   ln -sfn "${PLUGIN:-/nonexistent/libnccl-net-ha.so}" "$OUT/plugin/libnccl-net-ha.so"
   cat >"$OUT/rank.sh" <<'EOF'
 #!/usr/bin/env bash
-# gpu-smoke: one MPI rank; its own NCCL_HOSTID makes NCCL treat the ranks as two hosts.
-r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}}
+# gpu-smoke: one MPI rank; its own NCCL_HOSTID makes NCCL treat the ranks as two hosts (which also
+# lets two ranks share a GPU: NCCL refuses two ranks of one host on one GPU).
+r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${MV2_COMM_WORLD_RANK:-${SLURM_PROCID:-}}}}}
+if [[ -z $r ]]; then
+  echo "gpu-smoke rank.sh: no rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, MV2_COMM_WORLD_RANK, SLURM_PROCID): the ranks would share one NCCL_HOSTID" >&2
+  exit 1
+fi
 export NCCL_HOSTID=gpu-smoke-host$r
+echo "gpu-smoke rank.sh: rank $r: NCCL_HOSTID=$NCCL_HOSTID CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-<all>}" >&2
 exec "$@"
 EOF
 }
@@ -350,17 +430,55 @@ busbw_of() { sed -n 's/^# *Avg bus bandwidth *: *\([0-9.eE+-]*\).*/\1/p' "$1" | 
 failovers_of() { grep -c 'NET/HA:.*failover of' "$1" || true; }
 # Microseconds of one out-of-place all_reduce at the largest size (nccl-tests' results table).
 time_us_of() { awk '$1 ~ /^[0-9]+$/ && NF >= 9 && $6 ~ /^[0-9.]+$/ {t = $6} END {if (t != "") print t}' "$1"; }
-# Which memory NCCL's network used: GDRDMA in its channel lines; dma-buf when NCCL saw it on the
-# GPU, was allowed to use it and the network offers it (ptrSupport ...DMABUF).
+# What the plugin offered NCCL for GPU buffers, from its INFO lines: CUDA pointers (a GPU
+# peer-memory client is loaded: "GPU peer memory (...)", ptrSupport HOST|CUDA in its init line),
+# dma-buf (its init line's "; dmabuf <dev> yes ...": ptrSupport DMABUF on that device).
+plugin_offers_cuda() { grep -Eq 'NET/HA: GPU peer memory \(|NET/HA: nccl-ha .*ptrSupport HOST[|]CUDA' "$1"; }
+plugin_offers_dmabuf() { grep -Eq 'NET/HA: nccl-ha .*; dmabuf [^;]* yes' "$1"; }
+# NCCL found dma-buf support on its GPU (logged only when NCCL_DMABUF_ENABLE is not 0).
+gpu_dmabuf() { grep -q 'DMA-BUF is available on GPU' "$1"; }
+# A GPU peer-memory client on this machine (the plugin's marks, gdr.hpp): the name, or nothing.
+peermem_module() {
+  local m
+  for m in module/nvidia_peermem module/nv_peer_mem kernel/mm/memory_peers/nv_mem; do
+    if [[ -e $SYS/sys/$m ]]; then echo "${m##*/}"; return; fi
+  done
+}
+
+# Which memory NCCL's network used: GDRDMA in its channel lines ("via NET/HA/0/GDRDMA"); without
+# it NCCL staged the network buffers through host memory. dma-buf when NCCL saw it on the GPU, was
+# allowed to use it and the network offers it (the plugin: its init line; IB: assumed).
 mempath_of() {
   local log=$1 net=$2 dmabuf=$3
   if ! grep -q "via NET/$net" "$log"; then echo "-"; return; fi
   if ! grep -q "via NET/$net/[^ ]*GDRDMA" "$log"; then echo host; return; fi
-  local offers=0
-  if [[ $net == HA ]]; then grep -q 'NET/HA: nccl-ha.*ptrSupport [A-Z|]*DMABUF' "$log" && offers=1
-  else grep -q 'DMA-BUF is available' "$log" && offers=1; fi
-  if [[ $dmabuf != 0 ]] && ((offers)) && grep -q 'DMA-BUF is available on GPU' "$log"; then echo "GDR dma-buf"
+  local offers=1
+  if [[ $net == HA ]]; then plugin_offers_dmabuf "$log" || offers=0; fi
+  if [[ $dmabuf != 0 ]] && ((offers)) && gpu_dmabuf "$log"; then echo "GDR dma-buf"
   else echo "GDR peermem"; fi
+}
+
+# gdr_expected LOG DMABUF: whether NCCL could register its GPU buffers with the plugin (and so
+# should have used GPUDirect RDMA at NCCL_NET_GDR_LEVEL=SYS): the plugin offered CUDA pointers,
+# or dma-buf that the GPU has too (NCCL's rule, topo.cc: "GPU Direct RDMA Enabled for HCA").
+# GDR_WHY says why, or why not.
+gdr_expected() {
+  local log=$1 dmabuf=$2
+  if plugin_offers_cuda "$log"; then GDR_WHY="the plugin offered CUDA pointers (GPU peer memory)"; return 0; fi
+  if plugin_offers_dmabuf "$log" && gpu_dmabuf "$log"; then
+    GDR_WHY="the plugin offered dma-buf and NCCL found dma-buf on the GPU"; return 0
+  fi
+  if grep -Eq 'NET/HA ?: GPU Direct RDMA Enabled for HCA' "$log"; then
+    GDR_WHY="NCCL: GPU Direct RDMA Enabled for the plugin's HCAs"; return 0
+  fi
+  if plugin_offers_dmabuf "$log"; then
+    GDR_WHY="the plugin offered dma-buf, but NCCL found no dma-buf support on the GPU (no 'DMA-BUF is available on GPU' line: CUDA >= 11.7 and a driver and kernel with dma-buf) and no GPU peer-memory client is loaded"
+  elif [[ $dmabuf == 0 ]]; then
+    GDR_WHY="no GPU peer-memory client (nvidia-peermem / nv_peer_mem) and dma-buf off in this run"
+  else
+    GDR_WHY="the plugin offered no GPU memory: no GPU peer-memory client (nvidia-peermem / nv_peer_mem) and no dma-buf on its devices (ptrSupport HOST)"
+  fi
+  return 1
 }
 
 # ---- the runs ----
@@ -409,14 +527,18 @@ do_run() {
       sleep 0.1
     done
     local injected=0
+    FAULT_WHY=""
     if ((started)); then
       sleep "$FAULT_AFTER"
       if kill -0 "$BG_PID" 2>/dev/null; then
         RAIL0_DOWN=1
-        root ip link set "$RAIL0_IF" down
-        sleep "$FAULT_DOWN"
-        root ip link set "$RAIL0_IF" up
-        RAIL0_DOWN=0 injected=1
+        if root_step ip link set "$RAIL0_IF" down; then
+          injected=1
+          sleep "$FAULT_DOWN"
+        else
+          FAULT_WHY=$STEP_WHY
+        fi
+        if root_step ip link set "$RAIL0_IF" up; then RAIL0_DOWN=0; fi   # else cleanup tries again
       fi
     fi
     wait "$BG_PID" || rc=$?
@@ -437,13 +559,31 @@ verdict() {
   fi
   [[ $mem != host || ${R_PATH[$name]} != GDR* ]] || why+=("GDR used although NCCL_NET_GDR_LEVEL=LOC")
   if [[ -n $fault ]]; then
-    ((injected)) || why+=("the run ended before rail 0 went down")
+    if [[ -n ${FAULT_WHY:-} ]]; then why+=("rail 0 could not be taken down: $FAULT_WHY")
+    elif ((injected == 0)); then why+=("the run ended before rail 0 went down"); fi
     ((fo > 0)) || why+=("no 'failover of' WARN")
   else
     ((fo == 0)) || why+=("$fo unexpected failover(s)")
   fi
   if grep -q 'no usable path left' "$log"; then why+=("'no usable path left'"); fi
-  if ((${#why[@]} == 0)); then R_VERDICT[$name]=PASS; else R_VERDICT[$name]="FAIL: $(join "; " "${why[@]}")"; fi
+  if [[ $LAUNCH == mpi ]] && (($(grep -o 'rank\.sh: rank [0-9]*: NCCL_HOSTID=[^ ]*' "$log" | sort -u | wc -l) < 2)); then
+    why+=("not two ranks with their own NCCL_HOSTID (rank.sh lines)")
+  fi
+  # GPU buffers through the plugin: GPUDirect RDMA when the plugin offered GPU memory.
+  local note="" mod
+  if [[ $net == HA && $mem == gpu && -z $fault && ${R_PATH[$name]} != - ]] && grep -q 'NET/HA: nccl-ha' "$log"; then
+    mod=$(peermem_module)
+    if [[ -n $mod ]] && ! plugin_offers_cuda "$log"; then
+      why+=("$mod is loaded, but the plugin offered no CUDA pointers (ptrSupport HOST)")
+    elif gdr_expected "$log" "$dmabuf"; then
+      [[ ${R_PATH[$name]} != host ]] || why+=("host staging (no GDRDMA in NCCL's NET/HA channel lines) although GPU memory registration was expected: $GDR_WHY")
+    elif [[ ${R_PATH[$name]} == host && $dmabuf == 0 ]]; then
+      note=" (host staging, as expected: $GDR_WHY)"
+    elif [[ ${R_PATH[$name]} == host && ${#why[@]} == 0 ]]; then
+      R_VERDICT[$name]="skipped: no GPU memory registration possible: $GDR_WHY"; return
+    fi
+  fi
+  if ((${#why[@]} == 0)); then R_VERDICT[$name]=PASS$note; else R_VERDICT[$name]="FAIL: $(join "; " "${why[@]}")"; fi
 }
 
 # Iterations that keep the failover run going for FAULT_AFTER + FAULT_DOWN + 10 s, from the time
@@ -495,8 +635,10 @@ main() {
   ((DRY)) || write_rank_wrapper
   printf '+ %s\n' "ln -sfn ${PLUGIN:-<plugin>} $OUT/plugin/libnccl-net-ha.so; write $OUT/rank.sh (NCCL_HOSTID=gpu-smoke-host<rank>)"
   if [[ $RDMA_MODE == softroce ]] && ! setup_softroce; then
-    if ((REQUIRE)); then say "FAIL (--require): no RDMA device and Soft-RoCE could not be set up" >&2; exit 1; fi
-    say "skipped: no RDMA device and Soft-RoCE could not be set up"; exit 0
+    teardown_softroce >/dev/null 2>&1 || true   # whatever the steps before made
+    local reason="Soft-RoCE could not be set up: $STEP_WHY"
+    if ((REQUIRE)); then say "FAIL (--require): $reason" >&2; exit 1; fi
+    say "skipped: $reason"; exit 0
   fi
   do_run ha-host HA host "" ib-host
   do_run ha-gpu-dmabuf HA gpu 1 ib-gpu
@@ -508,7 +650,7 @@ main() {
   echo
   print_table
   ((DRY)) && return 0
-  for n in "${RUNS[@]}"; do [[ ${R_VERDICT[$n]} == PASS || ${R_VERDICT[$n]} == skipped* ]] || return 1; done
+  for n in "${RUNS[@]}"; do [[ ${R_VERDICT[$n]} == PASS* || ${R_VERDICT[$n]} == skipped* ]] || return 1; done
   say "every run that could run passed (logs: $OUT)"
 }
 

@@ -69,6 +69,7 @@ deb_has "$DEB_RT" "usr/$LIBDIR/libnccl-net-ha.so" usr/bin/ha-ping usr/bin/ha-net
   usr/share/doc/nccl-ha/copyright
 deb_has "$DEB_DEV" "usr/$LIBDIR/librdma_reactor.a" "usr/$LIBDIR/libha_net.a" \
   usr/include/nccl_ha/version.hpp usr/include/nccl_ha/reactor/reactor.hpp usr/include/nccl_ha/net/discovery.hpp \
+  usr/include/nccl_ha/nccl_ha_profiler.h \
   "usr/$LIBDIR/cmake/nccl-ha/nccl-haConfig.cmake" "usr/$LIBDIR/cmake/nccl-ha/nccl-haConfigVersion.cmake" \
   "usr/$LIBDIR/cmake/nccl-ha/nccl-ha-targets.cmake" "usr/$LIBDIR/pkgconfig/nccl-ha.pc" \
   usr/share/doc/nccl-ha-dev/copyright

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include <dlfcn.h>
 
@@ -190,6 +191,40 @@ bool is_pci_bdf(std::string_view c) noexcept {
          tail[6] == '.' && tail[7] >= '0' && tail[7] <= '7' && std::all_of(domain.begin(), domain.end(), hex);
 }
 
+std::optional<std::int64_t> pci_order_key(std::string_view full_path) noexcept {
+  while (!full_path.empty()) {
+    const std::size_t slash = full_path.rfind('/');
+    const std::string_view last = slash == std::string_view::npos ? full_path : full_path.substr(slash + 1);
+    if (is_pci_bdf(last)) {
+      std::int64_t key = 0;
+      for (const char ch : last) {
+        if (ch == ':' || ch == '.') continue;
+        const int digit = std::isdigit(static_cast<unsigned char>(ch)) ? ch - '0' : std::tolower(ch) - 'a' + 10;
+        key = key << 4 | digit;
+      }
+      return key;
+    }
+    full_path = slash == std::string_view::npos ? std::string_view{} : full_path.substr(0, slash);
+  }
+  return std::nullopt;
+}
+
+void sort_pci_order(std::vector<PortInfo>& ports) {
+  struct Keyed {
+    std::optional<std::int64_t> key;
+    PortInfo port;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(ports.size());
+  for (auto& p : ports) keyed.push_back({pci_order_key(p.pci_path), std::move(p)});
+  auto rank = [](const Keyed& k) { return std::tuple(!k.key.has_value(), k.key.value_or(0)); };
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const Keyed& a, const Keyed& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return std::tie(a.port.device, a.port.port) < std::tie(b.port.device, b.port.port);
+  });
+  for (std::size_t i = 0; i < ports.size(); ++i) ports[i] = std::move(keyed[i].port);
+}
+
 std::string nccl_pci_path(const std::string& full_path, bool merge_vfs) {
   const std::size_t slash = full_path.rfind('/');
   const std::string_view last = std::string_view(full_path).substr(slash == std::string::npos ? 0 : slash + 1);
@@ -341,6 +376,7 @@ std::vector<PortInfo> discover_ports(const DiscoveryOptions& options) {
   ibv_free_device_list(list);
   std::sort(ports.begin(), ports.end(),
             [](const PortInfo& a, const PortInfo& b) { return a.device != b.device ? a.device < b.device : a.port < b.port; });
+  if (options.pci_order) sort_pci_order(ports);
   return ports;
 }
 

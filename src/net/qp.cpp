@@ -13,8 +13,9 @@ QpTimeouts QpTimeouts::from_env() { return from_lookup(process_env()); }
 
 QpTimeouts QpTimeouts::from_lookup(const EnvLookup& env) {
   QpTimeouts t;
-  t.timeout = static_cast<std::uint8_t>(env_int(env, {"HA_NCCL_QP_TIMEOUT"}, t.timeout, 1, 31));
-  t.retry_cnt = static_cast<std::uint8_t>(env_int(env, {"HA_NCCL_QP_RETRY_CNT"}, t.retry_cnt, 0, 7));
+  t.timeout = static_cast<std::uint8_t>(env_int(env, {"HA_NCCL_QP_TIMEOUT", "NCCL_IB_TIMEOUT"}, t.timeout, 1, 31));
+  t.retry_cnt = static_cast<std::uint8_t>(env_int(env, {"HA_NCCL_QP_RETRY_CNT", "NCCL_IB_RETRY_CNT"}, t.retry_cnt, 0, 7));
+  t.pkey_index = static_cast<std::uint16_t>(env_int(env, {"HA_NCCL_IB_PKEY", "NCCL_IB_PKEY"}, t.pkey_index, 0, 65535));
   return t;
 }
 
@@ -55,10 +56,10 @@ Endpoint local_endpoint(const ibv_qp* qp, const PortInfo& port, std::uint32_t ps
 
 ibv_mtu negotiate_mtu(ibv_mtu local, ibv_mtu remote) noexcept { return std::min(local, remote); }
 
-Status qp_to_init(ibv_qp* qp, std::uint8_t port, int access) {
+Status qp_to_init(ibv_qp* qp, std::uint8_t port, std::uint16_t pkey_index, int access) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
+  a.pkey_index = pkey_index;
   a.port_num = port;
   a.qp_access_flags = static_cast<unsigned>(access);
   if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
@@ -120,7 +121,7 @@ Status qp_to_error(ibv_qp* qp) {
 }
 
 Status connect_rc_qp(ibv_qp* qp, const Endpoint& local, const Endpoint& remote, const QpTimeouts& t) {
-  if (auto s = qp_to_init(qp, local.port); !s) return s;
+  if (auto s = qp_to_init(qp, local.port, t.pkey_index); !s) return s;
   if (auto s = qp_to_rtr(qp, local, remote, t); !s) return s;
   return qp_to_rts(qp, local.psn, t);
 }

@@ -68,30 +68,34 @@ ncclResult_t properties(int dev, P* out) {
 // v6-v8 pass int sizes.
 ncclResult_t isend_int(void* c, void* data, int size, int tag, void* mh, void** req) {
   if (size < 0) return ncclInvalidArgument;
-  return isend(c, data, static_cast<std::size_t>(size), tag, mh, req);
+  return isend(c, data, static_cast<std::size_t>(size), tag, mh, nullptr, req);
 }
 
 ncclResult_t irecv_int(void* c, int n, void** data, int* sizes, int* tags, void** mhs, void** req) {
-  if (n < 1 || n > kMaxRecvs) return irecv(c, n, data, nullptr, tags, mhs, req);  // reports the error
+  if (n < 1 || n > kMaxRecvs) return irecv(c, n, data, nullptr, tags, mhs, nullptr, req);  // reports the error
   std::size_t s[kMaxRecvs];
   for (int i = 0; i < n; ++i) {
     if (sizes[i] < 0) return ncclInvalidArgument;
     s[i] = static_cast<std::size_t>(sizes[i]);
   }
-  return irecv(c, n, data, s, tags, mhs, req);
+  return irecv(c, n, data, s, tags, mhs, nullptr, req);
+}
+
+ncclResult_t isend_sz(void* c, void* data, size_t size, int tag, void* mh, void** req) {
+  return isend(c, data, size, tag, mh, nullptr, req);
 }
 
 ncclResult_t irecv_sz(void* c, int n, void** data, size_t* sizes, int* tags, void** mhs, void** req) {
-  return irecv(c, n, data, sizes, tags, mhs, req);
+  return irecv(c, n, data, sizes, tags, mhs, nullptr, req);
 }
 
-ncclResult_t irecv_sz_prof(void* c, int n, void** data, size_t* sizes, int* tags, void** mhs, void** /*phandles*/,
+ncclResult_t irecv_sz_prof(void* c, int n, void** data, size_t* sizes, int* tags, void** mhs, void** phandles,
                            void** req) {
-  return irecv(c, n, data, sizes, tags, mhs, req);
+  return irecv(c, n, data, sizes, tags, mhs, phandles, req);
 }
 
-ncclResult_t isend_prof(void* c, void* data, size_t size, int tag, void* mh, void* /*phandle*/, void** req) {
-  return isend(c, data, size, tag, mh, req);
+ncclResult_t isend_prof(void* c, void* data, size_t size, int tag, void* mh, void* phandle, void** req) {
+  return isend(c, data, size, tag, mh, phandle, req);
 }
 
 ncclResult_t iflush_api(void* c, int n, void** data, int* sizes, void** mhs, void** req) {
@@ -149,12 +153,12 @@ ncclResult_t make_vdevice(int* d, V* props) {
 }
 
 ncclResult_t init_v6(ncclDebugLogger_t logger) { return init(logger); }
-ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t /*prof*/) { return init(logger); }
+ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t prof) { return init(logger, prof); }
 template <class C>
 ncclResult_t init_v11(void** ctx, uint64_t comm_id, C* config, ncclDebugLogger_t logger,
-                      ncclProfilerCallback_t /*prof*/) {
+                      ncclProfilerCallback_t prof) {
   if (!ctx) return ncclInvalidArgument;
-  if (auto rc = init(logger); rc != ncclSuccess) return rc;
+  if (auto rc = init(logger, prof); rc != ncclSuccess) return rc;
   CommParams params;
   params.comm_id = comm_id;
   if (config) params.traffic_class = config->trafficClass;
@@ -188,7 +192,7 @@ HA_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
 
 HA_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     kName, init_v6, devices, properties<ncclNetProperties_v9_t>, listen_v6, connect_v7, accept_v7, reg_mr,
-    reg_mr_dmabuf, dereg_mr, isend, irecv_sz, iflush_api, test, close_send, close_recv, close_listen,
+    reg_mr_dmabuf, dereg_mr, isend_sz, irecv_sz, iflush_api, test, close_send, close_recv, close_listen,
     get_device_mr, nullptr, make_vdevice<ncclNetVDeviceProps_v9_t>};
 
 HA_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {

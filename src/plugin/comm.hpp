@@ -126,6 +126,10 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::uint64_t failback_hold_ns = 0;
   CommStats stats;
   CommHooks hooks;  // the test builds' fault injection for this comm (test_hooks.hpp)
+  // NCCL's profiler (profiler.hpp): the data of the last switch's events, and a note for the next
+  // request posted (HA writes it, isend / irecv take it).
+  ncclProfilerNetHaDescr_v1_t prof_descr{};
+  std::atomic<std::uint64_t> prof_note{0};
   std::string id;  // "send comm 0x..." for log lines
   CommParams params;  // NCCL's communicator id and traffic class (core.hpp)
   Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)

@@ -154,6 +154,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
       HA_WARN("NET/HA: %s='%s' is invalid (expected 0 or 1); using the default 1 (virtual functions merged)", which,
               merge->c_str());
   }
+  c.ib_device_pci_order = net::env_int(env, {"HA_NCCL_IB_DEVICE_PCI_ORDER", "NCCL_IB_DEVICE_PCI_ORDER"}, 1, 0, 1) != 0;
   read_registration(env, c);
   return c;
 }
@@ -238,6 +239,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
   add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
   add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
+  add("HA_NCCL_IB_DEVICE_PCI_ORDER", b(c.ib_device_pci_order));
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));

@@ -59,10 +59,9 @@ struct Config {
   bool force_flush = false;
   // HA_NCCL_FORCE_IB_TIMEOUT 0/1 (docs/settings.md, "Configuration read by the libraries": the plugin's
   // short IB timeout must not be overridden behind the user's back). 1: the QP timeout is exactly
-  // HA_NCCL_QP_TIMEOUT (or its default 14): no per-device adjustment, in particular not the
-  // Soft-RoCE timeout 17. NCCL's own NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT (often set cluster-wide
-  // for NCCL's IB transport) are never read by the plugin, forced or not. The Soft-RoCE
-  // retry-count cap (7 means "for ever" there) is a correctness fix, not a tuning, and stays.
+  // HA_NCCL_QP_TIMEOUT, else NCCL_IB_TIMEOUT (or the default 14): no per-device adjustment, in
+  // particular not the Soft-RoCE timeout 17. The Soft-RoCE retry-count cap (7 means "for ever"
+  // there) is a correctness fix, not a tuning, and stays unless a retry count is set.
   bool force_ib_timeout = false;
   // QoS of every QP the plugin connects, primary and standby (and standbys rebuilt later), with
   // NCCL's names and rules: HA_NCCL_IB_TC, else NCCL_IB_TC (0..255, the GRH traffic class: on RoCE
@@ -73,6 +72,9 @@ struct Config {
   // to NCCL merges SR-IOV virtual functions into their NIC (net::nccl_pci_path()).
   bool ib_merge_vfs = true;
   std::string ib_merge_vfs_var = "NCCL_IB_MERGE_VFS";  // the variable it came from
+  // HA_NCCL_IB_DEVICE_PCI_ORDER, else NCCL_IB_DEVICE_PCI_ORDER (0/1, default 1, NCCL's): devices
+  // numbered in PCI-address order (net::sort_pci_order), so every rank numbers its NICs alike; 0: by name.
+  bool ib_device_pci_order = true;
   // HA_NCCL_DMABUF_ENABLE, else NCCL_DMABUF_ENABLE (0/1, default 1): ptrSupport may offer DMABUF
   // (where the device's probe says it can register dma-bufs: mr_ops.hpp). `_var`: where it came from.
   int dmabuf_enable = 1;

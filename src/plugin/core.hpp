@@ -60,7 +60,7 @@ struct Props {
 constexpr int kMaxRecvs = 8;     // grouped receives per irecv
 constexpr int kMaxRequests = 32; // requests in flight per comm (receiver side; sender x kMaxRecvs)
 
-ncclResult_t init(ncclDebugLogger_t logger);
+ncclResult_t init(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler = nullptr);
 ncclResult_t devices(int* ndev);
 ncclResult_t get_properties(int dev, Props* props);
 
@@ -82,9 +82,10 @@ ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, s
                            void** mhandle);
 ncclResult_t dereg_mr(void* comm, void* mhandle);
 
-ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void** request);
+// `phandle` / `phandles`: NCCL's profiler handles (net v10+), or null (profiler.hpp).
+ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void* phandle, void** request);
 ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
-                   void** request);
+                   void** phandles, void** request);
 ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request);
 ncclResult_t test(void* request, int* done, int* sizes);
 ncclResult_t close_send(void* send_comm);

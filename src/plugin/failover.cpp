@@ -56,6 +56,9 @@ constexpr std::uint64_t kDrainBoundNs = 200'000'000;  // flushes of rxe / hardwa
 
 double ms_since(std::uint64_t start, std::uint64_t now) { return static_cast<double>(now - start) / 1e6; }
 
+// NCCL's device index of slot `slot`'s device (-1: none), for the profiler's events.
+int dev_index(const CommBase& c, int slot) noexcept { return c.devs[slot] ? c.devs[slot]->index : -1; }
+
 // The keys of receive `r`'s buffers in its clear-to-send entry, taken afresh from their
 // registrations: a slot may have moved to another device since the entry was first written
 // (rebind.hpp). Only while no write of the entry is in flight (the old path is drained).
@@ -328,6 +331,7 @@ std::uint64_t go_home(CommBase& c, std::uint64_t now) {
 void fail_comm(CommBase& c, const std::string& why) {
   if (c.error != ncclSuccess) return;
   c.error = ncclSystemError;
+  profile_end_all(c, /*fatal=*/true);
   refuse_rescues(c, why);  // the peer's rescue requests are refused at once
   HA_WARN("NET/HA: %s: no usable path left (%s)", c.id.c_str(), why.c_str());
   write_stats(c, "fatal", [&](net::JsonWriter& j) { j.kv("why", why); });
@@ -384,6 +388,7 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
     begin(c, cause, false, c.kind == CommKind::send ? FailoverState::quiescing : FailoverState::draining, now);
     fo_of(c).in_place = true;
     fo_of(c).deadline_ns = now + c.failover_timeout_ns;
+    profile_switch(c, ncclHaProfileResync, dev_index(c, from), dev_index(c, from), fo_of(c).epoch);
     HA_DEBUG("NET/HA: %s: %s over %s, the active path: re-synchronising in place (epoch %u)", c.id.c_str(),
              cause.c_str(), c.devs[from]->port.id().c_str(), fo_of(c).epoch);
     return;
@@ -419,6 +424,7 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
     fail_comm(c, (c.cp.rescue().on ? c.cp.rescue().cause : failed + "; " + unusable) + (gave_up.empty() ? "" : "; " + gave_up));
     return;
   }
+  const bool rescued = c.cp.rescue().on;  // the standby is a path the rescue service built
   end_rescue(c, now);
   if (!planned) {
     if (failovers_in_window(fo_of(c).recent, now, c.retry_window_ns) >= c.max_retries) {
@@ -431,6 +437,8 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   // A failback we decide starts by quiescing; one we follow (the sender quiesced) drains at once.
   begin(c, cause, planned, planned && !via ? FailoverState::quiescing : FailoverState::draining, now);
   fo_of(c).keep_from = planned;
+  profile_switch(c, planned ? ncclHaProfileFailback : rescued ? ncclHaProfileRescue : ncclHaProfileFailover,
+                 dev_index(c, from), dev_index(c, to), fo_of(c).epoch);
   // A failback leaves a healthy path: it may take the soft RTO (and its largest write in flight)
   // between two completions there, as any path may, before the failback is abandoned.
   if (planned) fo_of(c).deadline_ns = now + c.rto_ns + c.paths[from]->rto_allowance_ns;

@@ -21,6 +21,7 @@
 #include "nccl_ha/reactor/fd_watcher.hpp"
 #include "core.hpp"
 #include "gdr.hpp"
+#include "profiler.hpp"
 #include "log.hpp"
 #include "nccl_ha/net/env.hpp"
 #include "nccl_ha/version.hpp"
@@ -291,6 +292,24 @@ std::string expand_file_name(const char* var, const std::string& pattern, const 
 // relaxed ordering); and says what the operator must know about it: the settings' trade-offs
 // (once per distinct text, `warned`; a WARN when the user tuned them: `user_tuned`), APM.
 // nullptr, after a WARN: the port is skipped.
+// The P_Key index every QP of `d` takes (NCCL_IB_PKEY: net_ib's meaning, an index into the port's
+// table) must name a valid P_Key there; otherwise the port is left out: falling back to the
+// default partition would put the job's traffic where the operator said it must not go.
+bool partition_usable(const Device& d, const net::PortInfo& port) {
+  const char* which = nullptr;
+  if (!net::env_string({"HA_NCCL_IB_PKEY", "NCCL_IB_PKEY"}, &which)) return true;
+  const std::uint16_t index = d.timeouts.pkey_index;
+  __be16 pkey = 0;
+  const int rc = ibv_query_pkey(d.ctx.get(), static_cast<std::uint8_t>(port.port), index, &pkey);
+  if (rc != 0 || (ntohs(pkey) & 0x7fff) == 0) {
+    HA_WARN("NET/HA: skipping %s: %s=%u names no P_Key in its table (%s)", port.id().c_str(), which, index,
+            rc != 0 ? "no such index" : "the entry is empty");
+    return false;
+  }
+  HA_INFO("NET/HA: %s: P_Key index %u (0x%04x, %s)", port.id().c_str(), index, ntohs(pkey), which);
+  return true;
+}
+
 std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vector<std::string>& warned, bool user_tuned) {
   auto ctx = net::open_device(port.device);
   if (!ctx) {
@@ -313,13 +332,16 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
   }
   d->name = port.device;
   d->timeouts = net::QpTimeouts::from_env();
+  if (!partition_usable(*d, port)) return nullptr;
   // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
   // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so
   // 67 ms (timeout 14) x 7 tries fails healthy streams: use ~0.5 s (17). Explicit
-  // HA_NCCL_QP_TIMEOUT / HA_NCCL_QP_RETRY_CNT always win.
+  // HA_NCCL_QP_TIMEOUT / HA_NCCL_QP_RETRY_CNT (or NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT) always win.
   if (port.soft_roce()) {
-    if (!net::env_string({"HA_NCCL_QP_RETRY_CNT"}) && d->timeouts.retry_cnt == 7) d->timeouts.retry_cnt = 6;
-    if (!net::env_string({"HA_NCCL_QP_TIMEOUT"}) && !s.config.force_ib_timeout) d->timeouts.timeout = 17;
+    if (!net::env_string({"HA_NCCL_QP_RETRY_CNT", "NCCL_IB_RETRY_CNT"}) && d->timeouts.retry_cnt == 7)
+      d->timeouts.retry_cnt = 6;
+    if (!net::env_string({"HA_NCCL_QP_TIMEOUT", "NCCL_IB_TIMEOUT"}) && !s.config.force_ib_timeout)
+      d->timeouts.timeout = 17;
     HA_INFO("NET/HA: %s is Soft-RoCE: QP timeout %u, retry count %u", port.id().c_str(), d->timeouts.timeout,
             d->timeouts.retry_cnt);
   }
@@ -370,6 +392,7 @@ ncclResult_t create_state() {
     HA_INFO("NET/HA: no GPU peer-memory client loaded (nvidia-peermem / nv_peer_mem): ptrSupport HOST");
   net::DiscoveryOptions opts;
   opts.filter = net::DeviceFilter::from_env();
+  opts.pci_order = s->config.ib_device_pci_order;
   // Every port the filter selects, down ones too: a process started while a port is down (a
   // restarted job) numbers its devices as the other ranks do, so the rails still line up, and its
   // connections there start on a live pair and go home when the port comes up (issue #19).
@@ -378,6 +401,7 @@ ncclResult_t create_state() {
   std::vector<std::string> warned;
   bool user_tuned = false;
   for (const char* v : {"HA_NCCL_RTO_MS", "HA_NCCL_HEARTBEAT_MS", "HA_NCCL_QP_TIMEOUT", "HA_NCCL_QP_RETRY_CNT",
+                        "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT",
                         "HA_NCCL_MAX_RETRIES", "HA_NCCL_FAILBACK_HOLD_MS", "HA_NCCL_ENABLE_FAILBACK"})
     user_tuned = user_tuned || net::env_string({v}).has_value();
   std::vector<net::PortInfo> ports = net::discover_ports(opts);
@@ -510,8 +534,9 @@ Device* device_or_warn(int dev, const char* what) noexcept {
   return s->devices[static_cast<std::size_t>(dev)].get();
 }
 
-ncclResult_t init(ncclDebugLogger_t logger) {
+ncclResult_t init(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
   install_nccl_logger(logger);
+  install_profiler(profiler);
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_state) return ncclSuccess;
   try {

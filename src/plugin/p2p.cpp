@@ -176,6 +176,7 @@ void close_comm(CommBase& c) {
   {
     const HoldWait held(c);
     c.closing.store(true, std::memory_order_relaxed);
+    profile_end_all(c, /*fatal=*/false);  // NCCL closes with requests in flight only when it aborts
     say_goodbye(c);
     account_ports(c);
     write_stats(c, "close");
@@ -294,7 +295,8 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
   }
 }
 
-ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void** request) {
+ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void* phandle,
+                   void** request) {
   auto& c = *static_cast<SendComm*>(send_comm);
   *request = nullptr;
   Hold hold(c);
@@ -343,6 +345,8 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
     r.lkey[s] = mh ? mh->lkey(s) : 0;
     r.rkey[s] = e.rkey[s][index];
   }
+  r.prof.phandle[0] = phandle;
+  profile_posted(c, r);
   c.matched |= static_cast<std::uint8_t>(1u << index);
   if (c.matched == (1u << nreqs) - 1) {  // every buffer of this slot sent: move on
     c.matched = 0;
@@ -355,7 +359,7 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
 }
 
 ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
-                   void** request) {
+                   void** phandles, void** request) {
   auto& c = *static_cast<RecvComm*>(recv_comm);
   *request = nullptr;
   if (n < 1 || n > kMaxRecvs) {
@@ -387,7 +391,11 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   r.done_mask = 0;
   r.buffers_gone = false;
   r.seq = c.seq;
-  for (int i = 0; i < n; ++i) r.sizes[i] = 0;
+  for (int i = 0; i < n; ++i) {
+    r.sizes[i] = 0;
+    r.prof.phandle[i] = phandles ? phandles[i] : nullptr;
+  }
+  profile_posted(c, r);
   ++c.seq;
   *request = &r;
   // A post that fails keeps the request: the failover posts its receives and its clear-to-send
@@ -413,6 +421,7 @@ ncclResult_t test(void* request, int* done, int* sizes) {
     if (auto rc = data_poll(c); rc != ncclSuccess) return rc;
     if (r.completed < r.nreqs) return ncclSuccess;
   }
+  profile_done(r);
   if (r.type == ReqType::send) {
     if (sizes) sizes[0] = r.sizes[0];
     auto& s = static_cast<SendComm&>(c);

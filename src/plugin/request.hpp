@@ -9,6 +9,7 @@
 #include "device.hpp"
 #include "flush_plan.hpp"
 #include "mr_ops.hpp"
+#include "profiler.hpp"
 #include "rdma_records.hpp"
 #include "nccl_ha/net/verbs.hpp"
 
@@ -81,6 +82,7 @@ struct Request {
   // waits for its loopback QP to be rebuilt, when the flush gives up (0: not waiting).
   FlushState flush;
   std::uint64_t wait_until_ns = 0;
+  RequestProfile prof;  // NCCL's profiler handles and the events open under them (profiler.hpp)
 };
 
 }  // namespace nccl_ha::plugin

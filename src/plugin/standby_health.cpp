@@ -92,6 +92,7 @@ void set_standby(CommBase& c, StandbyHealth::State state, const std::string& why
   const Device* d = c.devs[c.standby_slot()];
   const std::string port_id = d ? d->port.id() : "-";  // named: id() returns a temporary
   const char* port = port_id.c_str();
+  if (state == StandbyHealth::up && loud) profile_protected(c, d ? d->index : -1);
   if (loud && state == StandbyHealth::up)
     HA_WARN("NET/HA: standby %s of %s is %s (%s): protected again", port, c.id.c_str(), standby_name(state), why.c_str());
   else if (loud)

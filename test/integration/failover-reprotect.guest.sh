@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Guest side of failover-reprotect (issue #4): a second failure after re-protection is survived,
-# ten times in a row in one boot (fault1 .. fault10, each its own driver pair and port).
+# six times in a row in one boot (fault1 .. fault6, each its own driver pair and port).
 # Each is a --one-way stream from b (sender) to a (receiver) on rxe0 with its shadow on rxe1:
 #   b: rail-down 0 at 3 s    -> failover rxe0 -> rxe1
 #   b: rail-up 0             -> re-protection builds a new standby on rxe0 (GID resolved afresh)
@@ -18,7 +18,7 @@
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
-REPEATS=10      # checks/failover_reprotect.py: REPEATS
+REPEATS=6       # checks/failover_reprotect.py: REPEATS
 MIN=6           # --min-seconds of each faultN stream (checks/failover_reprotect.py: MIN_SECONDS)
 # Stats regexes (no spaces): KIND's failover record; KIND's standby up after its Nth failover.
 failed_over() { echo "\"event\":\"failover\".*\"kind\":\"$1\""; }

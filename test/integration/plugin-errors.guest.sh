@@ -29,6 +29,10 @@
 #                 carries the scope id.
 #   no-ifname     NCCL_SOCKET_IFNAME=nosuchif: init fails (ncclSystemError) on both ranks with a WARN
 #                 naming the variable and the interfaces seen; never a silent 127.0.0.1.
+#   pkey, bad-pkey  NCCL_IB_PKEY=0 is used (INFO) and traffic passes, with NCCL_IB_TIMEOUT=18 and
+#                 NCCL_IB_RETRY_CNT=5 on every QP (INFO) and one WARN on the soft RTO below their
+#                 retry window; NCCL_IB_PKEY=1 (an empty entry of rxe's table) leaves both ports out
+#                 (a WARN each): no device, no traffic.
 # Each run records NAME.rc, NAME.ms (wall), NAME.json and NAME.log (stderr, plugin lines included)
 # in $VM_OUT; check.py (checks/plugin_errors.py) judges them. The script itself always exits 0.
 set -euo pipefail
@@ -90,3 +94,11 @@ PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_FAMILY=AF_INET6 NCCL_S
 plain ipv6-link-local 18719 --sizes 8,64K --messages 100 --inflight 8
 PL_ENV=(NCCL_SOCKET_IFNAME=nosuchif)
 plain no-ifname 18718 --messages 10
+# NCCL_IB_PKEY (net_ib's meaning: an index into the port's P_Key table): index 0 (rxe's one P_Key,
+# 0xffff) is taken and said; index 1 (an empty entry) leaves every port out with a WARN each, so the
+# plugin reports no device: never the default partition instead. NCCL_IB_TIMEOUT / _RETRY_CNT
+# are taken as net_ib takes them, and the trade-off against the soft RTO is WARNed about.
+PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_IB_PKEY=0 NCCL_IB_TIMEOUT=18 NCCL_IB_RETRY_CNT=5)
+plain pkey 18723 --sizes 8,64K --messages 50 --inflight 8
+PL_ENV=(NCCL_IB_PKEY=1)
+plain bad-pkey 18724 --messages 10

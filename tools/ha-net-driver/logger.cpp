@@ -26,7 +26,6 @@ int g_rank = -1;
 bool g_quiet = false;
 char g_host[64] = "?";
 std::atomic<std::uint64_t> g_warnings{0};
-std::atomic<std::uint64_t> g_prof_events{0};
 const std::int64_t g_t0 = now_ns();
 std::mutex g_lines_mutex;
 std::vector<std::string> g_warning_lines;  // guarded by g_lines_mutex
@@ -121,12 +120,6 @@ __attribute__((format(printf, 5, 6))) void nccl_log(ncclDebugLogLevel level, uns
   write_line(out);
 }
 
-ncclResult_t prof_cb(void** eHandle, int /*type*/, void* /*pHandle*/, int64_t /*pluginId*/, void* /*extData*/) {
-  g_prof_events.fetch_add(1, std::memory_order_relaxed);
-  if (eHandle) *eHandle = nullptr;
-  return ncclSuccess;
-}
-
 void driver_line(const char* tag, const char* fmt, va_list ap) {
   char buf[2048];
   std::vsnprintf(buf, sizeof buf, fmt, ap);
@@ -187,9 +180,7 @@ void configure(int rank) {
 }
 
 ncclDebugLogger_t logger() { return &nccl_log; }
-ncclProfilerCallback_t profiler() { return &prof_cb; }
 std::uint64_t plugin_warnings() { return g_warnings.load(); }
-std::uint64_t profiler_events() { return g_prof_events.load(); }
 std::vector<std::string> plugin_warning_lines() {
   std::lock_guard<std::mutex> lock(g_lines_mutex);
   return g_warning_lines;

@@ -1,5 +1,5 @@
-// ha-net-driver: the NCCL-style logger handed to the plugin's init(), the profiler callback,
-// and the driver's own stderr messages.
+// ha-net-driver: the NCCL-style logger handed to the plugin's init(), and the driver's own
+// stderr messages (the profiler callback: profiler_standin.hpp).
 #pragma once
 
 #include <cstddef>
@@ -25,15 +25,12 @@ void configure(int rank);
 //   host:pid:tid [rank] <ms> file:line NCCL TRACE <msg>
 // Thread-safe (one write(2) per line).
 ncclDebugLogger_t logger();
-// ncclProfilerCallback_t for v10+ init: counts events, opens none (*eHandle = NULL).
-ncclProfilerCallback_t profiler();
 
 std::uint64_t plugin_warnings();       // WARN lines the plugin logged (printed or not)
 // The text of the first kMaxWarningLines WARN lines the plugin logged (printed or not), as
 // "file:line message".
 constexpr std::size_t kMaxWarningLines = 100;
 std::vector<std::string> plugin_warning_lines();
-std::uint64_t profiler_events();       // profiler callback invocations
 
 // Driver messages: "ha-net-driver[rank]: ..." on stderr; warn() always, info() unless
 // HA_NET_DRIVER_QUIET=1.

@@ -200,7 +200,7 @@ int init_devices(const Options& o, Report& rep, Plugin& net, std::uint64_t comm_
   const bool verbs = true;
   rep.before_init = snapshot(verbs);
   rep.phase = "init";
-  InitArgs ia{log::logger(), log::profiler(), comm_id, o.traffic_class};
+  InitArgs ia{log::logger(), prof::callback(), comm_id, o.traffic_class};
   check(net.init(ia), "init");
   rep.phase = "devices";
   int ndev = 0;
@@ -512,7 +512,7 @@ int main(int argc, char** argv) {
   if (net && !rep.after_close) rep.calls = net->stats();
   rep.plugin_warnings = log::plugin_warnings();
   rep.plugin_warning_lines = log::plugin_warning_lines();
-  rep.profiler_events = log::profiler_events();
+  rep.profiler = prof::summary();
   evaluate(o, rep);
 
   // Exchange verdicts so each rank's exit status covers both directions.

@@ -121,11 +121,12 @@ ncclResult_t Plugin::regMrDmaBuf(void* c, void* d, std::size_t sz, int type, std
   return timed(Entry::regMrDmaBuf, [&] { return a_->regMrDmaBuf(c, d, sz, type, offset, fd, mh); });
 }
 ncclResult_t Plugin::deregMr(void* c, void* mh) { return timed(Entry::deregMr, [&] { return a_->deregMr(c, mh); }); }
-ncclResult_t Plugin::isend(void* sc, void* d, std::size_t sz, int tag, void* mh, void** req) {
-  return timed(Entry::isend, [&] { return a_->isend(sc, d, sz, tag, mh, req); });
+ncclResult_t Plugin::isend(void* sc, void* d, std::size_t sz, int tag, void* mh, void** req, void* ph) {
+  return timed(Entry::isend, [&] { return a_->isend(sc, d, sz, tag, mh, req, ph); });
 }
-ncclResult_t Plugin::irecv(void* rc, int n, void** d, const std::size_t* sz, int* tags, void** mh, void** req) {
-  return timed(Entry::irecv, [&] { return a_->irecv(rc, n, d, sz, tags, mh, req); });
+ncclResult_t Plugin::irecv(void* rc, int n, void** d, const std::size_t* sz, int* tags, void** mh, void** req,
+                           void** ph) {
+  return timed(Entry::irecv, [&] { return a_->irecv(rc, n, d, sz, tags, mh, req, ph); });
 }
 ncclResult_t Plugin::iflush(void* rc, int n, void** d, int* sz, void** mh, void** req) {
   return timed(Entry::iflush, [&] { return a_->iflush(rc, n, d, sz, mh, req); });

@@ -62,9 +62,11 @@ class Plugin {
   ncclResult_t regMrDmaBuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
                            void** mhandle);
   ncclResult_t deregMr(void* comm, void* mhandle);
-  ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request);
+  // `phandle(s)`: NCCL's profiler handles (v10+; null: none).
+  ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request,
+                     void* phandle = nullptr);
   ncclResult_t irecv(void* recvComm, int n, void** data, const std::size_t* sizes, int* tags, void** mhandles,
-                     void** request);
+                     void** request, void** phandles = nullptr);
   ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   ncclResult_t test(void* request, int* done, int* sizes);
   ncclResult_t closeSend(void* c);

@@ -327,6 +327,27 @@ void phase_members(Json& j, const Report& r) {
   to_json(j, r.fault);
 }
 
+namespace {
+// "profiler": the stand-in's summary (events by type, open ones, errors).
+void profiler_members(Json& j, const prof::Summary& p) {
+  j.key("profiler");
+  j.open('{');
+  j.kv("calls", p.calls);
+  j.key("started");
+  j.open('{');
+  for (int b = 0; b < 6; ++b) j.kv(prof::type_name(b), p.started[b]);
+  j.close('}');
+  j.kv("stopped", p.stopped);
+  j.kv("updates", p.updates);
+  j.kv("fatal_updates", p.fatal_updates);
+  j.kv("other_plugins", p.other_plugins);
+  j.kv("open", p.open);
+  j.kv("longest_ms", p.longest_ms);
+  j.kv_list("errors", p.errors);
+  j.close('}');
+}
+}  // namespace
+
 void to_json(Json& j, const Report& r) {
   j.open('{');
   run_members(j, r);
@@ -334,7 +355,7 @@ void to_json(Json& j, const Report& r) {
   phase_members(j, r);
   j.kv("plugin_warnings", r.plugin_warnings);
   j.kv_list("plugin_warning_lines", r.plugin_warning_lines);
-  j.kv("profiler_events", r.profiler_events);
+  profiler_members(j, r.profiler);
   j.kv("exit_unix_ms", wall_ms());
   j.kv("peer_ok", r.peer_ok);
   j.kv("peer_detail", r.peer_detail);

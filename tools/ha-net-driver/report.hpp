@@ -9,6 +9,7 @@
 
 #include "common.hpp"
 #include "plugin.hpp"
+#include "profiler_standin.hpp"
 #include "sysinfo.hpp"
 
 namespace hnd {
@@ -204,7 +205,8 @@ struct Report {
   double stream_settle_ms = 0;
   std::string ring_send_comm, ring_recv_comm;  // the ring's comm pointers ("0x..."), as the plugin's stats name them
   FaultReport fault;
-  std::uint64_t plugin_warnings = 0, profiler_events = 0;
+  std::uint64_t plugin_warnings = 0;
+  prof::Summary profiler;  // what the plugin told NCCL's profiler (profiler_standin.hpp)
   std::vector<std::string> plugin_warning_lines;
   bool peer_gone = false;  // the peer is known dead (--fault peer-death): no result exchange
   std::optional<bool> peer_ok;

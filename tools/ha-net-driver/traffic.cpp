@@ -16,6 +16,7 @@
 #include "churn.hpp"
 #include "logger.hpp"
 #include "pattern.hpp"
+#include "profiler_standin.hpp"
 
 namespace hnd {
 namespace {
@@ -183,22 +184,36 @@ void flush_group(DataCtx& c, LastGroup& g, Integrity& st, const Deadline& d) {
 
 // isend of one message: its request, or NULL ("try again", counted) when the plugin cannot take
 // it now (e.g. no clear-to-send from the receiver yet).
-void* post_isend(DataCtx& c, void* data, std::size_t size, int tag, Integrity& st) {
+// `step`: the profiler handle NCCL would pass (profiler_standin.hpp), in flight while the request
+// is; null: none (the latency phase).
+void* post_isend(DataCtx& c, void* data, std::size_t size, int tag, Integrity& st, prof::StepHandle* step = nullptr) {
   void* req = nullptr;
-  check(c.net.isend(c.send_comm, data, size, tag, c.send_mh, &req), "isend");
-  if (!req) ++st.isend_retries;
+  if (step) step->in_flight = true;
+  check(c.net.isend(c.send_comm, data, size, tag, c.send_mh, &req, step), "isend");
+  if (!req) {
+    if (step) step->in_flight = false;
+    ++st.isend_retries;
+  }
   return req;
 }
 
 // irecv of n buffers, with NCCL's NCCL_NET_OPTIONAL_RECV_COMPLETION hint preset in *request when
 // `optional`: the request, or NULL ("try again", counted). A plugin must overwrite the hint.
 void* post_irecv(DataCtx& c, int n, void** data, std::size_t* sizes, int* tags, void** mhs, bool optional,
-                 Integrity& st) {
+                 Integrity& st, prof::StepHandle* const* steps = nullptr) {
   void* req = optional ? kOptionalHint : nullptr;
-  check(c.net.irecv(c.recv_comm, n, data, sizes, tags, mhs, &req), "irecv");
+  void* phandles[kMaxGroup] = {};
+  for (int i = 0; steps && i < n; ++i) {
+    steps[i]->in_flight = true;
+    phandles[i] = steps[i];
+  }
+  check(c.net.irecv(c.recv_comm, n, data, sizes, tags, mhs, &req, steps ? phandles : nullptr), "irecv");
   if (req == kOptionalHint)
     fail(Fail::plugin, "irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request (it must store a real request or NULL)");
-  if (!req) ++st.irecv_retries;
+  if (!req) {
+    for (int i = 0; steps && i < n; ++i) steps[i]->in_flight = false;
+    ++st.irecv_retries;
+  }
   return req;
 }
 
@@ -277,6 +292,8 @@ class Stream {
   std::deque<SendOp> sends_;
   std::deque<RecvOp> recvs_;
   std::vector<int> free_send_, free_recv_;
+  // NCCL's profiler handle of each send / receive slot (profiler_standin.hpp): sized once.
+  std::vector<prof::StepHandle> send_steps_, recv_steps_;
   std::optional<SendOp> pend_send_;  // taken a slot, but isend said "try again"
   std::optional<RecvOp> pend_recv_;
   std::uint64_t next_send_ = 0, next_recv_ = 0, sends_done_ = 0, recvs_done_ = 0;
@@ -311,6 +328,8 @@ Stream::Stream(DataCtx& c, const StreamSpec& s, Integrity& st)
       what_(std::string("in the ") + s.phase + " phase"),
       pace_{c, d_, what_.c_str()} {
   st_.ran = true;
+  send_steps_ = std::vector<prof::StepHandle>(static_cast<std::size_t>(W_));
+  recv_steps_ = std::vector<prof::StepHandle>(static_cast<std::size_t>(W_));
   for (int i = W_ - 1; i >= 0; --i) {
     free_send_.push_back(i);
     free_recv_.push_back(i);
@@ -429,7 +448,8 @@ void Stream::post_sends() {
       }
       pend_send_ = op;
     }
-    void* req = post_isend(c_, c_.buf.send_slot(pend_send_->slot), pend_send_->size, tag_of(pend_send_->k), st_);
+    void* req = post_isend(c_, c_.buf.send_slot(pend_send_->slot), pend_send_->size, tag_of(pend_send_->k), st_,
+                           &send_steps_[static_cast<std::size_t>(pend_send_->slot)]);
     if (!req) break;
     pend_send_->req = req;
     progress_ = true;
@@ -460,14 +480,16 @@ void Stream::post_recvs() {
     std::size_t sizes[kMaxGroup];
     int tags[kMaxGroup];
     void* mhs[kMaxGroup];
+    prof::StepHandle* steps[kMaxGroup];
     for (int i = 0; i < op.n; ++i) {
+      steps[i] = &recv_steps_[static_cast<std::size_t>(op.slot[i])];
       data[i] = c_.buf.recv_slot(op.slot[i]);
       sizes[i] = s_.recv_size;
       tags[i] = tag_of(op.k0 + static_cast<std::uint64_t>(i));
       mhs[i] = c_.recv_mh;
     }
     if (out_.recv_first_post_ns == 0) out_.recv_first_post_ns = now_ns();
-    void* req = post_irecv(c_, op.n, data, sizes, tags, mhs, op.optional, st_);
+    void* req = post_irecv(c_, op.n, data, sizes, tags, mhs, op.optional, st_, steps);
     if (!req) break;
     op.req = req;
     progress_ = true;
@@ -488,6 +510,7 @@ void Stream::test_sends() {
       ++it;
       continue;
     }
+    send_steps_[static_cast<std::size_t>(it->slot)].in_flight = false;  // NCCL's step ends with it
     if (tl) tl->add(tl->send, now_ns(), 1, it->size);
     progress_ = true;
     if (size != -1 && static_cast<std::size_t>(size) != it->size) ++st_.send_size_mismatches;
@@ -511,6 +534,7 @@ void Stream::test_recvs() {
       ++it;
       continue;
     }
+    for (int i = 0; i < it->n; ++i) recv_steps_[static_cast<std::size_t>(it->slot[i])].in_flight = false;
     complete_recv(*it, sizes);
     recvs_done_ += static_cast<std::uint64_t>(it->n);
     it = recvs_.erase(it);

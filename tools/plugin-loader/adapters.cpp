@@ -175,19 +175,20 @@ class AdapterImpl final : public Adapter {
     return t_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
   }
 
-  ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request) override {
+  ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request,
+                     void* phandle = nullptr) override {
     if constexpr (V <= 8) {
       if (size > static_cast<std::size_t>(INT_MAX)) return ncclInvalidArgument;
       return t_->isend(sendComm, data, static_cast<int>(size), tag, mhandle, request);
     } else if constexpr (V == 9) {
       return t_->isend(sendComm, data, size, tag, mhandle, request);
     } else {
-      return t_->isend(sendComm, data, size, tag, mhandle, /*phandle=*/nullptr, request);
+      return t_->isend(sendComm, data, size, tag, mhandle, phandle, request);
     }
   }
 
   ncclResult_t irecv(void* recvComm, int n, void** data, const std::size_t* sizes, int* tags, void** mhandles,
-                     void** request) override {
+                     void** request, void** phandles = nullptr) override {
     if (n < 1 || n > kMaxGroup) return ncclInvalidArgument;
     if constexpr (V <= 8) {
       int isz[kMaxGroup];
@@ -203,8 +204,8 @@ class AdapterImpl final : public Adapter {
       if constexpr (V == 9) {
         return t_->irecv(recvComm, n, data, ssz, tags, mhandles, request);
       } else {
-        void* phandles[kMaxGroup] = {};
-        return t_->irecv(recvComm, n, data, ssz, tags, mhandles, phandles, request);
+        void* none[kMaxGroup] = {};
+        return t_->irecv(recvComm, n, data, ssz, tags, mhandles, phandles ? phandles : none, request);
       }
     }
   }

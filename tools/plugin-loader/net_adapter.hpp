@@ -69,9 +69,11 @@ class Adapter {
   virtual bool has_regMrDmaBuf() const = 0;
   virtual ncclResult_t regMrDmaBuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
                                    void** mhandle) = 0;
-  virtual ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request) = 0;
+  // `phandle` / `phandles`: the profiler handles NCCL passes from v10 on (null: none, as before v10).
+  virtual ncclResult_t isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void** request,
+                             void* phandle = nullptr) = 0;
   virtual ncclResult_t irecv(void* recvComm, int n, void** data, const std::size_t* sizes, int* tags, void** mhandles,
-                             void** request) = 0;
+                             void** request, void** phandles = nullptr) = 0;
   virtual ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) = 0;
   virtual ncclResult_t test(void* request, int* done, int* sizes) = 0;
   virtual ncclResult_t closeSend(void* c) = 0;

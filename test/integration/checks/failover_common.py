@@ -172,6 +172,25 @@ def expect_home_share(run, name, fault_role, rail, after_ms):
                                     f"{(s[-1][0] - s[0][0]) / 1000:.1f} s (at least {HOME_SHARE:.0%}; per rail {delta})")
 
 
+def profiler_events(run, role, name):
+    """What the plugin told the driver's profiler stand-in (tools/ha-net-driver/profiler_standin.hpp)."""
+    return run.report(role, name)["profiler"]
+
+
+def expect_profiler_clean(run, name, closed=True):
+    """Every profiler call of the plugin was one NCCL can take: a start only under a request still in
+    flight, with nccl-ha's id and descriptor, an update or a stop only of an open event; with
+    `closed`, every event it opened was ended."""
+    for role in ("a", "b"):
+        p = profiler_events(run, role, name)
+        started = {k: v for k, v in p["started"].items() if v}
+        print(f"check: info: {name}: rank {RANK[role]} profiler events started {started or 'none'}, "
+              f"{p['stopped']} stopped, {p['updates']} updates, longest {p['longest_ms']:.0f} ms")
+        expect(not p["errors"], f"{name}: rank {RANK[role]}: every profiler call valid ({p['errors'][:3]})")
+        if closed:
+            expect(p["open"] == 0, f"{name}: rank {RANK[role]}: no profiler event left open ({p['open']})")
+
+
 def expect_stream_ok(run, name, min_seconds):
     """Both drivers exit 0; rank 0 verified every byte of every message rank 1 sent, each counted once."""
     for role in ("a", "b"):
@@ -194,6 +213,7 @@ def expect_stream_ok(run, name, min_seconds):
            f"{name}: streamed for {tb['duration_ms'] / 1000:.1f} s (>= {min_seconds} s); timeline holds every receive")
     print(f"check: info: {name}: {ia['bytes_received'] / t['duration_ms'] * 1000 / 2**20:.1f} MiB/s, longest gap "
           f"between receives {t['max_gap_ms']:.0f} ms at +{t['max_gap_at_ms']:.0f} ms")
+    expect_profiler_clean(run, name)
     return a, b
 
 
@@ -368,6 +388,7 @@ def check_fatal(run, name, t_last_fault, a, b, first_fault=None):
         expect(len(fatal) == 1 and fatal[0]["why"], f"{role} {name}: one fatal stats event: {fatal[:1]}")
         expect(rep["integrity"]["mismatches"] == 0 and rep["integrity"]["size_errors"] == 0,
                f"{role} {name}: what arrived before the end was verified")
+    expect_profiler_clean(run, name, closed=False)
     expect_no_crash(run, name)
 
 

@@ -1,16 +1,16 @@
 """failover-reprotect: rail 0 down (failover to rail 1), rail 0 back (re-protected there), then
-rail 1 down: the second failure fails over back to rail 0; then rail 1 is re-protected. Ten times
-in a row in one boot (fault1 .. fault10), each judged on its own; the test fails at the end
+rail 1 down: the second failure fails over back to rail 0; then rail 1 is re-protected. Six times
+in a row in one boot (fault1 .. fault6), each judged on its own; the test fails at the end
 naming every repetition that failed.
 maxretries: the same faults with HA_NCCL_MAX_RETRIES=1: the second failure ends the stream with
 ncclSystemError on both sides, within the bound, b's WARN naming HA_NCCL_MAX_RETRIES."""
 from check import expect, expect_each
 import re
 
-from failover_common import BACKUP, PRIMARY, check_fatal, faults, log_text, on_a_clock
+from failover_common import BACKUP, PRIMARY, check_fatal, faults, log_text, on_a_clock, profiler_events
 from failover_sequence import check_sequence
 
-REPEATS = 10      # failover-reprotect.guest.sh: REPEATS
+REPEATS = 6       # failover-reprotect.guest.sh: REPEATS
 MIN_SECONDS = 6   # failover-reprotect.guest.sh: MIN
 
 
@@ -53,7 +53,7 @@ def refusals_noted(run, name):
 
 def check_refusals(run):
     # Whether a asks during b's outage, and whether b's note or a's 5 s comes first after a refusal,
-    # depends on timing; over the ten faults the note must have ended refusals (it did every one
+    # depends on timing; over the six faults the note must have ended refusals (it did every one
     # unloaded), and it must end some whenever a was refused at all.
     counts = [refusals_noted(run, f"fault{i}") for i in range(1, REPEATS + 1)]
     refused, noted = sum(c[0] for c in counts), sum(c[1] for c in counts)
@@ -62,8 +62,27 @@ def check_refusals(run):
     expect(refused == 0 or noted > 0, f"a: b's port-back note ended a refusal for its port down ({noted} of {refused})")
 
 
+def check_profiler(run):
+    # NCCL's profiler (the driver's stand-in): the failovers opened events under the requests in flight
+    # (the receiver always has receives posted ahead; the sender has writes in flight at almost every
+    # fault), and each re-protection was said under the next request posted. Every call was valid
+    # and every event ended (expect_stream_ok, per stream).
+    totals = {}
+    for role in ("a", "b"):
+        for i in range(1, REPEATS + 1):
+            for k, v in profiler_events(run, role, f"fault{i}")["started"].items():
+                totals[(role, k)] = totals.get((role, k), 0) + v
+    expect(totals[("a", "failover")] >= REPEATS and totals[("b", "failover")] > 0,
+           f"profiler: failover events under in-flight requests: rank 0 {totals[('a', 'failover')]} "
+           f"(>= one per stream), rank 1 {totals[('b', 'failover')]}")
+    expect(totals[("a", "reprotect")] > 0 and totals[("b", "reprotect")] > 0,
+           f"profiler: re-protection said under a later request: rank 0 {totals[('a', 'reprotect')]}, "
+           f"rank 1 {totals[('b', 'reprotect')]}")
+
+
 def check(run):
     cases = [(f"fault{i}", lambda i=i: check_fault(run, f"fault{i}")) for i in range(1, REPEATS + 1)]
+    cases.append(("profiler", lambda: check_profiler(run)))
     cases.append(("maxretries", lambda: check_maxretries(run)))
     cases.append(("refusals", lambda: check_refusals(run)))
     expect_each("failover-reprotect", cases)

@@ -331,6 +331,28 @@ def check(run):
                f"{tag}: one WARN naming NCCL_SOCKET_IFNAME='nosuchif' and listing eth2 ({warns(r)})")
         expect(not any("127.0.0.1" in w and "not listed" not in w for w in warns(r)), f"{tag}: no 127.0.0.1 fallback")
 
+    # 9. NCCL_IB_PKEY: index 0 taken and said, traffic passes; index 1 (empty) leaves every port out.
+    for role in ("a", "b"):
+        no_crash(run, role, "pkey")
+        r = run.report(role, "pkey")
+        tag = f"pkey: rank {r['rank']}"
+        expect(run.rc(role, "pkey") == 0 and r["ok"] and r["phase"] == "done", f"{tag}: exit 0 with NCCL_IB_PKEY=0")
+        log = run.out(role, "pkey.log").read_text(errors="replace")
+        used = re.findall(r"NET/HA: (rxe\d:1): P_Key index 0 \(0xffff, NCCL_IB_PKEY\)", log)
+        expect(sorted(used) == ["rxe0:1", "rxe1:1"], f"{tag}: INFO 'P_Key index 0 (0xffff, NCCL_IB_PKEY)' for {used}")
+        qp = re.findall(r"NET/HA: (rxe\d:1) is Soft-RoCE: QP timeout 18, retry count 5", log)
+        expect(sorted(qp) == ["rxe0:1", "rxe1:1"], f"{tag}: NCCL_IB_TIMEOUT=18, NCCL_IB_RETRY_CNT=5 taken ({qp})")
+        rto = [w for w in warns(r) if re.search(r"HA_NCCL_RTO_MS=1000 is below twice the hardware retry window "
+                                                 r"\(6442 ms = 4\.096 us x 2\^18 x \(5 \+ 1\)\)", w)]
+        expect(len(rto) == 1 and len(warns(r)) == 1, f"{tag}: one WARN: the soft RTO against that window ({warns(r)})")
+        no_crash(run, role, "bad-pkey")
+        r = run.report(role, "bad-pkey")
+        tag = f"bad-pkey: rank {r['rank']}"
+        expect(run.rc(role, "bad-pkey") == 3 and r["phase"] == "devices" and r["ndev"] == 0,
+               f"{tag}: exit {run.rc(role, 'bad-pkey')} in phase {r['phase']}, {r['ndev']} devices (expected 3, devices, 0)")
+        left = [w for w in warns(r) if re.search(r"NET/HA: skipping rxe\d:1: NCCL_IB_PKEY=1 names no P_Key in its table", w)]
+        expect(len(left) == 2 and len(warns(r)) == 2, f"{tag}: one WARN per port left out ({warns(r)})")
+
     total = sum(max(times[(n, "a")], times[(n, "b")]) for n in SCENARIOS)
     for n in SCENARIOS:
         print(f"check: info: {n}: {max(times[(n, 'a')], times[(n, 'b')])} ms wall")

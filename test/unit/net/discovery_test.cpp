@@ -358,4 +358,43 @@ BOOST_AUTO_TEST_CASE(soft_roce_path_is_not_mangled) {
              boost::test_tools::per_element());
 }
 
+// net_ib's sort key (NCCL_IB_DEVICE_PCI_ORDER): the PCI address as one hex number, from the last
+// path component that is one (a Soft-RoCE port: its virtio NIC's function).
+BOOST_AUTO_TEST_CASE(pci_order_key_is_nccls_number) {
+  BOOST_TEST(*pci_order_key("/sys/devices/pci0000:00/0000:00:02.0/0000:02:00.0") == 0x000002000);
+  BOOST_TEST(*pci_order_key("/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1") == 0x00003b001);
+  BOOST_TEST(*pci_order_key("/sys/devices/pci10000:00/10000:00:00.0/10000:e1:00.0") == 0x10000e1000);
+  BOOST_TEST(*pci_order_key("/x/0000:AB:1f.7") == 0x0000ab1f7);
+  BOOST_TEST(*pci_order_key("/sys/devices/pci0000:00/0000:00:13.0/virtio3") == 0x000000130);
+  BOOST_TEST(!pci_order_key("").has_value());
+  BOOST_TEST(!pci_order_key("/sys/devices/platform/vdev0").has_value());
+  BOOST_TEST(!pci_order_key("/sys/devices/pci0000:00").has_value());
+}
+
+// Devices in PCI order whatever their names (mlx5_10 on bus 0x1a before mlx5_2 on bus 0x9c; the
+// verbs library's and the names' order both differ from it), ports of one device by port number,
+// devices without a PCI address last, by name.
+BOOST_AUTO_TEST_CASE(devices_sorted_in_pci_order) {
+  auto at = [](std::string dev, std::uint32_t port, std::string path) {
+    PortInfo p;
+    p.device = std::move(dev);
+    p.port = port;
+    p.pci_path = std::move(path);
+    return p;
+  };
+  std::vector<PortInfo> ports = {at("mlx5_2", 1, "/d/pci0000:97/0000:97:02.0/0000:9c:00.0"),
+                                 at("rxe1", 1, ""),
+                                 at("mlx5_10", 2, "/d/pci0000:18/0000:18:02.0/0000:1a:00.0"),
+                                 at("mlx5_3", 1, "/d/pci0000:97/0000:97:02.0/0000:9c:00.1"),
+                                 at("mlx5_10", 1, "/d/pci0000:18/0000:18:02.0/0000:1a:00.0"),
+                                 at("rxe0", 1, "/d/platform/vdev0"),
+                                 at("mlx5_1", 1, "/d/pci0000:18/0000:18:02.0/0000:1b:00.0")};
+  sort_pci_order(ports);
+  std::vector<std::string> order;
+  for (const auto& p : ports) order.push_back(p.id());
+  BOOST_TEST(order == (std::vector<std::string>{"mlx5_10:1", "mlx5_10:2", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1",
+                                                "rxe0:1", "rxe1:1"}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,6 +2,7 @@
 // environment, and the local endpoint description.
 #include <boost/test/unit_test.hpp>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "nccl_ha/net/qp.hpp"
@@ -17,8 +18,9 @@ struct EnvFixture {
   EnvGuard env;
   LogCapture log;
   EnvFixture() {
-    env.unset("HA_NCCL_QP_TIMEOUT");
-    env.unset("HA_NCCL_QP_RETRY_CNT");
+    for (const char* v : {"HA_NCCL_QP_TIMEOUT", "HA_NCCL_QP_RETRY_CNT", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT",
+                          "HA_NCCL_IB_PKEY", "NCCL_IB_PKEY"})
+      env.unset(v);
   }
 };
 void check_defaults(const QpTimeouts& t) {
@@ -29,6 +31,7 @@ void check_defaults(const QpTimeouts& t) {
   BOOST_TEST(t.max_rd_atomic == 1);
   BOOST_TEST(t.service_level == 0);
   BOOST_TEST(t.traffic_class == 0);
+  BOOST_TEST(t.pkey_index == 0);
 }
 }  // namespace
 
@@ -78,6 +81,47 @@ BOOST_FIXTURE_TEST_CASE(timeouts_from_valid_environment, EnvFixture) {
   BOOST_TEST(t.timeout == 31);
   BOOST_TEST(t.retry_cnt == 7);
   BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+}
+
+// NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT mean what they mean to net_ib when the HA_ variables are not
+// set; the HA_ variables win; a bad NCCL_ value is WARNed about by its name and the default kept.
+BOOST_FIXTURE_TEST_CASE(timeouts_from_nccl_variables, EnvFixture) {
+  struct Case {
+    std::map<std::string, std::string> vars;
+    int timeout, retry_cnt;
+  };
+  const Case cases[] = {
+      {{{"NCCL_IB_TIMEOUT", "20"}, {"NCCL_IB_RETRY_CNT", "5"}}, 20, 5},
+      {{{"NCCL_IB_TIMEOUT", "20"}, {"NCCL_IB_RETRY_CNT", "5"}, {"HA_NCCL_QP_TIMEOUT", "16"}, {"HA_NCCL_QP_RETRY_CNT", "6"}}, 16, 6},
+      {{{"NCCL_IB_TIMEOUT", "18"}, {"HA_NCCL_QP_RETRY_CNT", "0"}}, 18, 0},
+  };
+  for (const auto& k : cases) {
+    for (const auto& [name, value] : k.vars) env.set(name, value);
+    const auto t = QpTimeouts::from_env();
+    BOOST_TEST(t.timeout == k.timeout);
+    BOOST_TEST(t.retry_cnt == k.retry_cnt);
+    for (const auto& kv : k.vars) env.unset(kv.first);
+  }
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  env.set("NCCL_IB_TIMEOUT", "40");
+  env.set("NCCL_IB_RETRY_CNT", "9");
+  check_defaults(QpTimeouts::from_env());
+  BOOST_TEST(log.count(LogLevel::warn, {"NCCL_IB_TIMEOUT", "'40'"}) == 1u, log.dump());
+  BOOST_TEST(log.count(LogLevel::warn, {"NCCL_IB_RETRY_CNT", "'9'"}) == 1u, log.dump());
+}
+
+BOOST_FIXTURE_TEST_CASE(pkey_index_from_environment, EnvFixture) {
+  env.set("NCCL_IB_PKEY", "3");
+  BOOST_TEST(QpTimeouts::from_env().pkey_index == 3);
+  env.set("HA_NCCL_IB_PKEY", "65535");
+  BOOST_TEST(QpTimeouts::from_env().pkey_index == 65535);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  env.set("HA_NCCL_IB_PKEY", "65536");
+  BOOST_TEST(QpTimeouts::from_env().pkey_index == 0);
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_PKEY", "'65536'"}) == 1u, log.dump());
+  env.set("HA_NCCL_IB_PKEY", "0x8001");
+  BOOST_TEST(QpTimeouts::from_env().pkey_index == 0);
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_PKEY", "'0x8001'"}) == 1u, log.dump());
 }
 
 BOOST_FIXTURE_TEST_CASE(timeouts_from_bad_environment_use_defaults, EnvFixture) {

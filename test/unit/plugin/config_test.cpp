@@ -218,6 +218,23 @@ BOOST_FIXTURE_TEST_CASE(gdr_flush_disable_setting, CleanEnv) {
   BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_GDR_FLUSH_DISABLE", "'yes'"}) == 1u, log.dump());
 }
 
+// HA_NCCL_IB_DEVICE_PCI_ORDER over NCCL_IB_DEVICE_PCI_ORDER (0/1, default 1, net_ib's): said in
+// the settings line; a bad value is WARNed about and the default (PCI order) kept.
+BOOST_FIXTURE_TEST_CASE(device_pci_order_setting, CleanEnv) {
+  BOOST_TEST(Config::from_env().ib_device_pci_order);
+  BOOST_TEST(contains(describe(Config::from_env()), "HA_NCCL_IB_DEVICE_PCI_ORDER=1"));
+  env.set("NCCL_IB_DEVICE_PCI_ORDER", "0");
+  Config c = Config::from_env();
+  BOOST_TEST(!c.ib_device_pci_order);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_IB_DEVICE_PCI_ORDER=0"), describe(c));
+  env.set("HA_NCCL_IB_DEVICE_PCI_ORDER", "1");
+  BOOST_TEST(Config::from_env().ib_device_pci_order);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  env.set("HA_NCCL_IB_DEVICE_PCI_ORDER", "2");
+  BOOST_TEST(Config::from_env().ib_device_pci_order);
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_DEVICE_PCI_ORDER", "'2'"}) == 1u, log.dump());
+}
+
 // HA_NCCL_DMABUF_ENABLE over NCCL_DMABUF_ENABLE (0/1, default 1) and HA_NCCL_IB_PCI_RELAXED_ORDERING
 // over NCCL_IB_PCI_RELAXED_ORDERING (0/1/2, default 2): the HA variable wins, the source is kept
 // for the log lines, a bad value is WARNed about (variable, value, default) and the default used.
@@ -584,7 +601,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
-             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1 "
+             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
              "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0");
 }
 

@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,14 +84,27 @@ bool is_pci_bdf(std::string_view component) noexcept;
 // is equality.)
 std::vector<int> nccl_real_ports(const std::vector<std::string>& nccl_paths);
 
+// The sort key NCCL gives a device's PCI path (net_ib with NCCL_IB_DEVICE_PCI_ORDER, default 1):
+// the PCI address DDDD:BB:DD.F as one number, domain << 20 | bus << 12 | device << 4 | function.
+// Taken from the last component of `full_path` that is a PCI address, so a Soft-RoCE port on
+// .../0000:00:13.0/virtio3 sorts by its virtio NIC's function; none (no path, no PCI address
+// in it) is nullopt.
+std::optional<std::int64_t> pci_order_key(std::string_view full_path) noexcept;
+// Sorts `ports` the way net_ib orders its devices, so every rank numbers the NICs alike whatever
+// order the verbs library lists them in: by pci_order_key, ports with none after all others;
+// ties (the ports of one device, devices without a PCI path) by (device name, port).
+void sort_pci_order(std::vector<PortInfo>& ports);
+
 struct DiscoveryOptions {
   DeviceFilter filter;           // default: everything
   bool include_inactive = false; // false: only ACTIVE ports
+  bool pci_order = true;         // sort_pci_order (NCCL_IB_DEVICE_PCI_ORDER); false: by (device, port)
   std::string sysfs_root = "/sys";
 };
 
-// Every port that passes the filter, sorted by (device, port). Devices that fail to open or
-// query are WARNed about and skipped; a missing verbs library / no devices is an empty list.
+// Every port that passes the filter, in PCI order (options.pci_order) or by (device, port).
+// Devices that fail to open or query are WARNed about and skipped; a missing verbs library / no
+// devices is an empty list.
 std::vector<PortInfo> discover_ports(const DiscoveryOptions& options = {});
 
 // Re-reads one port (state, MTU, GID) - e.g. after a port event.

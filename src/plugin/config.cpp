@@ -145,6 +145,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.force_flush = env_bool(env, "HA_NCCL_FORCE_FLUSH", c.force_flush);
   c.ib_tc = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
   c.ib_sl = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
+  c.ib_fifo_tc = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_FIFO_TC", "NCCL_IB_FIFO_TC"}, c.ib_fifo_tc, -1, 255));
   which = nullptr;
   if (auto merge = net::env_string(env, {"HA_NCCL_IB_MERGE_VFS", "NCCL_IB_MERGE_VFS"}, &which)) {
     c.ib_merge_vfs_var = which;
@@ -166,6 +167,12 @@ Qos resolve_qos(const Config& c, int comm_traffic_class) {
   else if (from_comm) q.traffic_class = static_cast<std::uint8_t>(comm_traffic_class);
   if (c.ib_sl >= 0) q.service_level = static_cast<std::uint8_t>(c.ib_sl);
   else if (from_comm && comm_traffic_class <= 15) q.service_level = static_cast<std::uint8_t>(comm_traffic_class);
+  return q;
+}
+
+Qos receiver_qos(const Config& c, const Qos& connector, bool roce) {
+  Qos q = connector;
+  if (roce && c.ib_fifo_tc >= 0) q.traffic_class = static_cast<std::uint8_t>(c.ib_fifo_tc);
   return q;
 }
 
@@ -238,6 +245,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_FORCE_FLUSH", b(c.force_flush));
   add("HA_NCCL_IB_TC", c.ib_tc < 0 ? std::string("unset") : std::to_string(c.ib_tc));
   add("HA_NCCL_IB_SL", c.ib_sl < 0 ? std::string("unset") : std::to_string(c.ib_sl));
+  add("HA_NCCL_IB_FIFO_TC", c.ib_fifo_tc < 0 ? std::string("unset") : std::to_string(c.ib_fifo_tc));
   add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
   add("HA_NCCL_IB_DEVICE_PCI_ORDER", b(c.ib_device_pci_order));
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));

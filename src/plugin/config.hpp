@@ -68,6 +68,10 @@ struct Config {
   // the IP header's DSCP/ECN byte) and HA_NCCL_IB_SL, else NCCL_IB_SL (0..15); -1: not set.
   int ib_tc = -1;
   int ib_sl = -1;
+  // HA_NCCL_IB_FIFO_TC, else NCCL_IB_FIFO_TC (0..255; -1: not set): on RoCE, the traffic class of a
+  // receive comm's QPs - its clear-to-send writes and the acknowledgements of the data - as net_ib
+  // gives it to its receiver's QPs (receiver_qos).
+  int ib_fifo_tc = -1;
   // HA_NCCL_IB_MERGE_VFS, else NCCL_IB_MERGE_VFS (0/1, default 1, NCCL's): the PCI path reported
   // to NCCL merges SR-IOV virtual functions into their NIC (net::nccl_pci_path()).
   bool ib_merge_vfs = true;
@@ -105,6 +109,9 @@ struct Qos {
 // leaves the SL at 0 here instead of failing the QP transition. The connector decides; the
 // listener uses the connector's values (they travel in the connection request), as NCCL does.
 Qos resolve_qos(const Config& c, int comm_traffic_class);
+// A receive comm's QoS: the connector's, with NCCL_IB_FIFO_TC's traffic class on RoCE when set
+// (net_ib: the receiver's QPs carry only its clear-to-send writes and acknowledgements).
+Qos receiver_qos(const Config& c, const Qos& connector, bool roce);
 
 // WARN lines for settings that are legal but unwise: the soft RTO below twice the hardware retry
 // window (4.096 us * 2^timeout * (retry_cnt + 1)), heartbeat_ms*3 > rto_ms, etc. Pure function.

@@ -229,7 +229,8 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
   take_keys(c, req.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
   take_peer(c, req.candidates);
   take_rescue_point(c, sock.remote_endpoint(peer_ec).address(), req.rescue);
-  set_qos(c, req.qos);  // the connector's, as NCCL does
+  // The connector's, as NCCL does (NCCL_IB_FIFO_TC aside).
+  set_qos(c, receiver_qos(state()->config, req.qos, ls->dev->port.roce()));
   c.paths[0]->remote = req.primary;
   if (auto s = co_await connect_primary(*ls->dev, c, req, start); !s) co_return s;
   ConnReply answer = make_reply(c, pair, mine, !home_down.empty());

@@ -12,6 +12,9 @@
 #   override  NCCL_IB_TC=96 HA_NCCL_IB_TC=40 and trafficClass 104: HA_NCCL_IB_TC wins (40)
 #   default   nothing set: TOS 0 (the control: the captures do tell the cases apart); also NCCL's
 #             default subsystems (INIT): the plugin's INIT|NET line shows, its NET lines do not
+#   fifo      NCCL_IB_TC=96 NCCL_IB_FIFO_TC=104: what a receive comm's QPs send (clear-to-send
+#             writes, acknowledgements) carries 104, what a send comm's QPs send 96 (told apart by
+#             the destination QP of each packet's BTH)
 # Relaxed ordering (NCCL's rule, in each case's INIT line): env and default leave it at auto (off
 # on Soft-RoCE: no PCIe DMA), config sets NCCL_IB_PCI_RELAXED_ORDERING=0 (off), override adds
 # HA_NCCL_IB_PCI_RELAXED_ORDERING=1 over it (on: the flag is passed, rxe ignores the optional
@@ -55,6 +58,7 @@ qos_case config 18761 NCCL_IB_PCI_RELAXED_ORDERING=0 -- --messages 300 --traffic
 qos_case override 18762 NCCL_IB_TC=96 HA_NCCL_IB_TC=40 NCCL_IB_PCI_RELAXED_ORDERING=0 HA_NCCL_IB_PCI_RELAXED_ORDERING=1 \
   -- --messages 300 --traffic-class 104
 qos_case default 18763 NCCL_DEBUG_SUBSYS=INIT -- --messages 300
+qos_case fifo 18764 NCCL_IB_TC=96 NCCL_IB_FIFO_TC=104 -- --messages 300
 
 rc=0
 "$HA_PING" --list --json --plugin "$BUILD/src/plugin/libnccl-net-ha.so" >"$VM_OUT/list-memory.json" \

@@ -601,7 +601,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=5000 "
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_BACKUP_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
-             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
+             "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_FIFO_TC=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
              "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0");
 }
 
@@ -640,6 +640,26 @@ BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {
   BOOST_TEST(c.ib_sl == -1);
   BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_TC", "'300'"}) == 1u, clean.log.dump());
   BOOST_TEST(clean.log.count(LogLevel::warn, {"NCCL_IB_SL", "'16'"}) == 1u, clean.log.dump());
+}
+
+// NCCL_IB_FIFO_TC (HA_NCCL_IB_FIFO_TC first): a receive comm's traffic class on RoCE, the SL and
+// the connector's class otherwise kept; on InfiniBand, or unset, the connector's QoS as it is.
+BOOST_AUTO_TEST_CASE(fifo_tc_is_the_receivers_class_on_roce) {
+  CleanEnv clean;
+  const Qos connector{96, 3};
+  BOOST_TEST((receiver_qos(Config::from_env(), connector, true) == connector));
+  clean.env.set("NCCL_IB_FIFO_TC", "104");
+  Config c = Config::from_env();
+  BOOST_TEST(c.ib_fifo_tc == 104);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_IB_FIFO_TC=104"), describe(c));
+  BOOST_TEST((receiver_qos(c, connector, true) == Qos{104, 3}));
+  BOOST_TEST((receiver_qos(c, connector, false) == connector));
+  clean.env.set("HA_NCCL_IB_FIFO_TC", "0");
+  BOOST_TEST((receiver_qos(Config::from_env(), connector, true) == Qos{0, 3}));
+  BOOST_TEST(clean.log.count_at_or_above(LogLevel::warn) == 0u, clean.log.dump());
+  clean.env.set("HA_NCCL_IB_FIFO_TC", "256");
+  BOOST_TEST(Config::from_env().ib_fifo_tc == -1);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_FIFO_TC", "'256'"}) == 1u, clean.log.dump());
 }
 
 BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {

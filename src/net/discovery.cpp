@@ -217,8 +217,9 @@ void sort_pci_order(std::vector<PortInfo>& ports) {
   std::vector<Keyed> keyed;
   keyed.reserve(ports.size());
   for (auto& p : ports) keyed.push_back({pci_order_key(p.pci_path), std::move(p)});
+  // A total order (a port's device and number are unique): no stable sort needed.
   auto rank = [](const Keyed& k) { return std::tuple(!k.key.has_value(), k.key.value_or(0)); };
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const Keyed& a, const Keyed& b) {
+  std::sort(keyed.begin(), keyed.end(), [&](const Keyed& a, const Keyed& b) {
     if (rank(a) != rank(b)) return rank(a) < rank(b);
     return std::tie(a.port.device, a.port.port) < std::tie(b.port.device, b.port.port);
   });

@@ -181,6 +181,32 @@ double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt) 
   return 4.096e-3 * std::ldexp(1.0, static_cast<int>(qp_timeout)) * (static_cast<double>(qp_retry_cnt) + 1);
 }
 
+std::vector<std::string> unhonoured_nccl_settings(const net::EnvLookup& env) {
+  struct Unhonoured {
+    const char* name;
+    const char* harmless;  // the value that asks for nothing net_ib would do differently ("": none)
+    const char* instead;
+  };
+  static constexpr Unhonoured kList[] = {
+      {"NCCL_IB_QPS_PER_CONNECTION", "1", "one QP per path; its standby is one QP too"},
+      {"NCCL_IB_SPLIT_DATA_ON_QPS", "", "one QP per path: nothing to split"},
+      {"NCCL_IB_ADAPTIVE_ROUTING", "0", "every message is one RDMA write with immediate data"},
+      {"NCCL_IB_AR_THRESHOLD", "", "no adaptive-routing mode"},
+      {"NCCL_IB_ECE_ENABLE", "0", "no enhanced connection establishment"},
+      {"NCCL_IB_USE_INLINE", "0", "no inline data"},
+      {"NCCL_IB_ADDR_FAMILY", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
+      {"NCCL_IB_ADDR_RANGE", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
+      {"NCCL_IB_ROCE_VERSION_NUM", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
+  };
+  std::vector<std::string> out;
+  for (const auto& u : kList) {
+    const auto v = env(u.name);
+    if (!v || (*u.harmless && *v == u.harmless)) continue;
+    out.push_back(std::string(u.name) + "=" + *v + " (" + u.instead + ")");
+  }
+  return out;
+}
+
 std::vector<std::string> config_warnings(const Config& c, std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt) {
   std::vector<std::string> w;
   const std::string rto = "HA_NCCL_RTO_MS=" + std::to_string(c.rto_ms);

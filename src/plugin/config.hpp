@@ -117,6 +117,11 @@ Qos receiver_qos(const Config& c, const Qos& connector, bool roce);
 // window (4.096 us * 2^timeout * (retry_cnt + 1)), heartbeat_ms*3 > rto_ms, etc. Pure function.
 std::vector<std::string> config_warnings(const Config& c, std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt);
 
+// NCCL_IB_* settings an operator may have set for net_ib that this plugin does not honour, each as
+// "NAME=value (what the plugin does instead)": said once at init (a WARN), so that nobody expects
+// their effect. Values that ask for net_ib's default behaviour are not listed. Pure function.
+std::vector<std::string> unhonoured_nccl_settings(const net::EnvLookup& env);
+
 // The hardware retry window in milliseconds: 4.096 us * 2^timeout * (retry_cnt + 1); 0 for
 // timeout 0 (no ACK timeout: the hardware waits for ever).
 double hw_retry_window_ms(std::uint32_t qp_timeout, std::uint32_t qp_retry_cnt);

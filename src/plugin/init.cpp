@@ -375,6 +375,11 @@ ncclResult_t create_state() {
   s->hooks = TestHooks::from_lookup(net::process_env());
   const std::string hooks = s->hooks.settings();  // test builds only
   HA_INFO("NET/HA: settings: %s%s%s", describe(s->config).c_str(), hooks.empty() ? "" : " ", hooks.c_str());
+  if (const auto unhonoured = unhonoured_nccl_settings(net::process_env()); !unhonoured.empty()) {
+    std::string list;
+    for (const auto& u : unhonoured) list += (list.empty() ? "" : "; ") + u;
+    HA_WARN("NET/HA: NCCL settings this plugin does not honour: %s", list.c_str());
+  }
   if (s->hooks.any()) {  // never in a build without test hooks (test_hooks.hpp)
     HA_WARN("NET/HA: test hooks set (this plugin was built with NCCL_HA_TEST_HOOKS=ON, for tests only): %s",
             s->hooks.effects().c_str());

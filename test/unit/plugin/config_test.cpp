@@ -642,6 +642,22 @@ BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {
   BOOST_TEST(clean.log.count(LogLevel::warn, {"NCCL_IB_SL", "'16'"}) == 1u, clean.log.dump());
 }
 
+// NCCL_IB_* settings net_ib would act on and this plugin does not: each named with what the plugin
+// does instead; values that ask for net_ib's default behaviour, and unset ones, are not.
+BOOST_AUTO_TEST_CASE(unhonoured_nccl_settings_are_named) {
+  MapEnv m;
+  BOOST_TEST(unhonoured_nccl_settings(m.lookup()).empty());
+  m.vars = {{"NCCL_IB_QPS_PER_CONNECTION", "1"}, {"NCCL_IB_ADAPTIVE_ROUTING", "0"}, {"NCCL_IB_TC", "96"}};
+  BOOST_TEST(unhonoured_nccl_settings(m.lookup()).empty());
+  m.vars = {{"NCCL_IB_QPS_PER_CONNECTION", "4"}, {"NCCL_IB_ADAPTIVE_ROUTING", "1"}, {"NCCL_IB_ROCE_VERSION_NUM", "2"},
+            {"NCCL_IB_TIMEOUT", "22"}};
+  const auto u = unhonoured_nccl_settings(m.lookup());
+  BOOST_TEST_REQUIRE(u.size() == 3u);
+  BOOST_TEST(u[0] == "NCCL_IB_QPS_PER_CONNECTION=4 (one QP per path; its standby is one QP too)");
+  BOOST_TEST(contains(u[1], "NCCL_IB_ADAPTIVE_ROUTING=1 (every message is one RDMA write with immediate data)"), u[1]);
+  BOOST_TEST(contains(u[2], "NCCL_IB_ROCE_VERSION_NUM=2 (the GID: HA_NCCL_IB_GID_INDEX"), u[2]);
+}
+
 // NCCL_IB_FIFO_TC (HA_NCCL_IB_FIFO_TC first): a receive comm's traffic class on RoCE, the SL and
 // the connector's class otherwise kept; on InfiniBand, or unset, the connector's QoS as it is.
 BOOST_AUTO_TEST_CASE(fifo_tc_is_the_receivers_class_on_roce) {

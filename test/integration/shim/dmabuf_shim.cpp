@@ -79,7 +79,8 @@ ibv_mr* shim_reg_dmabuf_mr(ibv_pd* pd, std::uint64_t offset, std::size_t length,
 extern "C" {
 
 __attribute__((visibility("default"))) void* dlvsym(void* handle, const char* symbol, const char* version) {
-  if (symbol && std::strcmp(symbol, "ibv_reg_dmabuf_mr") == 0) return reinterpret_cast<void*>(&shim_reg_dmabuf_mr);
+  // glibc declares `symbol` non-null (dlvsym's contract): no check here.
+  if (std::strcmp(symbol, "ibv_reg_dmabuf_mr") == 0) return reinterpret_cast<void*>(&shim_reg_dmabuf_mr);
   return real_dlvsym()(handle, symbol, version);
 }
 

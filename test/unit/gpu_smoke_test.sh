@@ -187,9 +187,10 @@ n=1
 while [[ $# -gt 0 ]]; do
   case $1 in -np) n=$2; shift 2 ;; --bind-to) shift 2 ;; -*) shift ;; *) break ;; esac
 done
-for ((r = 0; r < n; r++)); do OMPI_COMM_WORLD_RANK=$r PMIX_RANK=$r "$@" & done
+pids=()
+for ((r = 0; r < n; r++)); do OMPI_COMM_WORLD_RANK=$r PMIX_RANK=$r "$@" & pids+=($!); done
 rc=0
-for ((r = 0; r < n; r++)); do wait -n || rc=$?; done
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 exit $rc
 EOF
 # all_reduce_perf: NCCL with the plugin as it would log, from the environment: no peer-memory
@@ -236,6 +237,7 @@ fi
 echo "     1048576        262144     float     sum      -1    100.0   10.49   10.49      0    100.0   10.49   10.49      0"
 echo "# Out of bounds values : 0 OK"
 echo "# Avg bus bandwidth    : 10.49"
+exit "${FAKE_NCCL_EXIT:-0}"
 EOF
 cp "$FAKE/bin/all_reduce_perf" "$FAKE/tests/all_reduce_perf" && rm "$FAKE/bin/all_reduce_perf"
 
@@ -306,6 +308,10 @@ check gdr "the rails set up and removed" grep -q "^rdma link delete gsmoke_rxe1"
 # The same, but NCCL staged through host memory: the dma-buf run fails, and the script with it.
 world gdr-staged FAKE_DEV_DMABUF=1 FAKE_GPU_DMABUF=1 FAKE_GDR=0
 expect gdr-staged 1 "^ha-gpu-dmabuf .* host +FAIL: host staging .*although GPU memory registration was expected: the plugin offered dma-buf" "${RUN[@]}" --out "$WORK/gdr-staged.o"
+# A run that fails (NCCL's exit status 3): its verdict says so, the table is printed, exit 1 (the
+# script once died silently there: a failed command substitution under set -e).
+world crash FAKE_NCCL_EXIT=3
+expect crash 1 "^ha-host .*FAIL: exit 3" "${RUN[@]}" --out "$WORK/crash.o"
 # Nothing offered (no peer memory, no dma-buf on the devices): ha-gpu-dmabuf is skipped.
 world no-gpu-memory
 expect no-gpu-memory 0 "^ha-gpu-dmabuf .* host +skipped: no GPU memory registration possible: the plugin offered no GPU memory" "${RUN[@]}" --out "$WORK/no-gpu-memory.o"

@@ -287,11 +287,6 @@ std::string expand_file_name(const char* var, const std::string& pattern, const 
   return path;
 }
 
-// Opens the device of one discovered port for the plugin: context, PD, MR cache, completion
-// channel, its comm budget, QP timeouts (Soft-RoCE's adjusted), the registration choices (dma-buf,
-// relaxed ordering); and says what the operator must know about it: the settings' trade-offs
-// (once per distinct text, `warned`; a WARN when the user tuned them: `user_tuned`), APM.
-// nullptr, after a WARN: the port is skipped.
 // The P_Key index every QP of `d` takes (NCCL_IB_PKEY: net_ib's meaning, an index into the port's
 // table) must name a valid P_Key there; otherwise the port is left out: falling back to the
 // default partition would put the job's traffic where the operator said it must not go.
@@ -310,6 +305,11 @@ bool partition_usable(const Device& d, const net::PortInfo& port) {
   return true;
 }
 
+// Opens the device of one discovered port for the plugin: context, PD, MR cache, completion
+// channel, its comm budget, QP timeouts (Soft-RoCE's adjusted), the registration choices (dma-buf,
+// relaxed ordering); and says what the operator must know about it: the settings' trade-offs
+// (once per distinct text, `warned`; a WARN when the user tuned them: `user_tuned`), APM.
+// nullptr, after a WARN: the port is skipped.
 std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vector<std::string>& warned, bool user_tuned) {
   auto ctx = net::open_device(port.device);
   if (!ctx) {

@@ -78,7 +78,7 @@ case $what in
     step "fuzzers; alongside: unit tests, native and ASan + UBSan"
     fuzz_log=${NCCL_HA_FUZZ_DIR:-$REPO/build-fuzz}/fuzz-logs/fuzz.sh.log
     mkdir -p "$(dirname "$fuzz_log")"
-    bash "$REPO/scripts/fuzz.sh" --no-build >"$fuzz_log" 2>&1 &
+    nice -n 10 bash "$REPO/scripts/fuzz.sh" --no-build >"$fuzz_log" 2>&1 &
     fuzz_pid=$!
     failed=()
     t0=$(date +%s)

@@ -18,7 +18,7 @@ set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
 IDLE=3000:8000   # from 3 s to 11 s of the integrity phase (checks/failover_idle.py: IDLE_AT/IDLE_MS)
-MIN=15           # --min-seconds of every case (checks/failover_idle.py: MIN_SECONDS)
+MIN=13           # --min-seconds of every case (checks/failover_idle.py: MIN_SECONDS)
 
 # idle_args ROLE: --idle for the driver on VM ROLE only.
 idle_args() { [[ $VM_ROLE == "$1" ]] && echo "--idle $IDLE" || true; }

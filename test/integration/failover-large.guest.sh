@@ -7,6 +7,6 @@ set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
 LARGE=(--one-way --dev 0 --sizes 4M --inflight 8 --messages 16 --timeout 120)
-pl_stream baseline 18720 "${LARGE[@]}" --min-seconds 20
+pl_stream baseline 18720 "${LARGE[@]}" --min-seconds 15
 PL_FAULTS=("b 5000 rail-down 0")
-pl_stream fault 18721 "${LARGE[@]}" --min-seconds 20
+pl_stream fault 18721 "${LARGE[@]}" --min-seconds 15

@@ -4,8 +4,8 @@
 # on the recovered rail 0 as usual, and b's rail 0 going down again mid-stream must fail over
 # just as fast as the first time.
 #   flap      b: fault.sh rail-down 0, fault.sh rail-up 0 (before any plugin traffic)
-#   baseline  20 s without a fault (pl_shared_stream: the boot's one, as sender-down's)
-#   fault     20 s; b: fault.sh rail-down 0 at 5 s
+#   baseline  15 s without a fault (pl_shared_stream: the boot's one, as sender-down's)
+#   fault     15 s; b: fault.sh rail-down 0 at 5 s
 #   readdress (issue #19) the plugin already running, b's rail 0 moves to another address (a new
 #             GID, GID_CHANGE) 1 s into a --one-way stream on rail 1; 8 single-path comm pairs
 #             (HA_NCCL_ENABLE_BACKUP=0: nothing masks a bad endpoint) are opened on rail 0 one
@@ -30,9 +30,9 @@ if [[ $VM_ROLE == b ]]; then
   vm_fault rail-up 0
 fi
 vm_barrier flapped
-pl_shared_stream baseline 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 20
+pl_shared_stream baseline 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 15
 PL_FAULTS=("b 5000 rail-down 0")
-pl_stream fault 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 20
+pl_stream fault 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 15
 
 if [[ $VM_ROLE == b ]]; then vm_fault rail-up 0 || vm_log "readdress: fault.sh rail-up 0 failed"; fi
 vm_barrier rail0-back

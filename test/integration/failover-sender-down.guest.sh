@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Guest side of failover-sender-down (issue #4): a --one-way stream from b (rank 1, sender) to a
 # (rank 0, receiver) on rxe0, whose shadow QP is on rxe1; every byte verified.
-#   baseline  20 s without a fault (the yardstick for the stall); pl_shared_stream: run once per
+#   baseline  15 s without a fault (the yardstick for the stall); pl_shared_stream: run once per
 #             boot for the tests of the boot that ask for the same one
-#   fault     20 s; b pulls rail 0 (fault.sh rail-down 0) 5 s into the stream: b's port event,
+#   fault     15 s; b pulls rail 0 (fault.sh rail-down 0) 5 s into the stream: b's port event,
 #             one failover per data comm, the stream goes on over rail 1
 # Per run and VM: NAME.{rc,ms,json,log,stats.jsonl,phase}, and NAME.fault_ms where the fault ran;
 # the fault run also writes the Prometheus snapshot HA_NCCL_PROM_FILE=/tmp/fault_%h_%p.prom every
@@ -13,7 +13,7 @@
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
-pl_shared_stream baseline 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 20
+pl_shared_stream baseline 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 15
 
 rm -f /tmp/fault_*.prom
 (  # the mid-stream copy of the snapshot
@@ -34,7 +34,7 @@ rm -f /tmp/fault_*.prom
 copier=$!
 PL_ENV=("HA_NCCL_PROM_FILE=/tmp/fault_%h_%p.prom" "HA_NCCL_PROM_INTERVAL_MS=200")
 PL_FAULTS=("b 5000 rail-down 0")
-pl_stream fault 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 20
+pl_stream fault 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 15
 wait "$copier" || true
 for f in /tmp/fault_*.prom; do
   if [[ -e $f ]]; then cp "$f" "$VM_OUT/"; fi

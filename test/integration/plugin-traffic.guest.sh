@@ -4,7 +4,7 @@
 #  post-send  ha-ping on rail 0: the wall time of a bare ibv_post_send here (the yardstick)
 #  integrity  sizes 0 B .. 4 MiB mixed, grouped receives (4), 8 in flight, every byte checked
 #  large      16 MiB and 64 MiB messages
-#  small      20000 8-byte messages (the receive FIFO and the credits wrap hundreds of times)
+#  small      12000 8-byte messages (the receive FIFO and the credits wrap hundreds of times)
 #  flush      HA_NCCL_FORCE_FLUSH=1: every received group flushed by an RDMA READ (--flush-each)
 #  comms      maxComms send/recv comm pairs open at once, then closed: fds and MRs back
 set -euo pipefail
@@ -32,13 +32,13 @@ else
   "$HA_PING" --rails 0 --sizes 8,64K --iters 50 --bw-iters 16 --json-file "$VM_OUT/post-send.json" "$VM_PEER_MGMT" >/dev/null 2>&1 || true
 fi
 
-driver integrity --sizes 0,1,8,4K,64K,1M,4M --messages 1000 --group 4 --inflight 8 --optional-recv
+driver integrity --sizes 0,1,8,4K,64K,1M,4M --messages 600 --group 4 --inflight 8 --optional-recv
 # One 64 MiB RDMA write takes ~2 s under TCG; the soft RTO allows 1 s plus the write at a tenth
 # of the port's reported rate (2.15 s at rxe's 2500 Mb/s), a thin margin on a loaded host.
 PL_ENV=(HA_NCCL_RTO_MS=15000)
 driver large --sizes 16M,64M --messages 8 --inflight 2
 PL_ENV=()
-driver small --sizes 8 --messages 20000 --inflight 8
+driver small --sizes 8 --messages 12000 --inflight 8
 PL_ENV=(HA_NCCL_FORCE_FLUSH=1 "HA_NCCL_STATS_FILE=$VM_OUT/flush.stats.jsonl")
 driver flush --sizes 0,1,8,4K,64K --messages 400 --group 4 --inflight 8 --flush-each
 PL_ENV=()

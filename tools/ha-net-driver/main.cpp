@@ -110,10 +110,12 @@ std::vector<Check> property_checks(const Properties& p, int version) {
   return c;
 }
 
-// --fault dead-rail / finalize-open leave QPs that may still be destroyed long after finalize.
+// --fault dead-rail / finalize-open leave QPs that may still be destroyed long after finalize;
+// so may a port fault from outside (the test bed's), for which a test gives --linger: then the
+// checks of what the plugin released apply after the linger, not at finalize.
 bool background_fault(const Options& o) {
   const FaultScenario* f = find_fault(o.fault);
-  return f && f->background;
+  return (f && f->background) || o.linger_s > 0;
 }
 constexpr int kBackgroundBoundS = 60;  // a QP on a dead Soft-RoCE port: up to ~30 s seen (rxe, link down)
 
@@ -405,10 +407,10 @@ void evaluate(const Options& o, Report& rep) {
               strf("%d before, %d after close (waited %.0f ms, bound 10 s)", rep.comms.before.fds,
                    rep.comms.after_close.fds, rep.comms.fds_wait_ms));
   }
-  // --fault dead-rail / finalize-open: QPs on a dead port, or whose peer vanished with writes in
-  // flight, may still be destroyed in the background after finalize (their device's fd stays
-  // open, the plugin's reaper threads run): informational here; with --linger the same checks
-  // apply after the linger instead.
+  // --fault dead-rail / finalize-open, or --linger: QPs on a dead port, or whose peer vanished
+  // with writes in flight, may still be destroyed in the background after finalize (their
+  // device's fd stays open, the plugin's reaper threads run): informational here; with --linger
+  // the same checks apply after the linger instead.
   const bool background = background_fault(o);
   auto resource_check = [&rep, background](const std::string& name, bool ok, const std::string& detail) {
     if (background) rep.checks.push_back({name + " (informational: QPs on the dead port are destroyed in the background)", true, detail});

@@ -108,7 +108,9 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
                        (no plugin call meanwhile), as ranks do at a job's end
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
   --linger S           after dlclose, wait up to S s until the thread count is back to its value before
-                       init (a plugin's background threads), before the last snapshot and the exit
+                       init (a plugin's background threads), before the last snapshot and the exit;
+                       the fd, QP and thread checks then apply after the linger (at finalize they
+                       are informational: QPs on a dead port may still be destroyed then)
 )";
 constexpr const char* kUsageTail = R"(  -h, --help           this text
   --version            print "ha-net-driver <version>" and exit
@@ -297,6 +299,7 @@ void check_options(Options& o) {
   if (!o.stop_file.empty() && o.min_seconds <= 0) fail(Fail::usage, "--stop-file needs --min-seconds (an open-ended stream)");
   if (o.comms_hold_s > 0 && (o.comms == 0 || !o.fault.empty())) fail(Fail::usage, "--comms-hold needs --comms N (and no --fault)");
   if (o.comms_rounds > 1 && o.comms == 0) fail(Fail::usage, "--comms-rounds needs --comms N");
+  if (o.linger_s > 0 && !o.dlclose) fail(Fail::usage, "--linger waits after dlclose: not with --no-dlclose");
   if (o.min_seconds >= o.timeout_s)
     fail(Fail::usage, strf("--min-seconds %g must be below --timeout %g (the bound of the whole phase)", o.min_seconds,
                            o.timeout_s));

@@ -7,7 +7,7 @@ runs with --outlive-peer, so its own plugin has to report the failure (a's abort
 from check import expect
 from failover_common import FAILOVER_TIMEOUT_MS, check_fatal, expect_baseline, faults
 
-MIN_SECONDS = 20  # failover-both-down.guest.sh
+MIN_SECONDS = 15  # failover-both-down.guest.sh
 
 
 def check(run):

@@ -1,5 +1,5 @@
 """failover-flush: RDMA READ flushes (HA_NCCL_FORCE_FLUSH=1, --flush-each) through a standby-rail flap
-and three failovers with failbacks, all on a (the receiver, which owns the loopback QPs).
+and two failovers with failbacks, all on a (the receiver, which owns the loopback QPs).
 
 The stream completes with every byte verified and every flush waited for. Per failover, a's receive
 comm's flush reads (CommStats::flush_reads, per device slot, in its stats records) go to rxe1 while
@@ -21,8 +21,8 @@ from failover_common import BACKUP, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm,
 from failover_sequence import check_sequence
 
 NAME = "fault"
-MIN_SECONDS = 52  # failover-flush.guest.sh
-CYCLES = 3        # failover-flush.guest.sh: rail-down 0 / rail-up 0 pairs
+MIN_SECONDS = 39  # failover-flush.guest.sh
+CYCLES = 2        # failover-flush.guest.sh: rail-down 0 / rail-up 0 pairs
 # Reads that may land on the other slot around a switch: flushes of data the old device wrote
 # (--flush-each: one at a time), and those read through the new one because the old one is down.
 # Without replacement every flush after the failback lands on rxe1 (hundreds per cycle).

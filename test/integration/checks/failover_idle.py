@@ -24,7 +24,7 @@ from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, FAILOVER_TIMEOUT_
                              STANDBY_INFO, data_comm,
                              expect_counters, expect_no_crash, expect_stream_ok, faults, log_text, stats)
 
-MIN_SECONDS = 15             # failover-idle.guest.sh: MIN
+MIN_SECONDS = 13             # failover-idle.guest.sh: MIN
 IDLE_AT, IDLE_MS = 3000, 8000  # failover-idle.guest.sh: IDLE
 # Tolerance for times compared across the VMs (the measured offset is good to rtt/2; a few ms
 # more for the ms rounding of both clocks).

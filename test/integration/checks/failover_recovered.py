@@ -1,5 +1,5 @@
 """failover-recovered: rail 0 of b went down and up again before the streams (a flapped link that
-recovered); then, as in failover-sender-down, b's rail 0 goes down 5 s into a 20 s --one-way stream
+recovered); then, as in failover-sender-down, b's rail 0 goes down 5 s into a 15 s --one-way stream
 b -> a. Expected exactly as for failover-sender-down: exit 0, every byte verified, one failover per
 data comm within the port-down bound, no later stall on the backup.
 `readdress`: b's rail 0 changed its address (its GID) under a running plugin; single-path comm
@@ -13,7 +13,7 @@ from check import expect, expect_each
 from failover_common import (BACKUP, PRIMARY, PORT_DOWN_STALL_BOUND_MS, SLACK_MS, check_failover, expect_no_crash,
                              expect_stream_ok, faults, log_text, on_a_clock, stats)
 
-MIN_SECONDS = 20  # failover-recovered.guest.sh
+MIN_SECONDS = 15  # failover-recovered.guest.sh
 CHURN = 8
 MOVE_FAILURES = 2  # connects while the address moved (the port has none for a moment), opened again
 

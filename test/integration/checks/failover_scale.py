@@ -3,6 +3,8 @@
 Each rank holds 256 send + 256 receive comms on rxe0 (standby rxe1), every pair moving verified
 64-byte messages both ways, round after round (ha-net-driver --comms-rounds: each round's bytes
 are its own). During the rounds a's rail 0 goes down. Required:
+  * every fd, QP and thread the plugin held given back after the linger (the retired QPs on the
+    dead port may still be in the kernel's destruction at finalize);
   * both drivers exit 0 with every check passed: each comm carried each round's message exactly
     once (a copy delivered twice or lost fails it), no crash text;
   * the fault came while the rounds ran, no comm failed over before it (the load of 512 busy comms
@@ -58,6 +60,10 @@ def check(run):
         ct = rep["comms_test"]
         expect(rc == 0 and not bad and ct and ct["n"] == N,
                f"{role}: driver exit {rc}, {N} pairs, every check passed {bad or ''}")
+        linger = [c for c in rep["checks"] if c["name"] == "threads, fds and QPs back after the linger"]
+        expect(len(linger) == 1 and linger[0]["ok"],
+               f"{role}: every fd, QP and thread the plugin held given back once its reaper was done "
+               f"({linger[0]['detail'] if linger else 'no linger check: the driver ran without --linger'})")
         rounds = rounds_of(rep)
         expect(rounds > 1 and ct["messages_ok"] == N * rounds,
                f"{role}: {ct['messages_ok']} messages received and verified = {N} pairs x {rounds} rounds "

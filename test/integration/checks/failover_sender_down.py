@@ -1,4 +1,4 @@
-"""failover-sender-down: rail 0 pulled on VM b, the sender of a --one-way stream, ~5 s into a 20 s
+"""failover-sender-down: rail 0 pulled on VM b, the sender of a --one-way stream, ~5 s into a 15 s
 stream. b gets the port event; a only learns from the protocol. Expected: both drivers exit 0,
 every byte verified, exactly one failover (rxe0:1 -> rxe1:1) for b's send comm and one for a's
 recv comm, no duplicate delivered, the stream goes on over rail 1.
@@ -16,7 +16,7 @@ from check import expect, fail
 from failover_common import (BACKUP, PORT_DOWN_STALL_BOUND_MS, PRIMARY, check_failover, data_comm, log_text, prom,
                              prom_value, stats)
 
-MIN_SECONDS = 20  # failover-sender-down.guest.sh
+MIN_SECONDS = 15  # failover-sender-down.guest.sh
 HANDSHAKE_IP = re.compile(r"NET/HA: nccl-ha .* \d+ device\(s\): .*; handshakes on (\S+) \(")
 COUNTERS = ("nccl_ha_failovers_total", "nccl_ha_failbacks_total", "nccl_ha_reprotections_total",
             "nccl_ha_replayed_messages_total", "nccl_ha_messages_total", "nccl_ha_sent_bytes_total",

@@ -118,6 +118,8 @@ BOOST_AUTO_TEST_CASE(usage_errors) {
   BOOST_TEST(usage_error({"--churn-retry"}).find("need --churn") != std::string::npos);
   BOOST_TEST(usage_error({"--check-resources", "--messages", "0"}).find("integrity phase") != std::string::npos);
   BOOST_TEST(usage_error({"--check-resources", "--fault", "bad-dev"}).find("integrity phase") != std::string::npos);
+  BOOST_TEST(usage_error({"--linger", "30", "--no-dlclose"}).find("--linger waits after dlclose") == 0u);
+  BOOST_TEST(ok({"--linger", "30"}).linger_s == 30.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -10,7 +10,7 @@ set -euo pipefail
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver
 pl_failover_env  # NCCL_SOCKET_IFNAME=eth2, NCCL_DEBUG=INFO (NET), both rxe devices visible
 # HA on; other HA_NCCL_* settings come from the caller (run-pair passes them through) or default.
-export NCCL_DEBUG=${NCCL_HA_BENCH_NCCL_DEBUG:-INFO} HA_NCCL_ENABLE_BACKUP=1 HA_NET_DRIVER_QUIET=1
+export NCCL_DEBUG=${NCCL_HA_BENCH_NCCL_DEBUG:-INFO} HA_NCCL_ENABLE_STANDBY=1 HA_NET_DRIVER_QUIET=1
 QUICK=${NCCL_HA_BENCH_QUICK:-0}
 if [[ $QUICK == 1 ]]; then d_rounds=1 d_bytes=16M d_iters=200; else d_rounds=3 d_bytes=128M d_iters=1000; fi
 ROUNDS=${NCCL_HA_BENCH_ROUNDS:-$d_rounds}

@@ -5,7 +5,7 @@
 # "before" = the plugin at REV (default 0c6fa50, the commit before the control plane moved onto
 # the progress thread), from a detached worktree $BUILD/baseline-src built in $BUILD/baseline-build
 # (under the build dir, not /tmp: the guests do not see the host's /tmp). Both are driven by the
-# CURRENT ha-net-driver (same plugin ABI). HA on (HA_NCCL_ENABLE_BACKUP=1), --dev 0 = rxe0 with its
+# CURRENT ha-net-driver (same plugin ABI). HA on (HA_NCCL_ENABLE_STANDBY=1), --dev 0 = rxe0 with its
 # standby on rxe1, handshake over eth2. Rounds interleave before/after/after/before.
 # Environment:
 #   NCCL_HA_BASELINE_REV      the "before" revision (--baseline wins)             0c6fa50

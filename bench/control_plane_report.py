@@ -124,8 +124,8 @@ def main(logdir, meta_path, prefix):
                     ms = a / f"{name}-{kind}.ms"
                     run_ms += int(ms.read_text()) if ms.exists() else 0
                     log = a / f"{name}-{kind}.log"
-                    # The plugin logs its backup choice at INFO (NET): "NET/HA: backup of rxe0:1 is rxe1:1 ..."
-                    if not (log.exists() and re.search(r"backup of rxe0\S* is rxe1", log.read_text(errors="replace"))):
+                    # The plugin logs its standby port at INFO (NET): "NET/HA: standby port of rxe0:1 is rxe1:1 ..."
+                    if not (log.exists() and re.search(r"standby port of rxe0\S* is rxe1", log.read_text(errors="replace"))):
                         ha_confirmed[v] = False
     for table, kind in ((bw, "bw"), (lat, "lat")):
         for s, runs in table.items():
@@ -166,7 +166,7 @@ def main(logdir, meta_path, prefix):
           + (f", at the end: `{m['host_load_at_end']}`" if m.get("host_load_at_end") else ""),
           f"- {len(rounds)} round(s) of before, after, after, before: {2 * len(rounds)} runs of each; "
           f"timed runs took {run_ms / 60000:.1f} min on rank 0",
-          f"- HA on (`HA_NCCL_ENABLE_BACKUP=1`), backup rxe0 -> rxe1 logged by the plugin in every run: "
+          f"- HA on (`HA_NCCL_ENABLE_STANDBY=1`), standby port rxe0 -> rxe1 logged by the plugin in every run: "
           f"before {'yes' if ha_confirmed['before'] else '**no**'}, after {'yes' if ha_confirmed['after'] else '**no**'}",
           f"- failed driver attempts (retried): {len({(x['run'], x['variant']) for x in failed})}" + (" (listed below)" if failed else ""),
           "", *([f"**The host was loaded** (1-minute load {load1:.1f} at the start): under TCG every figure then moves "

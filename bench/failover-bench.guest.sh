@@ -3,14 +3,14 @@
 # server), b = rank 1 (sender, perftest client). Everything on --dev 0 = rxe0 = rail 0; its standby
 # is wherever the plugin puts it (rxe1 on the two-rail bed; on four rails the pair both ends rank
 # first: another NIC, another rail, the least loaded ports). Handshakes over $VM_MGMT_IF.
-#  overhead  --bw (both directions, 96 MiB per size) with HA_NCCL_ENABLE_BACKUP=1 vs 0, interleaved
-#  memory    --comms N send/recv pairs open at once, with and without the shadow QPs
+#  overhead  --bw (both directions, 96 MiB per size) with HA_NCCL_ENABLE_STANDBY=1 vs 0, interleaved
+#  memory    --comms N send/recv pairs open at once, with and without the standby QPs
 #  stall     one-way 64 KiB streams (--verify sampled: the timeline measures the network, not the
 #            emulated CPU); per case an unfaulted run, then the same with the fault at 4 s:
 #            sender (b) rail-down 0, receiver (a) rail-down 0, black hole (a: 100 % loss on rail 0);
 #            the rail is restored (fault.sh clear 0) after each case
 #  backup-bw a one-way 4 MiB stream (sampled verification), b's rail 0 pulled at 5 s: the rest
-#            runs on the backup; then ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail
+#            runs on the standby; then ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail
 #            the stream failed over to (each side's from its stats: pl_stream_rail; written to
 #            backup-rail.txt) and on rail 0
 set -euo pipefail
@@ -62,21 +62,21 @@ restore() { # ROLE: undo the fault of the last case on ROLE's rail 0
   vm_barrier "restored-$port"
 }
 
-# (i) HA overhead: the same --bw run with and without the shadow QP, interleaved A-B, B-A, ...
+# (i) HA overhead: the same --bw run with and without the standby QP, interleaved A-B, B-A, ...
 # so that the emulator's drift hits both alike; every size moves the same volume.
 BW=(--dev 0 --messages 0 --bw --sizes 64K,1M,4M --inflight 8 --bw-bytes "${NCCL_HA_BENCH_BW_BYTES:-96M}" --timeout 600)
 for r in $(seq "$ROUNDS"); do
   order=(ha single)
   ((r % 2)) || order=(single ha)
   for mode in "${order[@]}"; do
-    [[ $mode == single ]] && PL_ENV=(HA_NCCL_ENABLE_BACKUP=0)
+    [[ $mode == single ]] && PL_ENV=(HA_NCCL_ENABLE_STANDBY=0)
     bench_driver "r$r-bw-$mode" "${BW[@]}"
   done
 done
 
-# (iv) Memory per comm with and without the backup.
+# (iv) Memory per comm with and without the standby.
 bench_driver comms-ha --dev 0 --messages 0 --comms "$COMMS" --timeout 600
-PL_ENV=(HA_NCCL_ENABLE_BACKUP=0)
+PL_ENV=(HA_NCCL_ENABLE_STANDBY=0)
 bench_driver comms-single --dev 0 --messages 0 --comms "$COMMS" --timeout 600
 
 # (ii) Stall excess: each fault against an unfaulted run of the same length.
@@ -90,7 +90,7 @@ for case in "sender b rail-down 0" "receiver a rail-down 0" "blackhole a loss 0 
   restore "$role"
 done
 
-# (iii) Bandwidth on the backup after a failover, against perftest on the rail the stream
+# (iii) Bandwidth on the standby after a failover, against perftest on the rail the stream
 # failed over to (and on rail 0).
 PL_FAULTS=("b 5000 rail-down 0")
 bench_stream backup-bw --one-way --dev 0 --sizes 4M --inflight 8 --messages 16 --timeout 120 --min-seconds 20 \

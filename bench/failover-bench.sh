@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Benchmark (not a test) of the shadow-QP failover (issue #4), in one two-VM boot:
-#   (i)   HA overhead: ha-net-driver --bw with HA_NCCL_ENABLE_BACKUP=1 vs 0 (interleaved rounds)
+# Benchmark (not a test) of the standby-QP failover (issue #4), in one two-VM boot:
+#   (i)   HA overhead: ha-net-driver --bw with HA_NCCL_ENABLE_STANDBY=1 vs 0 (interleaved rounds)
 #   (ii)  stall excess of a failover: rail 0 pulled on the sender, on the receiver, and a black
 #         hole (100 % loss, port up), each against an unfaulted stream of the same length
-#   (iii) bandwidth on the backup after a failover vs ib_write_bw on the rail it failed over to
-#   (iv)  host memory per comm with the backup vs single path (RSS delta of --comms N)
+#   (iii) bandwidth on the standby after a failover vs ib_write_bw on the rail it failed over to
+#   (iv)  host memory per comm with the standby vs single path (RSS delta of --comms N)
 #   bench/failover-bench.sh [--rails 2|4]
 #     --rails 2 (default)  -> bench/results/failover-<date>.{json,md,svg}, logs LOGDIR/failover-bench
 #     --rails 4            -> bench/results/failover-4rails-<date>.{json,md,svg}, LOGDIR/failover-bench-4rails

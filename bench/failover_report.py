@@ -2,14 +2,14 @@
 """Turns a failover-bench run (<logdir>/{a,b}/out, see failover-bench.guest.sh) into
 <prefix>.json, <prefix>.md and <prefix>.svg (throughput over time around each fault).
 
-  overhead   ha-net-driver --bw, MiB/s received by both ranks summed, HA_NCCL_ENABLE_BACKUP=1 vs 0
+  overhead   ha-net-driver --bw, MiB/s received by both ranks summed, HA_NCCL_ENABLE_STANDBY=1 vs 0
   stall      one-way 64 KiB streams b -> a; the receive stall around the fault (longest run of
              10 ms timeline bins without a receive completion that overlaps [fault, fault + 3 s]),
              minus the longest gap between receives of the unfaulted run of the same case
-  backup bw  MiB/s received by rank 0 from 1 s after the failover to the end of the stream, vs
+  standby bw MiB/s received by rank 0 from 1 s after the failover to the end of the stream, vs
              ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail the stream failed over
              to (each side's backup-rail.txt: the rail its data comm was active on at the end)
-  memory     rss_per_comm_kib of --comms N (rank 0), with the backup vs single path
+  memory     rss_per_comm_kib of --comms N (rank 0), with the standby vs single path
   bed        the rails (rails.txt), the handshake interface (the plugin's settings line) and, per
              faulted stream, the ports of its data comms (b's send comm, a's receive comm): the
              standby they started with, each failover (from -> to) and each standby brought up
@@ -146,9 +146,9 @@ def stream_ports(out, name, t_fault=None, rep_b=None):
         fos = [e for e in recs if e.get("event") == "failover"]
         first_fo = fos[0]["time_unix_ms"] if fos else None
         res[role] = {
-            "standby_at_start": next((e["backup"] for e in ups if first_fo is None or e["time_unix_ms"] < first_fo), None),
+            "standby_at_start": next((e["standby_port"] for e in ups if first_fo is None or e["time_unix_ms"] < first_fo), None),
             "failovers": [f"{e.get('from')} -> {e.get('to')}" for e in fos],
-            "standbys_after": [{"port": e["backup"], "after_fault_ms": e["time_unix_ms"] + shift - t_fault if t_fault else None}
+            "standbys_after": [{"port": e["standby_port"], "after_fault_ms": e["time_unix_ms"] + shift - t_fault if t_fault else None}
                                for e in ups if first_fo is not None and e["time_unix_ms"] >= first_fo],
         }
     return res
@@ -254,7 +254,7 @@ def main(logdir, prefix):
         ratio = mem["ha"]["rss_per_comm_kib"] / mem["single"]["rss_per_comm_kib"]
     result["memory"] = dict(mem, ratio=ratio)
 
-    # (v) registration: regMr registers every buffer on the primary and the backup device, so that a
+    # (v) registration: regMr registers every buffer on the primary and the standby device, so that a
     # failover never registers anything; its cost shows in regMr itself (median us per call, rank 0)
     reg = {}
     for mode in ("ha", "single"):
@@ -286,7 +286,7 @@ def main(logdir, prefix):
                 row["excess_ms"] = stall - base["timeline"]["max_gap_ms"]
                 row["plugin_stall_ms"] = {r: [e.get("stall_ms") for e in failovers(out, r, f"stall-{case}")] for r in "ab"}
                 row["causes"] = {r: [e.get("cause") for e in failovers(out, r, f"stall-{case}")] for r in "ab"}
-                # Stalls later on the backup (re-protection attempts, ...): gaps of at least
+                # Stalls later on the standby (re-protection attempts, ...): gaps of at least
                 # max(150 ms, 3 x the unfaulted longest gap) after the fault's own stall.
                 floor = max(150, 3 * base["timeline"]["max_gap_ms"])
                 row["later_stalls_ms"] = gaps(t, floor, at + stall)
@@ -298,7 +298,7 @@ def main(logdir, prefix):
         stalls.append(row)
     result["stall"] = stalls
 
-    # (iii) bandwidth on the backup
+    # (iii) bandwidth on the standby
     rb_bw, rb_b = load(a / "backup-bw.json"), load(b / "backup-bw.json")
     bk = {"ok": bool(rb_bw and rb_bw.get("ok"))}
     if rb_bw and rb_bw.get("timeline"):
@@ -320,7 +320,7 @@ def main(logdir, prefix):
                 bk["stall_ms"], at = stall_around(t, tf, t["start_unix_ms"] + t["duration_ms"] - tf)
                 bk["stall_from_fault_ms"] = t["start_unix_ms"] + at - tf
                 bk["failover_done_after_fault_ms"] = t_switch - tf
-            plots.append(("4 MiB stream, sender's rail 0 pulled (the rest runs on the backup; 500 ms bins)",
+            plots.append(("4 MiB stream, sender's rail 0 pulled (the rest runs on the standby; 500 ms bins)",
                           series(t, tf, 500), None))
         bk["ports"] = stream_ports(out, "backup-bw", tf, rb_b)
     for log in sorted(b.glob("write_bw-rail*.log")):  # ib_write_bw_rail<R>[-<R_b>]_mib_s
@@ -380,10 +380,10 @@ def main(logdir, prefix):
                   f"{bk['stall_excess_beyond_replay_ms']:.0f} ms beyond the replay | <= 100 ms | "
                   f"{ok(bk['stall_excess_beyond_replay_ms'] <= TARGETS['port_down_stall_excess_ms_max'])} |")
     if bk.get("ratio") is not None:
-        md.append(f"| bandwidth on the backup / ib_write_bw on its rail ({backup_rail}) | {bk['ratio']:.2f} | >= 0.95 | "
+        md.append(f"| bandwidth on the standby / ib_write_bw on its rail ({backup_rail}) | {bk['ratio']:.2f} | >= 0.95 | "
                   f"{ok(bk['ratio'] >= TARGETS['backup_bw_ratio_min'])} |")
     if ratio is not None:
-        md.append(f"| memory per comm, backup / single path | {ratio:.2f} | <= 2 | {ok(ratio <= TARGETS['memory_ratio_max'])} |")
+        md.append(f"| memory per comm, standby / single path | {ratio:.2f} | <= 2 | {ok(ratio <= TARGETS['memory_ratio_max'])} |")
     md += ["", "## Bed", "",
            f"{the_bed['rails']} rails, each its own link between the VMs (rail r: a's {', '.join(r['if'] + '/' + r['dev'] for r in the_bed['rail_map'])}; "
            f"b's devices {', '.join(r['peer_dev'] for r in the_bed['rail_map'])}); the plugin's handshakes over "
@@ -397,14 +397,14 @@ def main(logdir, prefix):
     md += [f"| {what} | {short(p['b']['standby_at_start'])} / {short(p['a']['standby_at_start'])} | {ports_text(p)} |"
            for what, p in port_rows if p]
     md += ["", "## HA overhead (--bw, both directions, 8 in flight, MiB/s received by both ranks)", "",
-           "| size | backup on | single path | overhead | spread between runs | runs on / off |",
+           "| size | standby on | single path | overhead | spread between runs | runs on / off |",
            "|---:|---:|---:|---:|---:|---|"]
     md += [f"| {r['size']} | {r['ha_mib_s']:.1f} | {r['single_mib_s']:.1f} | {f(r['overhead'] and r['overhead'] * 100)} % | "
            f"{r['spread'] * 100:.0f} % | {', '.join(f'{x:.1f}' for x in r['ha_runs'])} / "
            f"{', '.join(f'{x:.1f}' for x in r['single_runs'])} |" for r in overhead]
     md += ["", "## Stall around the fault (one-way 64 KiB stream b -> a, 8 in flight)", "",
            "| case | stall | from fault.sh start | unfaulted longest gap | excess | plugin stall_ms (a / b) | causes | "
-           "later stalls on the backup | MiB/s (unfaulted) |",
+           "later stalls on the standby | MiB/s (unfaulted) |",
            "|---|---:|---:|---:|---:|---|---|---|---:|"]
     for r in stalls:
         if r.get("stall_ms") is None:
@@ -420,8 +420,8 @@ def main(logdir, prefix):
            "take 0.1-3 s under TCG, reported as fault.sh duration in the JSON); the stall itself is measured from the "
            "receiver's completion timeline and does not depend on it. The dip in throughput for 1-2 s after t = 0 in the "
            "plot is fault.sh itself competing for the guest's single vCPU.", "",
-           "## Bandwidth on the backup after a failover (one-way 4 MiB, 8 in flight)", "",
-           "The target compares the plugin on the backup with perftest on the same rail, so it also contains the "
+           "## Bandwidth on the standby after a failover (one-way 4 MiB, 8 in flight)", "",
+           "The target compares the plugin on the standby with perftest on the same rail, so it also contains the "
            "plugin's own efficiency against perftest; the ratio to the plugin before the fault isolates the failover.", "",
            f"- plugin before the fault (rail 0): {f(bk.get('before_fault_mib_s'))} MiB/s",
            f"- receive stall around the fault: {f(bk.get('stall_ms'), '{:.0f}')} ms, starting "
@@ -433,14 +433,14 @@ def main(logdir, prefix):
            f"- ib_write_bw rail {backup_rail}: {f(bk.get('ib_write_bw_backup_mib_s'))} MiB/s, "
            f"rail 0: {f(bk.get('ib_write_bw_rail0_mib_s'))} MiB/s",
            "", "## Host memory per comm (--comms, RSS delta / comms, rank 0)", "",
-           f"- backup on: {f(mem['ha']['rss_per_comm_kib'], '{:.0f}')} KiB ({mem['ha']['comms']} comms), "
+           f"- standby on: {f(mem['ha']['rss_per_comm_kib'], '{:.0f}')} KiB ({mem['ha']['comms']} comms), "
            f"single path: {f(mem['single']['rss_per_comm_kib'], '{:.0f}')} KiB, ratio {f(ratio, '{:.2f}')}",
-           "", "## Registration on the backup device (regMr, median us per call, rank 0)", "",
+           "", "## Registration on the standby device (regMr, median us per call, rank 0)", "",
            "Every buffer is registered on both devices when NCCL calls regMr, so a failover never waits for a "
            "registration (the stalls above contain none); the price is paid in regMr:", "",
-           f"- the --bw runs' buffer regions: {f(reg['ha']['bw'], '{:.0f}')} us with the backup, "
+           f"- the --bw runs' buffer regions: {f(reg['ha']['bw'], '{:.0f}')} us with the standby, "
            f"{f(reg['single']['bw'], '{:.0f}')} us single path",
-           f"- one page per comm (--comms): {f(reg['ha']['comms'], '{:.0f}')} us with the backup, "
+           f"- one page per comm (--comms): {f(reg['ha']['comms'], '{:.0f}')} us with the standby, "
            f"{f(reg['single']['comms'], '{:.0f}')} us single path",
            "", f"Plot: `{Path(prefix).name}.svg` (MiB/s received in 100 ms bins around each fault; grey: the unfaulted run).", ""]
     Path(prefix + ".md").write_text("\n".join(md))

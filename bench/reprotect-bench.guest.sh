@@ -27,7 +27,7 @@ set -euo pipefail
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"  # REPO BUILD DRIVER PLUGIN, pl_driver_*
 pl_failover_env  # NCCL_SOCKET_IFNAME=eth2, both rxe devices visible
 # WARN (what operators run) with wall-clock stamps; HA on, every other HA_NCCL_* from the caller.
-export NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=INIT,NET HA_NCCL_ENABLE_BACKUP=1 HA_NET_DRIVER_QUIET=1
+export NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=INIT,NET HA_NCCL_ENABLE_STANDBY=1 HA_NET_DRIVER_QUIET=1
 export NCCL_DEBUG_TIMESTAMP_LEVELS=WARN NCCL_DEBUG_TIMESTAMP_FORMAT='%s.%6f '
 COMMS=${NCCL_HA_BENCH_COMMS:-128}
 ROUNDS=${NCCL_HA_BENCH_ROUNDS:-3}

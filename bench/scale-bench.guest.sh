@@ -3,7 +3,7 @@
 # re-protection scale with their number. a = rank 0, b = rank 1; the plugin of the build dir, HA on
 # and off, --dev 0 = rxe0 (standbys on the other rails), handshakes over the management NIC.
 # For each N of NCCL_HA_BENCH_SIZES (comm pairs per rank: N send + N recv comms) and each variant
-# of NCCL_HA_BENCH_VARIANTS (on: HA_NCCL_ENABLE_BACKUP=1, off: =0), one driver pair:
+# of NCCL_HA_BENCH_VARIANTS (on: HA_NCCL_ENABLE_STANDBY=1, off: =0), one driver pair:
 #   --comms N --messages 0 --comms-hold HOLD: N pairs, one verified message each way, then held
 #   open with no plugin call at all (the driver's thread sleeps). Per rank, from the hold's start:
 #     +SETTLE s      resources: RSS, fds, threads (/proc), QPs, CQs, MRs of the process (rdma res)
@@ -109,8 +109,8 @@ wait_reprotected() { # NAME N T_MS
 }
 
 run() { # N VARIANT
-  local n=$1 v=$2 name="n$1-$2" hold backup=1 t0 t_down
-  [[ $v == off ]] && backup=0
+  local n=$1 v=$2 name="n$1-$2" hold standby=1 t0 t_down
+  [[ $v == off ]] && standby=0
   port=$((port + 1))
   # The hold must outlast the measurement (reading the resources takes seconds here); this script
   # ends it (--wait-file) once both ranks are done. With HA on: + the fault and the re-protection.
@@ -118,7 +118,7 @@ run() { # N VARIANT
   [[ $v == on ]] && hold=$((hold + DOWN + REPROTECT_MAX))
   rm -f "$VM_OUT/$name".*
   rm -f "$LOCAL/$name".*
-  PL_ENV=("HA_NCCL_ENABLE_BACKUP=$backup" "HA_NCCL_STATS_FILE=$LOCAL/$name.stats.jsonl")
+  PL_ENV=("HA_NCCL_ENABLE_STANDBY=$standby" "HA_NCCL_STATS_FILE=$LOCAL/$name.stats.jsonl")
   pl_driver_start "$name" "$port" --dev 0 --messages 0 --comms "$n" --comms-hold "$hold" \
     --timeout $((hold + 1800)) --phase-file "$VM_OUT/$name.phase" --wait-file "$VM_OUT/$name.end"
   PL_ENV=()

@@ -10,7 +10,7 @@
 # the time until every comm has a standby again. Figures: bench/scale_report.py.
 # Environment:
 #   NCCL_HA_BENCH_SIZES        comm pairs per rank, space separated             16 64 256 1024
-#   NCCL_HA_BENCH_VARIANTS     on off (HA_NCCL_ENABLE_BACKUP=1 / 0)             on off
+#   NCCL_HA_BENCH_VARIANTS     on off (HA_NCCL_ENABLE_STANDBY=1 / 0)             on off
 #   NCCL_HA_BENCH_MEM          MB of memory per guest                            3072
 #   NCCL_HA_BENCH_TIMEOUT      run-pair --timeout (s)                            7200
 #   NCCL_HA_BENCH_OUT          output prefix        bench/results/scale-<date>[-4rails]

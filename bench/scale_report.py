@@ -178,7 +178,7 @@ def markdown(runs, meta):
              f"Revision `{meta.get('revision')}`, command `{meta.get('command')}`, host: {meta.get('host_nproc')} cores, "
              f"load at start `{meta.get('host_load_at_start')}`. One emulated vCPU per VM (TCG): absolute figures are "
              "inflated many times; the growth with N is the result. N = comm pairs per rank (each rank N send + "
-             "N receive comms); HA on = `HA_NCCL_ENABLE_BACKUP=1` (failback off), off = `0`.", "",
+             "N receive comms); HA on = `HA_NCCL_ENABLE_STANDBY=1` (failback off), off = `0`.", "",
              "## Idle cost (no plugin call; 10 s sample, percent of one vCPU)", "",
              "| N | HA | rank | process CPU % | top threads (%) | guest busy % | RSS MiB | fds | threads | QPs | CQs | MRs | connect ms/pair | RSS KiB/pair |",
              "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -4,7 +4,7 @@
 #  2. b pulls rail 0 (ip link down); rail 0 DOWN, rail 1 healthy (exit 1 expected)
 #  3. rail 0 back; NCCL-style traffic b -> a through libnccl-net-ha.so (ha-net-driver, every byte
 #     verified) while b pulls rail 0 again 4 s into a 12 s stream: the plugin fails over to its
-#     shadow QP on rail 1 and the stream completes (exit 0 expected on both sides)
+#     standby QP on rail 1 and the stream completes (exit 0 expected on both sides)
 set -euo pipefail
 source "$(dirname "$0")/../test/integration/plugin-lib.sh"  # REPO HA_PING DRIVER PLUGIN, pl_stream, lib.sh
 ARGS=(--sizes 8,4K,64K,1M --iters 100 --bw-iters 32 --timeout 60)

@@ -2,7 +2,7 @@
 # The main job, on its embedded default: the failover demo. Boots two Soft-RoCE VMs, checks both
 # rails with ha-ping (and once with rail 0 pulled), then streams NCCL-style traffic through
 # libnccl-net-ha.so (ha-net-driver, every byte verified) and pulls rail 0 mid-stream: the plugin
-# fails over to its shadow QP on rail 1 and the stream completes. Prints the report and writes
+# fails over to its standby QP on rail 1 and the stream completes. Prints the report and writes
 # the throughput timeline around the fault to $BUILD/demo-timeline.svg.
 #   scripts/demo.sh
 set -euo pipefail

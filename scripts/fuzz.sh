@@ -45,7 +45,7 @@ declare -A MAX_LEN=([handshake_read]=1024)
 # per input. New targets: $FUZZ_MIN_RATE (default 100).
 # control_record, reprotect_request (2026-11-27): 13.9k and 3.1k/s in 30 s, two at a time at load ~6.7
 # (about a third of a core each), 8.0k and 1.6k/s at load ~8.5: about a fifth of the latter.
-declare -A MIN_RATE=([backup_map]=400 [byte_reader]=8000 [config]=120 [conn_msg]=300 [control_record]=1500
+declare -A MIN_RATE=([standby_map]=400 [byte_reader]=8000 [config]=120 [conn_msg]=300 [control_record]=1500
   [device_filter]=1000 [env_int]=1000 [file_pattern]=1500 [ha_ping_options]=500 [handle]=2500 [handshake_read]=20
   [host_port]=2000 [qos]=150 [reprotect_request]=300 [socket_if]=100 [wire_endpoint]=1500 [wire_frame]=1500)
 for v in FUZZ_RUNS FUZZ_SECONDS FUZZ_BUDGET FUZZ_MIN_RATE FUZZ_JOBS; do

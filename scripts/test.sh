@@ -7,9 +7,10 @@
 #   scripts/test.sh --sanitize unit tests under ASan + UBSan only (clang, in the fuzzers' build)
 #   scripts/test.sh --fuzz     the fuzzers only
 #   scripts/test.sh --vm       VM integration tests only
-# In "everything" the unit tests (both builds; they mostly wait: timers, timeouts) run while the
-# fuzzers fuzz for their fixed time (FUZZ_BUDGET, see scripts/fuzz.sh): the unit tests cost no
-# wall time of their own; the fuzzers' output is shown when they are done.
+# In "everything" the unit tests of both builds (they mostly wait: timers, timeouts) run at once,
+# while the fuzzers fuzz for their fixed time (FUZZ_BUDGET, see scripts/fuzz.sh) at a lower CPU
+# priority: the unit tests cost no wall time of their own; the fuzzers' output is shown when they
+# are done.
 # Build dir: $NCCL_HA_BUILD_DIR (default build/; the sanitizer build: $NCCL_HA_FUZZ_DIR, default
 # build-fuzz/). Extra ctest args: $CTEST_ARGS. Each step's wall time is printed at the end, and
 # appended ("STEP SECONDS" per line) to the file $NCCL_HA_STEP_TIMES when that is set (.ci/run).
@@ -43,6 +44,7 @@ step() {
 on_exit() {
   local rc=$?
   [[ -z ${fuzz_pid:-} ]] || kill "$fuzz_pid" 2>/dev/null || true  # fuzzers still running: this failed
+  [[ -z ${san_pid:-} ]] || kill "$san_pid" 2>/dev/null || true
   ((rc == 0)) || echo "test.sh: FAILED (exit $rc) in step '$step_name' after $(($(date +%s) - step_start)) s" >&2
   step
   ((${#steps[@]} == 0)) || { echo "test.sh: step times (s):"; printf '  %s\n' "${steps[@]}"; }
@@ -83,13 +85,19 @@ case $what in
     failed=()
     t0=$(date +%s)
     echo "test.sh: the fuzzers run in the background (their output: $fuzz_log, shown when done)"
-    # every test but the VM ones: the unit tests, two at a time (most wait on timers; the longest,
-    # unit.driver_fake, ~20 s alone, takes ~80 s beside the fuzzers)
+    # every test but the VM ones: the unit tests, two at a time (most wait on timers and peers; the
+    # longest, unit.driver_fake, ~55 s alone), and beside them the same under ASan + UBSan (their
+    # output shown after the native ones'); the fuzzers run at a lower CPU priority meanwhile
+    san_log=${NCCL_HA_FUZZ_DIR:-$REPO/build-fuzz}/fuzz-logs/unit-tests.log
+    bash "$REPO/scripts/fuzz.sh" --no-build --unit-tests >"$san_log" 2>&1 &
+    san_pid=$!
     run_ctest -LE vm -j2 || failed+=("unit tests")
     t1=$(date +%s)
-    bash "$REPO/scripts/fuzz.sh" --no-build --unit-tests || failed+=("unit tests under ASan + UBSan")
+    wait "$san_pid" || failed+=("unit tests under ASan + UBSan")
+    san_pid=
     t2=$(date +%s)
-    echo "test.sh: unit tests $((t1 - t0)) s, under ASan + UBSan $((t2 - t1)) s; waiting for the fuzzers"
+    cat "$san_log"
+    echo "test.sh: unit tests $((t1 - t0)) s, under ASan + UBSan (beside them) $((t2 - t0)) s; waiting for the fuzzers"
     wait "$fuzz_pid" || failed+=(fuzzers)
     fuzz_pid=
     cat "$fuzz_log"

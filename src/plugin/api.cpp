@@ -142,7 +142,7 @@ ncclResult_t get_device_mr(void*, void*, void** dptr) {
   return ncclSuccess;
 }
 
-// NIC fusion is not offered: nccl-ha handles multiple NICs itself (shadow backup paths).
+// NIC fusion is not offered: nccl-ha handles multiple NICs itself (standby paths).
 template <class V>
 ncclResult_t make_vdevice(int* d, V* props) {
   if (d && props && props->ndevs == 1) {

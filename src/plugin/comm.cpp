@@ -15,12 +15,12 @@ namespace {
 
 constexpr int kRemoteWritable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Device& primary, Device* backup,
+Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Device& primary, Device* standby,
                  int send_depth, int recv_depth) {
   CommBase& c = *comm;
   c.reaper = env.reaper;
   c.devs[0] = &primary;
-  c.devs[1] = backup;
+  c.devs[1] = standby;
   c.home = &primary;
   for (int s = 0; s < kSlots; ++s) {
     if (!c.devs[s]) continue;
@@ -29,7 +29,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
     c.paths[s] = std::move(p).value();
   }
   c.paths[0]->link.store(Path::up, std::memory_order_relaxed);  // connected by the handshake itself
-  init_standby(c, backup != nullptr);
+  init_standby(c, standby != nullptr);
   for (int s = 0; s < kSlots; ++s)
     if (c.devs[s])
       if (auto k = register_slot_keys(c, *c.devs[s], s, c.keys[s]); !k) return k;
@@ -43,7 +43,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
     c.max_retries = static_cast<std::uint32_t>(cfg.max_retries);
     c.retry_window_ns = static_cast<std::uint64_t>(cfg.retry_window_ms) * 1000000ull;
     c.failback = cfg.enable_failback;
-    c.watch_pairs = cfg.enable_backup;
+    c.watch_pairs = cfg.enable_standby;
     c.failback_hold_ns = static_cast<std::uint64_t>(cfg.failback_hold_ms) * 1000000ull;
   }
   if (env.hooks) {
@@ -142,15 +142,15 @@ Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot,
   return p;
 }
 
-Status attach_standby(CommBase& c, Device& backup) {
+Status attach_standby(CommBase& c, Device& standby) {
   const bool send = c.kind == CommKind::send;
-  auto p = make_path(c.reaper, backup, 1, send ? kSendQueueDepth : kRecvSendQueueDepth, send ? kSendRecvQueueDepth : kRecvQueueDepth,
+  auto p = make_path(c.reaper, standby, 1, send ? kSendQueueDepth : kRecvSendQueueDepth, send ? kSendRecvQueueDepth : kRecvQueueDepth,
                      c.weak_from_this());
   if (!p) return std::move(p).error();
   SlotKeys keys;
-  if (auto s = register_slot_keys(c, backup, 1, keys); !s) return s;
+  if (auto s = register_slot_keys(c, standby, 1, keys); !s) return s;
   (*p)->qos = c.qos;
-  c.devs[1] = &backup;
+  c.devs[1] = &standby;
   c.paths[1] = std::move(p).value();
   c.keys[1] = std::move(keys);
   init_standby(c, true);
@@ -158,9 +158,9 @@ Status attach_standby(CommBase& c, Device& backup) {
   return {};
 }
 
-Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* backup) {
+Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* standby) {
   auto c = std::make_shared<SendComm>();
-  if (auto s = init_base(c, env, primary, backup, kSendQueueDepth, kSendRecvQueueDepth); !s) return std::move(s).error();
+  if (auto s = init_base(c, env, primary, standby, kSendQueueDepth, kSendRecvQueueDepth); !s) return std::move(s).error();
   c->nfree = static_cast<int>(c->reqs.size());
   for (std::size_t i = 0; i < c->reqs.size(); ++i) {
     c->free_list[i] = static_cast<std::uint16_t>(c->reqs.size() - 1 - i);
@@ -169,9 +169,9 @@ Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& p
   return c;
 }
 
-Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* backup) {
+Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* standby) {
   auto c = std::make_shared<RecvComm>();
-  if (auto s = init_base(c, env, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth); !s)
+  if (auto s = init_base(c, env, primary, standby, kRecvSendQueueDepth, kRecvQueueDepth); !s)
     return std::move(s).error();
   for (auto& r : c->reqs) r.comm = c.get();
   c->flushed.comm = c.get();

@@ -23,7 +23,7 @@
 // its completion, never by polling memory alone.
 //
 // Paths: a comm has up to two RC connections, one per device slot: slot 0 on the primary
-// device, slot 1 on the backup device (HA_NCCL_BACKUP_MAP / backup.hpp). Slot s on one side
+// device, slot 1 on the standby device (HA_NCCL_STANDBY_MAP / standby_map.hpp). Slot s on one side
 // is connected to slot s on the other. `active` carries the traffic; the other is the standby.
 // Every buffer is registered on both devices (reg.cpp), and FIFO entries carry the rkeys of
 // both, so a failover never waits for a registration.
@@ -97,7 +97,7 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   std::uint64_t seen_polls = 0;          // control plane: `polls` at its last look
   std::shared_ptr<CommBase> self;        // NCCL's reference, dropped by closeSend / closeRecv
   std::shared_ptr<ControlTask> task;     // its timer; null until the comm is handed to NCCL
-  Device* devs[kSlots] = {};             // slot 0: primary device; slot 1: backup (nullptr: single path)
+  Device* devs[kSlots] = {};             // slot 0: primary device; slot 1: standby (nullptr: single path)
   // The connection's own pair of ports (the primary at both ends, as NCCL chose them): where a
   // failback returns to, wherever the slots have moved since (rebind.hpp).
   Device* home = nullptr;
@@ -199,15 +199,15 @@ constexpr int kRecvSendQueueDepth = 2 * kMaxRequests + kControlWrs;      // CTS 
 constexpr int kSendRecvQueueDepth = 2 * kCtlRecvs;                    // control writes from the receiver
 constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs + 2 * kCtlRecvs;  // one receive WR per buffer
 
-// Creates the comm on `primary` (and its standby resources on `backup`, may be null): CQs, QPs
+// Creates the comm on `primary` (and its standby resources on `standby`, may be null): CQs, QPs
 // (RESET), and the comm's own registered memory on both devices. Local work only.
 // The comm's own reference is in `self` (NCCL's, dropped at close).
-Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* backup);
-Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* backup);
-// A comm made without a backup gets its standby resources on `backup` (slot 1): the QP (RESET) and
+Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* standby);
+Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* standby);
+// A comm made without a standby device gets its standby resources on `standby` (slot 1): the QP (RESET) and
 // the comm's registrations there. All or nothing: on failure the comm stays single path. Local
-// work, before the comm is handed to NCCL (the connector learns its backup from the reply).
-Status attach_standby(CommBase& c, Device& backup);
+// work, before the comm is handed to NCCL (the connector learns its standby from the reply).
+Status attach_standby(CommBase& c, Device& standby);
 
 // The comm's own memory (control blocks, FIFO or outbox, the flush sink of a receive comm with
 // flush QPs) registered on `d` as slot `slot`'s; the peer's keys are left as they are. Verbs work.

@@ -38,6 +38,20 @@ int env_int(const net::EnvLookup& env, const char* name, int fallback, int min, 
   return static_cast<int>(net::env_int(env, {name}, fallback, min, max));
 }
 
+// A renamed setting: the name to read. The old name is still read when the new one is not set,
+// with a WARN that names the new one; when both are set the new one wins and the old one is
+// WARNed about as ignored.
+const char* renamed(const net::EnvLookup& env, const char* name, const char* old_name) {
+  const auto old = net::env_string(env, {old_name});
+  if (!old) return name;
+  if (net::env_string(env, {name})) {
+    HA_WARN("NET/HA: %s='%s' is deprecated and ignored: %s is set", old_name, old->c_str(), name);
+    return name;
+  }
+  HA_WARN("NET/HA: %s is deprecated: use %s (its value '%s' is taken for now)", old_name, name, old->c_str());
+  return old_name;
+}
+
 std::string fmt_ms(double ms) {
   char buf[64];
   std::snprintf(buf, sizeof buf, ms < 10 ? "%.2f ms" : "%.0f ms", ms);
@@ -75,15 +89,7 @@ void read_registration(const net::EnvLookup& env, Config& c) {
 
 // HA_NCCL_MAX_POLL, else its old name HA_NCCL_TEST_MAX_POLL (WARNed about: deprecated).
 int read_max_poll(const net::EnvLookup& env, int fallback) {
-  constexpr const char* kName = "HA_NCCL_MAX_POLL";
-  constexpr const char* kOldName = "HA_NCCL_TEST_MAX_POLL";
-  if (const auto old = net::env_string(env, {kOldName})) {
-    if (net::env_string(env, {kName}))
-      HA_WARN("NET/HA: %s='%s' is deprecated and ignored: %s is set", kOldName, old->c_str(), kName);
-    else
-      HA_WARN("NET/HA: %s is deprecated: use %s (its value '%s' is taken for now)", kOldName, kName, old->c_str());
-  }
-  return static_cast<int>(net::env_int(env, {kName, kOldName}, fallback, 1, 64));
+  return static_cast<int>(net::env_int(env, {renamed(env, "HA_NCCL_MAX_POLL", "HA_NCCL_TEST_MAX_POLL")}, fallback, 1, 64));
 }
 
 // HA_NCCL_LOG_LEVEL is the reactor logger's (its initial level, WARN when unknown): an unknown
@@ -118,18 +124,18 @@ Config Config::from_lookup(const net::EnvLookup& env) {
               parsed.error().message.c_str());
   }
   c.debug = env_int(env, "HA_NCCL_DEBUG", c.debug, 0, 3);
-  c.enable_backup = env_bool(env, "HA_NCCL_ENABLE_BACKUP", c.enable_backup);
+  c.enable_standby = env_bool(env, renamed(env, "HA_NCCL_ENABLE_STANDBY", "HA_NCCL_ENABLE_BACKUP"), c.enable_standby);
   c.heartbeat_ms = env_int(env, "HA_NCCL_HEARTBEAT_MS", c.heartbeat_ms, 10, 60000);
   c.rto_ms = env_int(env, "HA_NCCL_RTO_MS", c.rto_ms, 10, 600000);
   c.max_retries = env_int(env, "HA_NCCL_MAX_RETRIES", c.max_retries, 0, 1000000);
   c.retry_window_ms = env_int(env, "HA_NCCL_RETRY_WINDOW_MS", c.retry_window_ms, 1000, 86400000);
   // On by default with HA: traffic goes home (issue #19). Without HA only an explicit 1 (warned about).
-  c.enable_failback = env_bool(env, "HA_NCCL_ENABLE_FAILBACK", c.enable_backup && c.enable_failback);
+  c.enable_failback = env_bool(env, "HA_NCCL_ENABLE_FAILBACK", c.enable_standby && c.enable_failback);
   c.failback_hold_ms = env_int(env, "HA_NCCL_FAILBACK_HOLD_MS", c.failback_hold_ms, 0, 3600000);
   c.use_progress_thread = env_bool(env, "HA_NCCL_USE_PROGRESS_THREAD", c.use_progress_thread);
   c.failover_timeout_ms = env_int(env, "HA_NCCL_FAILOVER_TIMEOUT_MS", c.failover_timeout_ms, 50, 60000);
   c.rescue_timeout_ms = env_int(env, "HA_NCCL_RESCUE_TIMEOUT_MS", c.rescue_timeout_ms, 100, 600000);
-  c.backup_map = net::env_string(env, {"HA_NCCL_BACKUP_MAP"}).value_or("");
+  c.standby_map = net::env_string(env, {renamed(env, "HA_NCCL_STANDBY_MAP", "HA_NCCL_BACKUP_MAP")}).value_or("");
   if (auto len = net::env_string(env, {"HA_NCCL_ISLAND_PREFIX_LEN"})) {
     const auto v = net::parse_int(*len);
     if (v && *v >= 0 && *v <= 128)
@@ -212,9 +218,9 @@ std::vector<std::string> config_warnings(const Config& c, std::uint32_t qp_timeo
   const std::string rto = "HA_NCCL_RTO_MS=" + std::to_string(c.rto_ms);
   if (qp_timeout == 0)
     w.push_back("QP timeout 0 disables the RC ACK timeout: the hardware never reports a dead path" +
-                std::string(c.enable_backup ? "; only the soft RTO (" + rto + ") detects it" : ""));
-  if (!c.enable_backup) {
-    if (c.enable_failback) w.push_back("HA_NCCL_ENABLE_FAILBACK=1 has no effect with HA_NCCL_ENABLE_BACKUP=0");
+                std::string(c.enable_standby ? "; only the soft RTO (" + rto + ") detects it" : ""));
+  if (!c.enable_standby) {
+    if (c.enable_failback) w.push_back("HA_NCCL_ENABLE_FAILBACK=1 has no effect with HA_NCCL_ENABLE_STANDBY=0");
     return w;  // the rest concerns failover, which is off
   }
   const double window = hw_retry_window_ms(qp_timeout, qp_retry_cnt);
@@ -226,7 +232,7 @@ std::vector<std::string> config_warnings(const Config& c, std::uint32_t qp_timeo
   }
   if (static_cast<long long>(c.heartbeat_ms) * 3 > c.rto_ms) {
     w.push_back("HA_NCCL_HEARTBEAT_MS=" + std::to_string(c.heartbeat_ms) + " x 3 missed heartbeats exceeds " + rto +
-                ": a dead backup is noticed only after the soft RTO has already failed over to it");
+                ": a dead standby is noticed only after the soft RTO has already failed over to it");
   }
   if (c.max_retries == 0)
     w.push_back("HA_NCCL_MAX_RETRIES=0 allows no failover: the first path failure is fatal, as without HA");
@@ -252,7 +258,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_SOCKET_IFNAME", quoted_if_needed(c.socket_ifname));
   add("HA_NCCL_SOCKET_FAMILY", c.socket_family == AF_INET ? "AF_INET" : c.socket_family == AF_INET6 ? "AF_INET6" : "any");
   add("HA_NCCL_DEBUG", std::to_string(c.debug));
-  add("HA_NCCL_ENABLE_BACKUP", b(c.enable_backup));
+  add("HA_NCCL_ENABLE_STANDBY", b(c.enable_standby));
   add("HA_NCCL_HEARTBEAT_MS", std::to_string(c.heartbeat_ms));
   add("HA_NCCL_RTO_MS", std::to_string(c.rto_ms));
   add("HA_NCCL_MAX_RETRIES", std::to_string(c.max_retries));
@@ -262,7 +268,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_USE_PROGRESS_THREAD", b(c.use_progress_thread));
   add("HA_NCCL_FAILOVER_TIMEOUT_MS", std::to_string(c.failover_timeout_ms));
   add("HA_NCCL_RESCUE_TIMEOUT_MS", std::to_string(c.rescue_timeout_ms));
-  add("HA_NCCL_BACKUP_MAP", quoted_if_needed(c.backup_map));
+  add("HA_NCCL_STANDBY_MAP", quoted_if_needed(c.standby_map));
   add("HA_NCCL_ISLAND_PREFIX_LEN", c.island_prefix_len < 0 ? std::string("unset") : std::to_string(c.island_prefix_len));
   add("HA_NCCL_STATS_FILE", quoted_if_needed(c.stats_file));
   add("HA_NCCL_PROM_FILE", quoted_if_needed(c.prom_file));

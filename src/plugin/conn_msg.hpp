@@ -122,7 +122,7 @@ struct RescuePoint {
 
 struct ConnRequest {            // connector -> listener
   net::Endpoint primary{};
-  bool offer_standby = false;   // the connector can build a standby (HA on, a backup port exists)
+  bool offer_standby = false;   // the connector can build a standby (HA on, a standby port exists)
   RemoteKeys fifo;              // slot 0 keys only (rkey[1] is 0)
   RemoteKeys ctrl;              // slot 0 keys only
   Qos qos;

@@ -86,10 +86,10 @@ struct StandbyPlan {
 // Our end of the standby pair the listener chose: a QP and the comm's memory there; conn_ready
 // carries its endpoint and keys. "" or why not.
 asio::awaitable<std::string> attach_offered(SendComm& c, const ConnReply& rep, ConnReady& ready) {
-  Device* backup = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
-  auto attach = [&c, backup] { return attach_standby(c, *backup); };  // verbs work: on a reactor worker
+  Device* standby = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
+  auto attach = [&c, standby] { return attach_standby(c, *standby); };  // verbs work: on a reactor worker
   if (auto s = co_await state()->reactor.offload(attach, reactor::JobOrder::peer_waits); !s)
-    co_return "building the standby on " + backup->port.id() + ": " + s.error().message;
+    co_return "building the standby on " + standby->port.id() + ": " + s.error().message;
   c.keys[1].peer_ctrl = rep.standby->ctrl_rkey;
   c.paths[1]->peer_dev = rep.standby->pair.b;
   ready.standby = c.paths[1]->local;
@@ -115,7 +115,7 @@ void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& pe
 asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token, net::Key secret,
                                     bool peer_ha, Millis timeout, StandbyPlan& plan) {
   std::string unprotected = no_standby_here(*dev);
-  if (unprotected.empty() && !peer_ha) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
+  if (unprotected.empty() && !peer_ha) unprotected = "the peer offers no standby (HA disabled there, or no standby port)";
   // The comm first, the connection to the listener then: nobody waits for this job, which may
   // queue behind thousands of others when NCCL opens its connections together, while the
   // listener reads our request under HA_NCCL_HANDSHAKE_TIMEOUT_MS from the moment we connect.

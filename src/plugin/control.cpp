@@ -15,7 +15,6 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <cstring>
 
 #include "control_ops.hpp"
 #include "nccl_ha/reactor/fd_watcher.hpp"
@@ -72,14 +71,6 @@ asio::awaitable<void> control_loop(std::shared_ptr<CommBase> comm) {
 }
 
 }  // namespace
-
-Device::~Device() {
-  if (!channel) return;
-  if (int rc = ibv_destroy_comp_channel(channel.get()); rc != 0)
-    HA_WARN("NET/HA: %s: completion channel still in use at finalize (%s): a comm was not released",
-            port.id().c_str(), std::strerror(rc));
-  (void)channel.release();
-}
 
 void start_control(const std::shared_ptr<CommBase>& c) {
   State* st = state();

@@ -116,7 +116,7 @@ struct AttemptPorts {
 };
 AttemptPorts choose_standby_ports(CommBase& c);
 // This node's ports as candidates for a connection whose port here is `primary` (each port's state,
-// standby load and topology; `primary` flagged, its HA_NCCL_BACKUP_MAP backup preferred), sorted
+// standby load and topology; `primary` flagged, its HA_NCCL_STANDBY_MAP standby port preferred), sorted
 // by device, at most kMaxCandidates (the primary always among them).
 std::vector<Candidate> local_candidates(const Device& primary);
 // One of them: port `d` as a candidate for connections whose port here is `primary`.

@@ -77,8 +77,8 @@ struct Device {
   ~Device();  // says so if a CQ still holds the completion channel (a comm was never released)
 
   int index = 0;   // NCCL device number
-  int backup = -1; // device index of its backup port (backup.hpp), -1: none
-  bool backup_mapped = false;  // `backup` is HA_NCCL_BACKUP_MAP's (preferred in every standby choice)
+  int standby_port = -1;  // device index of its first-choice standby port (standby_map.hpp), -1: none
+  bool standby_mapped = false;  // `standby_port` is HA_NCCL_STANDBY_MAP's (preferred in every standby choice)
   net::PortInfo port;
   PortTopo topo;   // rail, island, NIC, PCIe switch, NUMA node (topology.hpp), computed once at init
   net::ContextPtr ctx;

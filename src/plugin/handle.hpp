@@ -4,7 +4,7 @@
 //        0    4 magic    kHandleMagic
 //        4    2 version  kHandleVersion
 //        6    2 length   sizeof(Handle): a shorter or foreign layout is rejected
-//        8    4 flags    bit 0: the listener supports a shadow backup path (issue #4)
+//        8    4 flags    bit 0: the listener offers a standby path (issue #4)
 //       12    2 family   AF_INET / AF_INET6
 //       14    2 port     listener TCP port, host order
 //       16   16 addr     listener address (IPv4 in the first 4 bytes)

@@ -34,7 +34,7 @@ void note_unprotected(const Device& dev, const char* side, const std::string& wh
   std::lock_guard<std::mutex> lock(once_mutex);
   if (std::find(logged.begin(), logged.end(), key) != logged.end()) return;
   logged.push_back(key);
-  if (state()->config.enable_backup)
+  if (state()->config.enable_standby)
     HA_WARN("NET/HA: %s comms on %s: single path (%s): NOT protected", side, dev.port.id().c_str(), why.c_str());
   else
     HA_INFO("NET/HA: %s comms on %s: single path (%s)", side, dev.port.id().c_str(), why.c_str());
@@ -42,8 +42,8 @@ void note_unprotected(const Device& dev, const char* side, const std::string& wh
 
 // Why connections from `dev` offer no standby at all ("": they do).
 std::string no_standby_here(const Device& dev) {
-  if (!state()->config.enable_backup) return "HA_NCCL_ENABLE_BACKUP=0";
-  if (dev.backup < 0) return "no other port of its link layer";
+  if (!state()->config.enable_standby) return "HA_NCCL_ENABLE_STANDBY=0";
+  if (dev.standby_port < 0) return "no other port of its link layer";
   return {};
 }
 

@@ -16,7 +16,7 @@
 #include <list>
 #include <mutex>
 
-#include "backup.hpp"
+#include "standby_map.hpp"
 #include "control_ops.hpp"
 #include "nccl_ha/reactor/fd_watcher.hpp"
 #include "core.hpp"
@@ -38,7 +38,7 @@ std::atomic<State*> g_state_ptr{nullptr};
 // element (std::list: stable addresses).
 std::list<CommParams> g_contexts;
 
-// Budget: every comm will own 2 QPs (primary + shadow backup), NCCL runs ~16 channels per peer,
+// Budget: every comm will own 2 QPs (primary + standby), NCCL runs ~16 channels per peer,
 // each connection keeps up to 64 work requests in flight and the send side must absorb maxRecvs
 // completions per request. Flush QPs (HA_NCCL_FORCE_FLUSH, GPU memory) add a loopback QP per
 // device to every receive comm: 3 QPs per comm on average.
@@ -148,19 +148,19 @@ std::string registration_summary(const State& s) {
   return ro + dmabuf;
 }
 
-// The INIT|NET line: version, devices with their rail, island and backup pairing, the island
+// The INIT|NET line: version, devices with their rail, island and standby port, the island
 // setting, handshake interface, budget and the HA settings that matter, in one line an operator
 // can grep for.
 std::string init_summary(const State& s) {
   std::string line = std::string("NET/HA: nccl-ha ") + kVersion + " (net API v6-v12): HA " +
-                     (s.config.enable_backup ? "on" : "OFF (HA_NCCL_ENABLE_BACKUP=0)") + "; " +
+                     (s.config.enable_standby ? "on" : "OFF (HA_NCCL_ENABLE_STANDBY=0)") + "; " +
                      std::to_string(s.devices.size()) + " device(s):";
   for (const auto& d : s.devices) {
     line += " [" + std::to_string(d->index) + "] " + d->port.id() + " " + net::link_layer_name(d->port.link_layer) + " " +
             std::to_string(d->port.speed_mbps) + " Mbps rail " + d->topo.rail.str() + " island " + d->topo.island.str() +
             " railId " + id_text(d->rail_id) + " planeId " + id_text(d->plane_id) +
-            " maxComms " + std::to_string(d->max_comms) + " backup " +
-            (d->backup >= 0 ? s.devices[static_cast<std::size_t>(d->backup)]->port.id() : std::string("NONE"));
+            " maxComms " + std::to_string(d->max_comms) + " standby " +
+            (d->standby_port >= 0 ? s.devices[static_cast<std::size_t>(d->standby_port)]->port.id() : std::string("NONE"));
   }
   line += s.config.island_prefix_len < 0 ? std::string("; islands: prefix from the address")
                                          : "; islands: HA_NCCL_ISLAND_PREFIX_LEN=" + std::to_string(s.config.island_prefix_len);
@@ -177,8 +177,8 @@ std::string init_summary(const State& s) {
 }
 
 // The topology of every device (topology.hpp: rail, island, NIC, PCIe switch, NUMA node) and its
-// local backup port (backup.hpp), logged. `addrs`: the host's addresses (the RoCE rails).
-void assign_backups(State& s, const std::vector<net::IfAddr>& addrs) {
+// local first-choice standby port (standby_map.hpp), logged. `addrs`: the host's addresses (the RoCE rails).
+void assign_standby_ports(State& s, const std::vector<net::IfAddr>& addrs) {
   std::vector<net::PortInfo> ports;
   std::vector<PortAffinity> affinity;
   for (const auto& d : s.devices) {
@@ -188,22 +188,22 @@ void assign_backups(State& s, const std::vector<net::IfAddr>& addrs) {
     d->topo = port_topo(affinity.back(), rail, s.config.island_prefix_len);
   }
   std::vector<std::string> warnings;
-  const auto choices = select_backups(ports, affinity, s.config.backup_map, &warnings);
-  for (const auto& w : warnings) HA_WARN("NET/HA: HA_NCCL_BACKUP_MAP: %s", w.c_str());
+  const auto choices = select_standby_ports(ports, affinity, s.config.standby_map, &warnings);
+  for (const auto& w : warnings) HA_WARN("NET/HA: HA_NCCL_STANDBY_MAP: %s", w.c_str());
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
     Device& d = *s.devices[i];
-    d.backup = s.config.enable_backup ? choices[i].backup : -1;
-    d.backup_mapped = d.backup >= 0 && choices[i].mapped;
-    if (d.backup >= 0)  // each connection's standby pair is agreed with its peer (standby.cpp, listen.cpp)
-      HA_INFO("NET/HA: backup of %s is %s (%s)%s", d.port.id().c_str(),
-              s.devices[static_cast<std::size_t>(d.backup)]->port.id().c_str(), choices[i].reason.c_str(),
-              d.backup_mapped ? "; preferred in every standby pair chosen with a peer"
+    d.standby_port = s.config.enable_standby ? choices[i].port : -1;
+    d.standby_mapped = d.standby_port >= 0 && choices[i].mapped;
+    if (d.standby_port >= 0)  // each connection's standby pair is agreed with its peer (standby.cpp, listen.cpp)
+      HA_INFO("NET/HA: standby port of %s is %s (%s)%s", d.port.id().c_str(),
+              s.devices[static_cast<std::size_t>(d.standby_port)]->port.id().c_str(), choices[i].reason.c_str(),
+              d.standby_mapped ? "; preferred in every standby pair chosen with a peer"
                               : "; each connection's standby pair is chosen with its peer");
-    else if (s.config.enable_backup)  // the operator expects protection and will not get it
-      HA_WARN("NET/HA: %s has no backup port (%s): its connections are NOT protected", d.port.id().c_str(),
+    else if (s.config.enable_standby)  // the operator expects protection and will not get it
+      HA_WARN("NET/HA: %s has no standby port (%s): its connections are NOT protected", d.port.id().c_str(),
               choices[i].reason.c_str());
     else
-      HA_INFO("NET/HA: %s has no backup: HA_NCCL_ENABLE_BACKUP=0", d.port.id().c_str());
+      HA_INFO("NET/HA: %s has no standby: HA_NCCL_ENABLE_STANDBY=0", d.port.id().c_str());
   }
 }
 
@@ -355,9 +355,9 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
       else
         HA_INFO("NET/HA: %s: defaults: %s", port.id().c_str(), w.c_str());
     }
-  if (s.config.enable_backup && apm_enabled("/sys", port.device, port.port))
+  if (s.config.enable_standby && apm_enabled("/sys", port.device, port.port))
     HA_WARN("NET/HA: %s: automatic path migration (APM) is on; it competes with nccl-ha's failover. "
-            "Disable APM or set HA_NCCL_ENABLE_BACKUP=0", port.id().c_str());
+            "Disable APM or set HA_NCCL_ENABLE_STANDBY=0", port.id().c_str());
   d->index = static_cast<int>(s.devices.size());
   d->port_up.store(port.active(), std::memory_order_relaxed);
   if (!port.active())
@@ -416,7 +416,7 @@ ncclResult_t create_state() {
   for (auto& port : ports)
     if (auto d = open_port(*s, std::move(port), warned, user_tuned)) s->devices.push_back(std::move(d));
   const std::vector<net::IfAddr> addrs = host_addresses();
-  assign_backups(*s, addrs);
+  assign_standby_ports(*s, addrs);
   assign_nccl_identity(*s, opts.filter);
   if (ncclResult_t rc = pick_handshake_address(*s, addrs); rc != ncclSuccess) return rc;
   log_devices(*s);
@@ -429,7 +429,7 @@ ncclResult_t create_state() {
   g_state_ptr.store(g_state.get(), std::memory_order_release);
   for (auto& d : g_state->devices) watch_channel(*d);
   start_monitoring(*g_state);
-  if (g_state->config.enable_backup) {
+  if (g_state->config.enable_standby) {
     if (auto r = RescueService::start(g_state->handshake_ip))
       g_state->rescue = std::move(r).value();
     else

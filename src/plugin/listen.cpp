@@ -98,7 +98,7 @@ AckResult ack_and_queue(ListenState& ls, Channel& ch, std::shared_ptr<RecvComm>&
 std::optional<PortPair> choose_standby_pair(const Device& dev, const ConnRequest& req, const std::vector<Candidate>& mine,
                                             const std::string& from, std::string& unprotected) {
   unprotected = no_standby_here(dev);
-  if (unprotected.empty() && !req.offer_standby) unprotected = "the peer offers no standby (HA disabled there, or no backup port)";
+  if (unprotected.empty() && !req.offer_standby) unprotected = "the peer offers no standby (HA disabled there, or no standby port)";
   if (!unprotected.empty()) return std::nullopt;
   const PortPair primaries{primary_dev(req.candidates), dev.index};
   const auto pairs = rank_standby_pairs(req.candidates, mine, primaries);
@@ -211,14 +211,14 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
   Start& start = *decided;
   const std::optional<PortPair>& pair = start.pair;
   const std::string& home_down = start.home_down;
-  Device* const backup = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
+  Device* const standby = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
   // The port counts as carrying this standby from the decision on (the comm counts itself once it
   // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
-  if (backup) backup->standby_comms.fetch_add(1, std::memory_order_relaxed);
+  if (standby) standby->standby_comms.fetch_add(1, std::memory_order_relaxed);
   const CommEnv env = state()->comm_env();
-  auto create = [env, ls, backup] { return make_recv_comm(env, *ls->dev, backup); };  // verbs work: on a reactor worker
+  auto create = [env, ls, standby] { return make_recv_comm(env, *ls->dev, standby); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create, reactor::JobOrder::peer_waits);  // the connector waits
-  if (backup) backup->standby_comms.fetch_sub(1, std::memory_order_relaxed);
+  if (standby) standby->standby_comms.fetch_sub(1, std::memory_order_relaxed);
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<RecvComm> owned = std::move(comm).value();
   const DiscardUnclaimed<RecvComm> unclaimed{owned};
@@ -368,7 +368,7 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
             ec.message().c_str());
     return ncclSystemError;
   }
-  const std::uint32_t flags = (st->config.enable_backup && d->backup >= 0) ? kOfferStandby : 0;
+  const std::uint32_t flags = (st->config.enable_standby && d->standby_port >= 0) ? kOfferStandby : 0;
   const Handle h = make_handle(tcp::endpoint(addr, ls->acceptor.local_endpoint(ec).port()), ls->token, ls->secret, flags);
   std::memcpy(handle, &h, sizeof h);
   st->reactor.spawn("listener on " + d->port.id(), run_acceptor(ls, Millis(st->config.handshake_timeout_ms)));

@@ -15,7 +15,7 @@
 
 namespace nccl_ha::plugin {
 
-constexpr int kSlots = 2;  // primary + backup device
+constexpr int kSlots = 2;  // primary + standby device
 static_assert(kSlots == kFlushSlots);
 
 // Records written by one RDMA write land in no defined byte order: every record carries a

@@ -128,7 +128,7 @@ void warn_failed(const RegHandle& h, const Device& dev, const Error& e) {
     HA_WARN("NET/HA: regMr(%p, %zu) on %s failed: %s", h.data, h.size, dev.port.id().c_str(), e.message.c_str());
 }
 
-// The buffer is registered on every device of the comm (primary and backup) at once, so that
+// The buffer is registered on every device of the comm (primary and standby) at once, so that
 // a failover never waits for a registration, and on the device a slot is moving to (rebind.hpp).
 // Each goes through its device's cache. A failure releases what was registered (the handle, and
 // with it its dma-buf fd, goes).

@@ -279,7 +279,7 @@ void RescueService::stop() {
 
 RescuePoint rescue_point(const std::shared_ptr<CommBase>& c, const net::Key& key) {
   State* st = state();
-  if (!st || !st->rescue || !st->config.enable_backup) return {};
+  if (!st || !st->rescue || !st->config.enable_standby) return {};
   rescue_of(*c).key = key;  // before the comm can be found by its id
   rescue_of(*c).token = st->rescue->enroll(c);
   return {st->rescue->port(), rescue_of(*c).token};

@@ -32,7 +32,7 @@ Candidate candidate_for(const Device& d, const Device& primary) {
   if (d.port_up.load(std::memory_order_relaxed)) c.flags |= kCandUp;
   if (&d == &primary)
     c.flags |= kCandPrimary;
-  else if (primary.backup_mapped && primary.backup == d.index)
+  else if (primary.standby_mapped && primary.standby_port == d.index)
     c.flags |= kCandPreferred;
   c.load = candidate_load(static_cast<std::size_t>(std::max(0, d.standby_comms.load(std::memory_order_relaxed))));
   c.topo = d.topo;

@@ -134,13 +134,13 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.kv("kind", c.kind == CommKind::send ? "send" : "recv");
   j.kv("primary", c.home->port.id());  // the connection's own port
   const Device* sb = c.devs[c.standby_slot()];
-  j.kv("backup", sb ? sb->port.id() : std::string());  // the standby's, whatever its state
+  j.kv("standby_port", sb ? sb->port.id() : std::string());  // the standby's, whatever its state
   j.kv("active", c.devs[c.active]->port.id());
   // The peer's NCCL device at the other end of the active and of the standby path (-1: not known)
   const Path* act = c.paths[c.active].get();
   const Path* sbp = c.paths[c.standby_slot()].get();
   j.kv("active_peer_dev", act ? act->peer_dev : -1);
-  j.kv("backup_peer_dev", sbp ? sbp->peer_dev : -1);
+  j.kv("standby_peer_dev", sbp ? sbp->peer_dev : -1);
   j.kv("standby", standby_name(c.cp.standby().state));
   const std::pair<std::string_view, std::uint64_t> counters[] = {
       {"failovers", c.stats.failovers},           {"replayed", c.stats.replayed},

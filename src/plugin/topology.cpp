@@ -314,7 +314,7 @@ std::string explain_pair(std::span<const Candidate> a, std::span<const Candidate
   static constexpr const char* kSep[] = {"different NIC", "same NIC, other port", "the active port"};
   std::string s;
   if (va.preferred || vb.preferred)
-    s = std::string("HA_NCCL_BACKUP_MAP on ") + (va.preferred && vb.preferred ? "both sides" : va.preferred ? "A" : "B") + ", ";
+    s = std::string("HA_NCCL_STANDBY_MAP on ") + (va.preferred && vb.preferred ? "both sides" : va.preferred ? "A" : "B") + ", ";
   s += va.sep == vb.sep ? std::string(kSep[va.sep]) + " on both sides"
                         : std::string(kSep[va.sep]) + " on A, " + kSep[vb.sep] + " on B";
   const int same_rails = int(va.same_rail) + int(vb.same_rail);

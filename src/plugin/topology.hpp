@@ -40,7 +40,7 @@ NetPrefix make_prefix(const std::array<std::uint8_t, 16>& a, int len);
 // Whether `inner` lies inside `outer` (both known, outer no longer than inner, same leading bits).
 bool prefix_contains(const NetPrefix& outer, const NetPrefix& inner) noexcept;
 
-// The internal PCI/NUMA/rail model of one port (select_backups: backup.hpp; PortTopo below).
+// The internal PCI/NUMA/rail model of one port (select_standby_ports: standby_map.hpp; PortTopo below).
 struct PortAffinity {
   std::string pci_path;     // sysfs realpath of the PCI function ("" unknown)
   std::string nic;          // physical NIC identity: PCI domain:bus:device without the function (or the verbs device name when no PCI)
@@ -98,7 +98,7 @@ struct Candidate {
 };
 constexpr std::uint8_t kCandUp = 1;         // the port is ACTIVE
 constexpr std::uint8_t kCandPrimary = 2;    // the connection's primary port on this side
-constexpr std::uint8_t kCandPreferred = 4;  // HA_NCCL_BACKUP_MAP names it as the backup of this side's primary
+constexpr std::uint8_t kCandPreferred = 4;  // HA_NCCL_STANDBY_MAP names it as the standby port of this side's primary
 constexpr std::uint8_t kCandFlags = kCandUp | kCandPrimary | kCandPreferred;
 constexpr std::size_t kMaxCandidates = 32;  // per side, on the wire
 
@@ -128,7 +128,7 @@ bool reachable(const Candidate& x, const Candidate& y) noexcept;
 // both sides compute the same list from the same inputs). Candidates: every (x in a, y in b) with
 // reachable(x, y), both kCandUp, and (x.dev, y.dev) != active. Order (lexicographic, first
 // difference wins):
-//   1. preferred: both ports kCandPreferred, before one, before none (HA_NCCL_BACKUP_MAP
+//   1. preferred: both ports kCandPreferred, before one, before none (HA_NCCL_STANDBY_MAP
 //      overrides the automatic order on its side);
 //   2. separation from the active pair, per side: 0 = another physical NIC (topo.nic differs, or
 //      is unknown on either port), 1 = another port of the same NIC, 2 = the active port itself;

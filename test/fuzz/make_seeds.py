@@ -359,10 +359,12 @@ def main():
     write("config", "seed-defaults.txt", "")
     write("config", "seed-vm.txt", "NCCL_SOCKET_IFNAME=eth2\nHA_NCCL_HANDSHAKE_TIMEOUT_MS=5000\nNCCL_DEBUG=WARN\n"
           "HA_NCCL_RTO_MS=1000\nHA_NCCL_HEARTBEAT_MS=200\nHA_NCCL_FAILOVER_TIMEOUT_MS=1000\n")
-    write("config", "seed-islands.txt", "HA_NCCL_ISLAND_PREFIX_LEN=15\nHA_NCCL_BACKUP_MAP=rxe0:rxe1\n")
-    write("config", "seed-tuned.txt", "HA_NCCL_ENABLE_BACKUP=on\nHA_NCCL_ENABLE_FAILBACK=yes\nHA_NCCL_FAILBACK_HOLD_MS=100\n"
+    write("config", "seed-islands.txt", "HA_NCCL_ISLAND_PREFIX_LEN=15\nHA_NCCL_STANDBY_MAP=rxe0:rxe1\n")
+    # the standby settings' old names: read with a WARN, ignored beside the new ones
+    write("config", "seed-old-names.txt", "HA_NCCL_ENABLE_BACKUP=0\nHA_NCCL_BACKUP_MAP=rxe0:rxe1\nHA_NCCL_STANDBY_MAP=rxe1:rxe0\n")
+    write("config", "seed-tuned.txt", "HA_NCCL_ENABLE_STANDBY=on\nHA_NCCL_ENABLE_FAILBACK=yes\nHA_NCCL_FAILBACK_HOLD_MS=100\n"
           "HA_NCCL_QP_TIMEOUT=20\nHA_NCCL_QP_RETRY_CNT=7\nHA_NCCL_MAX_RETRIES=0\nHA_NCCL_IB_HCA=^=mlx5_3:1\n"
-          "HA_NCCL_BACKUP_MAP=rxe0:rxe1,rxe1:rxe0\nHA_NCCL_STATS_FILE=/tmp/s-%h-%p.jsonl\nNCCL_IB_TC=106\nNCCL_IB_SL=3\n"
+          "HA_NCCL_STANDBY_MAP=rxe0:rxe1,rxe1:rxe0\nHA_NCCL_STATS_FILE=/tmp/s-%h-%p.jsonl\nNCCL_IB_TC=106\nNCCL_IB_SL=3\n"
           "HA_NCCL_SOCKET_FAMILY=AF_INET6\nHA_NCCL_TEST_ACK_DELAY_MS=1500\nHA_NCCL_FORCE_FLUSH=1\n")
     write("config", "seed-bad.txt", "HA_NCCL_RTO_MS=12abc\nHA_NCCL_IB_SL=16\nHA_NCCL_DEBUG= 1\nHA_NCCL_FORCE_FLUSH=maybe\n"
           "NCCL_SOCKET_FAMILY=AF_UNIX\nHA_NCCL_QP_TIMEOUT=0\nHA_NCCL_TEST_MAX_POLL=99999999999999999999\n"
@@ -385,12 +387,12 @@ def main():
     for i, (spec, fam) in enumerate([("", ""), ("eth2", ""), ("=eth2", "AF_INET6"), ("^docker,lo", ""), ("=lo", "AF_INET"),
                                      ("nosuchif", ""), ("^", ""), ("eth:80,ib", "AF_INET6")]):
         write("socket_if", f"seed-{i}.txt", f"{spec}\n{fam}\n{hosts}")
-    # backup_map: map and ports (device port link nic numa switch subnet)
+    # standby_map: map and ports (device port link nic numa switch subnet)
     ports = "rxe0 1 e nicA 0 - 10.20.0.0/24\nrxe1 1 e nicB 0 - 10.21.0.0/24\nmlx5_0 1 i 0000:03:00 1 sw1 fe80:0000:0000:0000\n" \
             "mlx5_0 2 i 0000:03:00 1 sw1 fe80:0000:0000:0000\nmlx5_1 1 i 0000:04:00 1 sw1 -\n"
     for i, m in enumerate(["", "rxe0:rxe1,rxe1:rxe0", " mlx5_0/2 : mlx5_1 , mlx5_1:mlx5_0/1", "rxe0:rxe0", "rxe0:mlx5_0",
                            "rxe0:rxe1,rxe0:rxe1", "a:b:c,,x:/1,mlx5_0/0:mlx5_1"]):
-        write("backup_map", f"seed-{i}.txt", m + "\n" + ports)
+        write("standby_map", f"seed-{i}.txt", m + "\n" + ports)
     # host_port
     for i, s in enumerate(["10.30.0.1:18700", "hostA", "fe80::1:2", "node7:0080", "127.0.0.1:65536", ":80"]):
         write("host_port", f"seed-{i}.txt", s)

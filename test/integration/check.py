@@ -201,14 +201,14 @@ def ha_ping_list(run):
     for role in ("a", "b"):
         expect(run.rc(role, "list") == 0, f"list: {role}: --list (default plugin search) exit 0")
         txt = run.text(role, "list.txt")
-        expect("rxe0" in txt and "rxe1" in txt and "backup rxe1:1" in txt, f"list: {role}: text names both ports and a backup")
+        expect("rxe0" in txt and "rxe1" in txt and "standby rxe1:1" in txt, f"list: {role}: text names both ports and a standby port")
         expect(run.rc(role, "list-json") == 0, f"list: {role}: --list --json --plugin <build tree> exit 0")
         rep = run.report(role, "list")
         devs = {d["id"]: d for d in rep["devices"]}
         expect(sorted(devs) == ["rxe0:1", "rxe1:1"], f"list: {role}: devices {sorted(devs)}")
         for me, other in (("rxe0:1", "rxe1:1"), ("rxe1:1", "rxe0:1")):
             d = devs[me]
-            expect(d["backup"].startswith(other), f"list: {role}: backup of {me} is {d['backup']}")
+            expect(d["standby_port"].startswith(other), f"list: {role}: standby port of {me} is {d['standby_port']}")
             expect(d["gid_index"] >= 0 and d["max_comms"] > 0 and d["max_comms_budget"] and d["ptr_support"],
                    f"list: {role}: {me} gid {d['gid_index']} maxComms {d['max_comms']} ptrSupport {d['ptr_support']}")
         expect(rep["settings"] != "" and rep["api_version"] >= 6, f"list: {role}: settings line and API v{rep['api_version']}")

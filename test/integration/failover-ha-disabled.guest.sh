@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Guest side of failover-ha-disabled (issue #4): HA_NCCL_ENABLE_BACKUP=0 in b only. The two sides
+# Guest side of failover-ha-disabled (issue #4): HA_NCCL_ENABLE_STANDBY=0 in b only. The two sides
 # must agree on a single path: a 10 s --one-way stream b -> a works, every comm's stats say standby
 # "none", and both sides log "single path".
 # silent (issue #9): the same single path, its receiver's rail 0 silent (100 % loss on a's egress)
@@ -10,9 +10,9 @@
 set -euo pipefail
 source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
-[[ $VM_ROLE == b ]] && PL_ENV=(HA_NCCL_ENABLE_BACKUP=0)
+[[ $VM_ROLE == b ]] && PL_ENV=(HA_NCCL_ENABLE_STANDBY=0)
 pl_stream single 18720 "${PL_STREAM_ARGS[@]}" --min-seconds 10
 PL_ENV=(HA_NCCL_QP_TIMEOUT=18)
-[[ $VM_ROLE == b ]] && PL_ENV+=(HA_NCCL_ENABLE_BACKUP=0)
+[[ $VM_ROLE == b ]] && PL_ENV+=(HA_NCCL_ENABLE_STANDBY=0)
 PL_FAULTS=("a 4000 loss 0 100" "a 8000 clear 0")
 pl_stream silent 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 14

@@ -8,7 +8,7 @@
 #   fault     15 s; b: fault.sh rail-down 0 at 5 s
 #   readdress (issue #19) the plugin already running, b's rail 0 moves to another address (a new
 #             GID, GID_CHANGE) 1 s into a --one-way stream on rail 1; 8 single-path comm pairs
-#             (HA_NCCL_ENABLE_BACKUP=0: nothing masks a bad endpoint) are opened on rail 0 one
+#             (HA_NCCL_ENABLE_STANDBY=0: nothing masks a bad endpoint) are opened on rail 0 one
 #             after another meanwhile (--churn): those after the change must connect with the
 #             port's address as it is now and carry their messages. A pair that connects while the
 #             address moves (for a moment the port has none) may fail: --churn-retry opens it again
@@ -36,7 +36,7 @@ pl_stream fault 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 15
 
 if [[ $VM_ROLE == b ]]; then vm_fault rail-up 0 || vm_log "readdress: fault.sh rail-up 0 failed"; fi
 vm_barrier rail0-back
-PL_ENV=(HA_NCCL_ENABLE_BACKUP=0)
+PL_ENV=(HA_NCCL_ENABLE_STANDBY=0)
 PL_FAULTS=("b 1000 readdress 0")
 pl_stream readdress 18722 --one-way --dev 1 --sizes 4K,64K --group 4 --inflight 8 --messages 200 --timeout 120 \
   --churn 8 --churn-dev 0 --churn-retry --min-seconds 12

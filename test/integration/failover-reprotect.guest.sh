@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Guest side of failover-reprotect (issue #4): a second failure after re-protection is survived,
 # six times in a row in one boot (fault1 .. fault6, each its own driver pair and port).
-# Each is a --one-way stream from b (sender) to a (receiver) on rxe0 with its shadow on rxe1:
+# Each is a --one-way stream from b (sender) to a (receiver) on rxe0 with its standby on rxe1:
 #   b: rail-down 0 at 3 s    -> failover rxe0 -> rxe1
 #   b: rail-up 0             -> re-protection builds a new standby on rxe0 (GID resolved afresh)
 #   b: rail-down 1           -> the second failure: failover rxe1 -> rxe0

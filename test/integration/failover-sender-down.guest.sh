@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Guest side of failover-sender-down (issue #4): a --one-way stream from b (rank 1, sender) to a
-# (rank 0, receiver) on rxe0, whose shadow QP is on rxe1; every byte verified.
+# (rank 0, receiver) on rxe0, whose standby QP is on rxe1; every byte verified.
 #   baseline  15 s without a fault (the yardstick for the stall); pl_shared_stream: run once per
 #             boot for the tests of the boot that ask for the same one
 #   fault     15 s; b pulls rail 0 (fault.sh rail-down 0) 5 s into the stream: b's port event,

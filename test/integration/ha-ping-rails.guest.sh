@@ -9,7 +9,7 @@
 #  run 5: one server (--count 3) serves clients one after another: a non-ha-ping connection is
 #         dropped, client 1 is killed mid-run (its report says so), clients 2 and 3 are healthy
 #         -> three JSON lines, server exit 1 (the worst session)
-#  --list on both guests: the plugin (build tree) lists rxe0:1 and rxe1:1, each the other's backup
+#  --list on both guests: the plugin (build tree) lists rxe0:1 and rxe1:1, each the other's standby port
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 source "$REPO/test/vm/lib.sh"

@@ -22,7 +22,7 @@
 #   pl_failover_env                      NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=NET, NCCL_SOCKET_IFNAME=eth2,
 #                                        no device restriction (the plugin sees rxe0 and rxe1)
 #   PL_STREAM_ARGS                       the failover tests' stream: --one-way b -> a on --dev 0 (rxe0,
-#                                        backup rxe1), sizes 0 B .. 4 MiB, groups of 4, 8 in flight
+#                                        standby rxe1), sizes 0 B .. 4 MiB, groups of 4, 8 in flight
 #   pl_stream NAME PORT ARGS...          a driver pair with --phase-file and, per side,
 #                                        HA_NCCL_STATS_FILE=$VM_OUT/NAME.stats.jsonl; runs the faults
 #                                        of PL_FAULTS against the integrity phase; records
@@ -198,7 +198,7 @@ pl_lines_wait() { # FILE REGEX COUNT
 }
 
 # The rail (0..VM_RAILS-1) of this side's stream comm's active or standby port (FIELD: active |
-# backup), from its last record in NAME.stats.jsonl (b's send comm, a's receive comm).
+# standby_port), from its last record in NAME.stats.jsonl (b's send comm, a's receive comm).
 pl_stream_rail() { # NAME FIELD
   local kind=recv line port r v
   [[ $VM_ROLE == b ]] && kind=send
@@ -262,7 +262,7 @@ pl_stream() { # NAME PORT ARGS...
             continue ;;
           active-down | standby-down)
             local field=active r
-            [[ $args == standby-down ]] && field=backup
+            [[ $args == standby-down ]] && field=standby_port
             if r=$(pl_stream_rail "$name" "$field"); then
               args="rail-down $r"
               vm_fault $args || vm_log "$name: fault.sh $args failed"
@@ -271,7 +271,7 @@ pl_stream() { # NAME PORT ARGS...
             fi ;;
           both-paths-down)
             local ra rs
-            if ra=$(pl_stream_rail "$name" active) && rs=$(pl_stream_rail "$name" backup); then
+            if ra=$(pl_stream_rail "$name" active) && rs=$(pl_stream_rail "$name" standby_port); then
               args="rail-down $ra+$rs"
               vm_fault $args || vm_log "$name: fault.sh $args failed"
             else

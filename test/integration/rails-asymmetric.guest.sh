@@ -3,7 +3,7 @@
 # whose hosts number their NICs differently (run-pair.sh --rails 4 --rail-order-b 2,3,0,1: b's
 # rxe0 is on rail 2, its rxe2 on rail 0). A --one-way stream b -> a on rail 0 (a's rxe0, b's
 # rxe2, as NCCL would pick them by topology), every byte verified. Each host's own first choice of
-# a backup port names another rail (a: rxe1 = rail 1, b: rxe0 = rail 2), which the other host
+# a standby port names another rail (a: rxe1 = rail 1, b: rxe0 = rail 2), which the other host
 # cannot reach; the standby both ends agree on is on one rail at both ends.
 #   +5 s   b pulls rail 0 (its rxe2): failover onto the standby
 #   +12 s  a pulls the rail the stream runs on then: failover onto the re-protected standby

@@ -6,7 +6,7 @@
 # every byte verified:
 #   +4 s   b pulls rails 1 and 2, +6 s a pulls rail 3: the only standby both ends can reach is
 #          b's rxe3 <-> a's rxe2, a cross-rail pair inside the island of rails 2-3; b's rxe3 <->
-#          a's rxe1 (rail 1 is a's natural backup) would cross islands and must never be tried.
+#          a's rxe1 (rail 1 is a's natural standby port) would cross islands and must never be tried.
 #          The sender's first choices are refused by a (its ports down) and it falls back to the
 #          next pair at once.
 #   then   b waits until its stream comm's standby is up on its rxe3 <-> a's device 2, and pulls
@@ -18,5 +18,5 @@ pl_failover_env
 export NCCL_SOCKET_IFNAME=$VM_MGMT_IF HA_NCCL_ISLAND_PREFIX_LEN=15
 
 PL_FAULTS=("b 4000 rail-down 1" "b 4000 rail-down 2" "a 6000 rail-down 3"
-  'b 8000 stats-wait "kind":"send".*"backup":"rxe3:1".*"backup_peer_dev":2,.*"state":"up" 1' "b 14000 rail-down 0")
+  'b 8000 stats-wait "kind":"send".*"standby_port":"rxe3:1".*"standby_peer_dev":2,.*"state":"up" 1' "b 14000 rail-down 0")
 pl_stream islands 18762 "${PL_STREAM_ARGS[@]}" --min-seconds 26

@@ -4,7 +4,7 @@
 #   spread      --comms 6 on rxe0 (each rank 6 send + 6 receive comms: 12 connections per node),
 #               held open 14 s without a plugin call; 3 s into the hold b pulls rail 0: every
 #               connection fails over, on the reactor alone. The standbys chosen at connect time
-#               spread over rails 1-3, and so do the failovers (checked in the stats: the 'backup'
+#               spread over rails 1-3, and so do the failovers (checked in the stats: the 'standby_port'
 #               ports, the failovers' 'to' ports, the 'ports' counts).
 #   home        (issue #19 item 2) failback as by default (2 s hold): a --one-way stream b -> a on
 #               rxe0; b's rail 0 down at 4 s for 3 s. The stream fails over to its standby, whose

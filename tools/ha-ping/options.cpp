@@ -228,7 +228,7 @@ const char* usage() {
          "                        Prefer the variable: a command line is visible to every local user\n"
          "      --json            machine-readable report on stdout (server: one JSON line per client)\n"
          "      --json-file=F     also write the JSON report to F (server: one line per client)\n"
-         "      --list            load the plugin, print its devices, backups, budgets and settings\n"
+         "      --list            load the plugin, print its devices, standby ports, budgets and settings\n"
          "      --plugin=PATH     plugin for --list (default: libnccl-net-ha.so next to ha-ping)\n"
          "      --version         print the version\n"
          "\n"

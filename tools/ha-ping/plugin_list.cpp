@@ -2,7 +2,7 @@
 // the tools' loader (tools/plugin-loader, as ha-net-driver does), calls init (with
 // HA_NCCL_DEBUG=1 and a logger that keeps its lines), devices and getProperties of the newest
 // API version it exports, and prints the devices together with what the plugin logged about
-// them (GID index, backup pairing, maxComms budget, settings).
+// them (GID index, standby port, maxComms budget, settings).
 #include "plugin_list.hpp"
 
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nccl_ha/version.hpp"
@@ -164,9 +165,10 @@ std::unique_ptr<ha_loader::NetPlugin> load_plugin(const Options& o, std::string&
 
 // What the plugin logged about this host and its ports, by port id ("rxe0:1").
 struct PluginNotes {
+  static constexpr std::string_view kNoStandby = " has no standby: ";
   std::string settings, gpu, handshake;
   std::string relaxed;  // "on for NCCL's buffers (...)"
-  std::map<std::string, std::string> backup, budget, dmabuf;
+  std::map<std::string, std::string> standby, budget, dmabuf;
   std::map<std::size_t, std::string> dev_line;  // "NET/HA: dev N: <port id> ..." by device index
 
   explicit PluginNotes(const std::vector<LogLine>& log) {
@@ -180,11 +182,11 @@ struct PluginNotes {
     else if (auto ro = after(t, "NET/HA: relaxed ordering "); !ro.empty()) relaxed = ro;
     else if (auto db = t.find(": dma-buf "); db != std::string::npos && t.rfind("NET/HA: ", 0) == 0)
       dmabuf[after(t.substr(0, db), "NET/HA: ")] = t.substr(db + 10);
-    else if (auto b = after(t, "NET/HA: backup of "); !b.empty()) {
+    else if (auto b = after(t, "NET/HA: standby port of "); !b.empty()) {
       auto is = b.find(" is ");
-      if (is != std::string::npos) backup[b.substr(0, is)] = b.substr(is + 4);
-    } else if (auto nb = t.find(" has no backup: "); nb != std::string::npos) {
-      backup[after(t.substr(0, nb), "NET/HA: ")] = "none (" + t.substr(nb + 16) + ")";
+      if (is != std::string::npos) standby[b.substr(0, is)] = b.substr(is + 4);
+    } else if (auto nb = t.find(kNoStandby); nb != std::string::npos) {
+      standby[after(t.substr(0, nb), "NET/HA: ")] = "none (" + t.substr(nb + kNoStandby.size()) + ")";
     } else if (auto mb = t.find(" maxComms budget: "); mb != std::string::npos) {
       budget[after(t.substr(0, mb), "NET/HA: ")] = t.substr(mb + 18);
     } else if (auto d = after(t, "NET/HA: dev "); !d.empty()) {
@@ -200,7 +202,7 @@ struct PluginNotes {
     auto it = dev_line.find(i);
     return it == dev_line.end() ? std::string() : it->second;
   }
-  // The port's own id ("rxe0:1"), the key of the backup and budget lines: from the device's line,
+  // The port's own id ("rxe0:1"), the key of the standby and budget lines: from the device's line,
   // as getProperties' port is NCCL's (port number + real port, see init.cpp).
   std::string id_of(std::size_t i, const Device& d) const {
     const std::string l = line_of(i);
@@ -246,7 +248,7 @@ void print_json(const Listing& l, const PluginNotes& n) {
     j.kv("rail_id", d.rail_id);
     j.kv("plane_id", d.plane_id);
     j.kv("gid_index", n.gid_of(i));
-    j.kv("backup", n.get(n.backup, id));
+    j.kv("standby_port", n.get(n.standby, id));
     j.kv("max_comms", d.max_comms);
     j.kv("max_comms_budget", n.get(n.budget, id));
     j.kv("max_recvs", d.max_recvs);
@@ -276,9 +278,9 @@ void print_text(const Listing& l, const PluginNotes& n) {
   for (std::size_t i = 0; i < l.devices.size(); ++i) {
     const auto& d = l.devices[i];
     const std::string id = n.id_of(i, d);
-    const auto b = n.get(n.backup, id), bud = n.get(n.budget, id);
+    const auto b = n.get(n.standby, id), bud = n.get(n.budget, id);
     const int gid = n.gid_of(i);
-    std::printf("dev %zu: %s port %d speed %d Mbps railId %s planeId %s gid-index %s backup %s maxComms %d "
+    std::printf("dev %zu: %s port %d speed %d Mbps railId %s planeId %s gid-index %s standby %s maxComms %d "
                 "ptrSupport %s\n",
                 i, d.name.c_str(), d.port, d.speed, id_text(d.rail_id).c_str(), id_text(d.plane_id).c_str(),
                 gid < 0 ? "?" : std::to_string(gid).c_str(), b.empty() ? "?" : b.c_str(), d.max_comms,
@@ -294,7 +296,7 @@ void print_text(const Listing& l, const PluginNotes& n) {
 }  // namespace
 
 int run_list(const Options& o) {
-  ::setenv("HA_NCCL_DEBUG", "1", 1);  // the plugin logs its INFO lines (settings, backups, budgets)
+  ::setenv("HA_NCCL_DEBUG", "1", 1);  // the plugin logs its INFO lines (settings, standby ports, budgets)
   Listing l;
   std::string load_error;
   std::unique_ptr<ha_loader::NetPlugin> plugin = load_plugin(o, l.path, load_error);

@@ -1,4 +1,4 @@
-// ha-ping --list: the nccl-ha plugin's view of this host (devices after filtering, backups,
+// ha-ping --list: the nccl-ha plugin's view of this host (devices after filtering, standby ports,
 // budgets, settings), without traffic.
 #pragma once
 

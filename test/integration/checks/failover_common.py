@@ -39,9 +39,9 @@ STANDBY_DOWN_BOUND_MS = 3 * HEARTBEAT_MS + SLACK_MS
 POST_FAILOVER_EXTRA_MS = 500
 POST_FAILOVER_GAP_MIN_MS = 200
 
-PRIMARY, BACKUP = "rxe0:1", "rxe1:1"
+PRIMARY, STANDBY_PORT = "rxe0:1", "rxe1:1"
 ncclSystemError = 2
-STATS_KEYS = ("event", "time_unix_ms", "host", "pid", "comm", "comm_id", "peer", "kind", "primary", "backup", "active",
+STATS_KEYS = ("event", "time_unix_ms", "host", "pid", "comm", "comm_id", "peer", "kind", "primary", "standby_port", "active",
               "standby", "failovers", "replayed", "duplicates_dropped", "heartbeats_sent", "heartbeat_failures",
               "messages", "bytes_sent", "bytes_received", "last_stall_ms", "failbacks", "reprotections",
               "reprotect_attempts", "reprotect_reminders", "reprotect_dropped", "flush_reads", "flush_rebuilds", "flush_redirects")
@@ -230,7 +230,7 @@ def expect_counters(role, name, last, rep, failovers):
 
 
 def expect_baseline(run, name, min_seconds):
-    """The unfaulted run: verified, and the shadow QP was there all along (standby up, no failover).
+    """The unfaulted run: verified, and the standby QP was there all along (standby up, no failover).
     In a boot group it may be the stream of an earlier test of the boot (pl_shared_stream)."""
     if run.out("a", name + ".shared").exists():
         shared = run.text("a", name + ".shared")
@@ -240,8 +240,8 @@ def expect_baseline(run, name, min_seconds):
         events = stats(run, role, name)
         expect(not [e for e in events if e["event"] in ("failover", "fatal")], f"{role} {name}: no failover or fatal event")
         mine, last = data_comm(run, role, name, events)
-        expect(last["primary"] == PRIMARY and last["backup"] == BACKUP and last["active"] == PRIMARY,
-               f"{role} {name}: {DATA_KIND[role]} comm primary {last['primary']}, backup {last['backup']}, "
+        expect(last["primary"] == PRIMARY and last["standby_port"] == STANDBY_PORT and last["active"] == PRIMARY,
+               f"{role} {name}: {DATA_KIND[role]} comm primary {last['primary']}, standby port {last['standby_port']}, "
                f"active {last['active']}")
         expect(last["standby"] == "up", f"{role} {name}: standby {last['standby']} at close (expected up)")
         expect_counters(role, name, last, rep, 0)
@@ -318,7 +318,7 @@ def check_failover(run, fault_role, min_seconds, stall_bound_ms, cause_re=None, 
         fo = [e for e in mine if e["event"] == "failover"]
         expect(len(fo) == 1, f"{role} {name}: exactly one failover event for the {kind} comm ({len(fo)})")
         e = fo[0]
-        expect(e["from"] == PRIMARY and e["to"] == BACKUP, f"{role} {name}: {kind} comm failed over {e['from']} -> {e['to']}")
+        expect(e["from"] == PRIMARY and e["to"] == STANDBY_PORT, f"{role} {name}: {kind} comm failed over {e['from']} -> {e['to']}")
         if cause_re:
             print(f"check: info: {role} {name}: cause '{e['cause']}'")
         else:
@@ -329,11 +329,11 @@ def check_failover(run, fault_role, min_seconds, stall_bound_ms, cause_re=None, 
                f"{role} {name}: failover {at - t_fault:.0f} ms after the fault (bound {stall_bound_ms} ms); "
                f"plugin stall {e['stall_ms']} ms, replayed {e['replayed_now']}")
         expect(not [x for x in mine if x["event"] == "fatal"], f"{role} {name}: no fatal event")
-        expect(last["active"] == BACKUP, f"{role} {name}: {kind} comm ends active on {last['active']} (the backup)")
+        expect(last["active"] == STANDBY_PORT, f"{role} {name}: {kind} comm ends active on {last['active']} (the standby)")
         expect_counters(role, name, last, rep, 1)
         info = [m for m in FAILOVER_INFO.finditer(log_text(run, role, name)) if m.group(1) == kind]
-        expect(len(info) == 1 and info[0].group(3) == PRIMARY and info[0].group(4) == BACKUP,
-               f"{role} {name}: one INFO line 'failover of {kind} comm ... {PRIMARY} -> {BACKUP}': "
+        expect(len(info) == 1 and info[0].group(3) == PRIMARY and info[0].group(4) == STANDBY_PORT,
+               f"{role} {name}: one INFO line 'failover of {kind} comm ... {PRIMARY} -> {STANDBY_PORT}': "
                f"{[m.group(0) for m in info]}")
         expect(not NO_PATH_WARN.search(log_text(run, role, name)), f"{role} {name}: no 'no usable path' WARN")
     if cause_re:
@@ -351,8 +351,8 @@ def check_failover(run, fault_role, min_seconds, stall_bound_ms, cause_re=None, 
           f"{t['max_gap_ms']:.0f} ms; baseline longest gap {base:.0f} ms -> excess {stall - base:.0f} ms")
     expect(stall <= stall_bound_ms, f"{name}: receives stalled {stall} ms around the fault (bound {stall_bound_ms} ms)")
     after = received_between(t, t_fault + stall_bound_ms, t["start_unix_ms"] + t["duration_ms"])
-    expect(after > 0, f"{name}: {after} messages received on the backup after the failover")
-    # Transparent means the stream on the backup runs as before: no further stall (from re-protection
+    expect(after > 0, f"{name}: {after} messages received on the standby after the failover")
+    # Transparent means the stream on the standby runs as before: no further stall (from re-protection
     # attempts, heartbeats, ...) longer than the unfaulted run's longest gap + POST_FAILOVER_EXTRA_MS.
     t_done = max(f[0] for f in firsts)
     later = [(at, n) for at, n in gaps(t, POST_FAILOVER_GAP_MIN_MS) if t["start_unix_ms"] + at > t_done + 100]

@@ -12,7 +12,7 @@ whose comm was never set: a crashed."""
 import re
 
 from check import expect
-from failover_common import BACKUP, data_comm, log_text, stats
+from failover_common import STANDBY_PORT, data_comm, log_text, stats
 from failover_sequence import check_sequence
 
 NAME = "fault"
@@ -23,7 +23,7 @@ FLUSH_FAILED_WARN = re.compile(r"NET/HA: recv comm \S+: flush \(RDMA READ of \S+
 
 
 def check(run):
-    a, b = check_sequence(run, NAME, MIN_SECONDS, "a", n_faults=2, failovers=1, end_active=BACKUP, end_standby="up")
+    a, b = check_sequence(run, NAME, MIN_SECONDS, "a", n_faults=2, failovers=1, end_active=STANDBY_PORT, end_standby="up")
     for role, rep in (("a", a), ("b", b)):
         ptr = rep["properties"]["ptrSupport"]
         expect(ptr & PTR_DMABUF and not ptr & PTR_CUDA and rep["properties"]["forceFlush"] == 0,

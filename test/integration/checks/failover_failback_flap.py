@@ -5,7 +5,7 @@ once rail 0 is back the stream fails back for good. Every byte verified, each me
 import re
 
 from check import expect, expect_each
-from failover_common import (BACKUP, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm, expect_counters, expect_no_crash,
+from failover_common import (STANDBY_PORT, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm, expect_counters, expect_no_crash,
                              expect_stream_ok, faults, log_text, stats)
 
 MIN_SECONDS = 10  # failover-failback-flap.guest.sh: MIN
@@ -35,12 +35,12 @@ def check_stream(run, name, fault_role, stage, failovers, failbacks, resync_role
         expect(len(fo) == failovers[role], f"{tell}: {len(fo)} failover(s) (expected {failovers[role]}): "
                                            f"{[(e['from'], e['to'], e['cause']) for e in fo]}")
         expect(len(fb) == failbacks[role], f"{tell}: {len(fb)} failback(s) (expected {failbacks[role]})")
-        expect(fo and fo[0]["from"] == PRIMARY and fo[0]["to"] == BACKUP, f"{tell}: the first failover went "
-                                                                           f"{PRIMARY} -> {BACKUP}")
+        expect(fo and fo[0]["from"] == PRIMARY and fo[0]["to"] == STANDBY_PORT, f"{tell}: the first failover went "
+                                                                           f"{PRIMARY} -> {STANDBY_PORT}")
         for e in fo[1:]:  # back to the path the failback left (b: because the failback failed)
-            back = e["from"] == PRIMARY and e["to"] == BACKUP
+            back = e["from"] == PRIMARY and e["to"] == STANDBY_PORT
             expect(back and (role == "a" or "the failback to" in e["cause"]),
-                   f"{tell}: the later failover went back to {BACKUP}: {e['from']} -> {e['to']} ({e['cause']})")
+                   f"{tell}: the later failover went back to {STANDBY_PORT}: {e['from']} -> {e['to']} ({e['cause']})")
         expect(fb and fb[-1]["to"] == PRIMARY, f"{tell}: failed back to {PRIMARY} in the end")
         expect(last["active"] == PRIMARY and last["standby"] == "up",
                f"{tell}: ends on {last['active']} (expected {PRIMARY}), standby {last['standby']} (expected up)")
@@ -63,7 +63,7 @@ def check_stream(run, name, fault_role, stage, failovers, failbacks, resync_role
         expect(len(rs) == (role == resync_role), f"{tell}: {len(rs)} in-place re-sync(s) "
                                                  f"(expected {int(role == resync_role)})")
         if rs:
-            expect(rs[0]["from"] == rs[0]["to"] == BACKUP, f"{tell}: re-synchronised on {BACKUP}: {rs[0]}")
+            expect(rs[0]["from"] == rs[0]["to"] == STANDBY_PORT, f"{tell}: re-synchronised on {STANDBY_PORT}: {rs[0]}")
     expect_no_crash(run, name)
 
 

@@ -17,7 +17,7 @@ its rail-downs): flush_redirects counts them, one INFO each, never for rxe1 (nev
 import re
 
 from check import expect
-from failover_common import BACKUP, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm, log_text, stats
+from failover_common import STANDBY_PORT, DATA_KIND, NO_PATH_WARN, PRIMARY, data_comm, log_text, stats
 from failover_sequence import check_sequence
 
 NAME = "fault"
@@ -98,4 +98,4 @@ def check_redirects(text, redirects):
     expect(sum(redirects) == len(lines) + moved,
            f"a {NAME}: flush_redirects {sum(redirects)} = {len(lines)} 'which wrote the data, is down' + {moved} "
            f"'moved' INFO lines")
-    print(f"check: info: a {NAME}: {len(lines)} flush(es) read through {BACKUP} because {PRIMARY}, which wrote, was down")
+    print(f"check: info: a {NAME}: {len(lines)} flush(es) read through {STANDBY_PORT} because {PRIMARY}, which wrote, was down")

@@ -1,6 +1,6 @@
-"""failover-ha-disabled: HA_NCCL_ENABLE_BACKUP=0 in VM b only. The comms must agree on a single
+"""failover-ha-disabled: HA_NCCL_ENABLE_STANDBY=0 in VM b only. The comms must agree on a single
 path: the stream works (exit 0, verified), every comm on both sides shows standby 'none' and no
-backup in its stats, and each side logs the INFO line 'single path on rxe0:1 (...)'.
+standby port in its stats, and each side logs the INFO line 'single path on rxe0:1 (...)'.
 silent: the single path goes silent (100 % loss) for longer than the soft RTO but shorter than the
 hardware retry window: the soft RTO must not kill the last path - no failover, no fatal, the stream
 completes verified, and the side with work outstanding says it left the path to the hardware."""
@@ -20,9 +20,9 @@ def check(run):
         comms = {(e["pid"], e["comm"]) for e in events}
         closed = [e for e in events if e["event"] == "close"]
         expect(len(comms) == 2 and len(closed) == 2, f"{role}: stats of 2 comms (send + recv), both closed: {len(comms)} / {len(closed)}")
-        expect(all(e["standby"] == "none" and e["backup"] == "" for e in events),
-               f"{role}: every stats event shows standby 'none' and no backup: "
-               f"{sorted({(e['standby'], e['backup']) for e in events})}")
+        expect(all(e["standby"] == "none" and e["standby_port"] == "" for e in events),
+               f"{role}: every stats event shows standby 'none' and no standby port: "
+               f"{sorted({(e['standby'], e['standby_port']) for e in events})}")
         expect(not [e for e in events if e["event"] in ("failover", "fatal")], f"{role}: no failover or fatal event")
         _, last = data_comm(run, role, "single", events)
         expect(last["active"] == PRIMARY, f"{role}: the data comm ran on {last['active']}")

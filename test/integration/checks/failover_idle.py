@@ -20,7 +20,7 @@ report and is compared with that side's own stats events (same clock); the other
 are moved to that clock with the offset the drivers measured (+- rtt/2, allowed for).
 Each case is checked on its own; the test fails at the end naming every case that failed."""
 from check import expect, expect_each
-from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, FAILOVER_TIMEOUT_MS, NO_PATH_WARN, PRIMARY,
+from failover_common import (STANDBY_PORT, DATA_KIND, FAILOVER_INFO, FAILOVER_TIMEOUT_MS, NO_PATH_WARN, PRIMARY,
                              STANDBY_INFO, data_comm,
                              expect_counters, expect_no_crash, expect_stream_ok, faults, log_text, stats)
 
@@ -111,8 +111,8 @@ def check_failover_case(run, name, idle_role, fault_role):
         expect(not NO_PATH_WARN.search(log_text(run, role, name)), f"{role} {name}: no 'no usable path' WARN"
                + "".join(f" [{w}]" for w in rep["plugin_warning_lines"] if NO_PATH_WARN.search(w))[:600])
         fo = [e for e in mine if e["event"] == "failover"]
-        expect(len(fo) == 1 and fo[0]["from"] == PRIMARY and fo[0]["to"] == BACKUP,
-               f"{role} {name}: one failover of the {kind} comm {PRIMARY} -> {BACKUP}: "
+        expect(len(fo) == 1 and fo[0]["from"] == PRIMARY and fo[0]["to"] == STANDBY_PORT,
+               f"{role} {name}: one failover of the {kind} comm {PRIMARY} -> {STANDBY_PORT}: "
                f"{[(e['from'], e['to'], e['cause']) for e in fo]}")
         at = to_clock_of(idle_role, reps, role, fo[0]["time_unix_ms"])
         s = 0 if role == idle_role else sl
@@ -124,7 +124,7 @@ def check_failover_case(run, name, idle_role, fault_role):
             expect(f0 - 50 - s <= at <= w1 + s, f"{role} {name}: the busy side failed over before the idle side "
                                                  f"resumed: {where}; cause '{fo[0]['cause']}'")
         expect_counters(role, name, last, rep, 1)
-        expect(last["active"] == BACKUP, f"{role} {name}: {kind} comm ends active on {last['active']} (the backup)")
+        expect(last["active"] == STANDBY_PORT, f"{role} {name}: {kind} comm ends active on {last['active']} (the standby)")
         info = [m for m in FAILOVER_INFO.finditer(log_text(run, role, name)) if m.group(1) == kind]
         expect(len(info) == 1, f"{role} {name}: one INFO 'failover of {kind} comm' line ({len(info)})")
     expect_full_window(name, idle_role, w0, w1)
@@ -158,8 +158,8 @@ def check_standby_case(run, name):
         else:
             print(f"check: info: a {name}: standby down {where} ({down[0]['why']})")
         info = [m for m in STANDBY_INFO.finditer(log_text(run, role, name))
-                if m.group(1) == BACKUP and m.group(2) == kind and m.group(4) == "down"]
-        expect(info, f"{role} {name}: INFO 'standby {BACKUP} of {kind} comm ... is down (...)'")
+                if m.group(1) == STANDBY_PORT and m.group(2) == kind and m.group(4) == "down"]
+        expect(info, f"{role} {name}: INFO 'standby {STANDBY_PORT} of {kind} comm ... is down (...)'")
     expect_full_window(name, "b", w0, w1)
     expect_quiet(name, "b", b, w0, w1)
     expect_stream_ok(run, name, MIN_SECONDS)
@@ -183,8 +183,8 @@ def check_stopped_peer(run, name):
         expect(not [e for e in mine if e["event"] == "fatal"], f"{role} {name}: no fatal event")
         expect(not NO_PATH_WARN.search(log_text(run, role, name)), f"{role} {name}: no 'no usable path' WARN")
         fo = [e for e in mine if e["event"] == "failover"]
-        expect(len(fo) == 1 and fo[0]["from"] == PRIMARY and fo[0]["to"] == BACKUP,
-               f"{role} {name}: one failover {PRIMARY} -> {BACKUP}: {[(e['from'], e['to'], e['cause']) for e in fo]}")
+        expect(len(fo) == 1 and fo[0]["from"] == PRIMARY and fo[0]["to"] == STANDBY_PORT,
+               f"{role} {name}: one failover {PRIMARY} -> {STANDBY_PORT}: {[(e['from'], e['to'], e['cause']) for e in fo]}")
         at = to_clock_of("a", reps, role, fo[0]["time_unix_ms"])
         if role == "a":
             expect(fo[0]["stall_ms"] > FAILOVER_TIMEOUT_MS and at >= cont - slack(reps),

@@ -1,7 +1,7 @@
 """failover-recovered: rail 0 of b went down and up again before the streams (a flapped link that
 recovered); then, as in failover-sender-down, b's rail 0 goes down 5 s into a 15 s --one-way stream
 b -> a. Expected exactly as for failover-sender-down: exit 0, every byte verified, one failover per
-data comm within the port-down bound, no later stall on the backup.
+data comm within the port-down bound, no later stall on the standby.
 `readdress`: b's rail 0 changed its address (its GID) under a running plugin; single-path comm
 pairs opened on it afterwards connect and carry their messages (endpoints built from the port as
 it is now).
@@ -10,7 +10,7 @@ stream's both ways, churn pairs both ways) connects on the pair that is up, the 
 every byte, and when a's rail 0 returns the stream's comms are re-protected at home and fail back
 there, on both sides, without any failover or fatal record."""
 from check import expect, expect_each
-from failover_common import (BACKUP, PRIMARY, PORT_DOWN_STALL_BOUND_MS, SLACK_MS, check_failover, expect_no_crash,
+from failover_common import (STANDBY_PORT, PRIMARY, PORT_DOWN_STALL_BOUND_MS, SLACK_MS, check_failover, expect_no_crash,
                              expect_stream_ok, faults, log_text, on_a_clock, stats)
 
 MIN_SECONDS = 15  # failover-recovered.guest.sh
@@ -46,7 +46,7 @@ def check_readdress(run):
 HOME_DOWN_SECONDS = 14  # failover-recovered.guest.sh
 HOME_DOWN_CHURN = 6
 HOLD_MS = 1000  # HA_NCCL_FAILBACK_HOLD_MS of the home-down stream
-STARTED = "started on " + BACKUP
+STARTED = "started on " + STANDBY_PORT
 
 
 def comms_of(events):
@@ -80,7 +80,7 @@ def check_home_down(run):
         comms = comms_of(events)
         started = [k for k, es in comms.items() if es[0]["event"] == "standby" and es[0]["state"] == "down" and
                    STARTED in es[0]["why"] and "is down" in es[0]["why"]]
-        expect(len(started) >= 4, f"{role} {name}: {len(started)} comms started on {BACKUP} with their own pair down "
+        expect(len(started) >= 4, f"{role} {name}: {len(started)} comms started on {STANDBY_PORT} with their own pair down "
                                   f"(the stream's two and the churn pairs' before the rail came back: at least 4)")
         for kind in ("send", "recv"):  # the stream's comm of each kind closes last
             mine = [es for es in comms.values() if es[0]["kind"] == kind and es[-1]["event"] == "close"]
@@ -89,9 +89,9 @@ def check_home_down(run):
                 continue
             es = max(mine, key=lambda x: x[-1]["time_unix_ms"])
             expect(es[0]["event"] == "standby" and STARTED in es[0].get("why", ""),
-                   f"{role} {name}: the stream's {kind} comm started on {BACKUP}: {es[0]['event']} {es[0].get('why')}")
+                   f"{role} {name}: the stream's {kind} comm started on {STANDBY_PORT}: {es[0]['event']} {es[0].get('why')}")
             fb = [e for e in es if e["event"] == "failback"]
-            expect(len(fb) == 1 and fb[0]["to"] == PRIMARY and fb[0]["from"] == BACKUP,
+            expect(len(fb) == 1 and fb[0]["to"] == PRIMARY and fb[0]["from"] == STANDBY_PORT,
                    f"{role} {name}: the stream's {kind} comm failed back to {PRIMARY} once: "
                    f"{[(e['from'], e['to']) for e in fb]}")
             if fb:
@@ -117,9 +117,9 @@ def check_blackhole_connect(run):
         # One record per comm (counted as records: a closed churn comm's address may be reused).
         started = [e for e in events if e["event"] == "standby" and e["state"] == "down" and
                    ("did not connect" in e["why"] or "could not connect its end" in e["why"]) and
-                   "started on " + BACKUP in e["why"]]
+                   "started on " + STANDBY_PORT in e["why"]]
         expect(len(started) >= 2 * BLACKHOLE_CHURN,
-               f"{role} {name}: {len(started)} churn comms started on {BACKUP} because their own pair did not "
+               f"{role} {name}: {len(started)} churn comms started on {STANDBY_PORT} because their own pair did not "
                f"connect (at least {2 * BLACKHOLE_CHURN})")
         expect(not [e for e in events if e["event"] == "fatal"], f"{role} {name}: no fatal record")
     expect_no_crash(run, name)

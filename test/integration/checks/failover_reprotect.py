@@ -7,7 +7,7 @@ ncclSystemError on both sides, within the bound, b's WARN naming HA_NCCL_MAX_RET
 from check import expect, expect_each
 import re
 
-from failover_common import BACKUP, PRIMARY, check_fatal, faults, log_text, on_a_clock, profiler_events
+from failover_common import STANDBY_PORT, PRIMARY, check_fatal, faults, log_text, on_a_clock, profiler_events
 from failover_sequence import check_sequence
 
 REPEATS = 6       # failover-reprotect.guest.sh: REPEATS
@@ -39,7 +39,7 @@ PEER_BACK_INFO = re.compile(r"NET/HA: send comm (\S+): a port of the peer is act
 def check_fault(run, name):
     check_sequence(run, name, MIN_SECONDS, "b", n_faults=4, failovers=2, end_active=PRIMARY, end_standby="up")
     ports = [m.group(1) for m in RECOVERED_INFO.finditer(log_text(run, "b", name))]
-    expect(PRIMARY in ports and BACKUP in ports,
+    expect(PRIMARY in ports and STANDBY_PORT in ports,
            f"b {name}: each rail-up started re-protection at once on its PORT_ACTIVE event: {ports}")
 
 

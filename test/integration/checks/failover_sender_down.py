@@ -13,7 +13,7 @@ After the run the counters are no smaller (monotonic across close) and the strea
 import re
 
 from check import expect, fail
-from failover_common import (BACKUP, PORT_DOWN_STALL_BOUND_MS, PRIMARY, check_failover, data_comm, log_text, prom,
+from failover_common import (STANDBY_PORT, PORT_DOWN_STALL_BOUND_MS, PRIMARY, check_failover, data_comm, log_text, prom,
                              prom_value, stats)
 
 MIN_SECONDS = 15  # failover-sender-down.guest.sh
@@ -77,12 +77,12 @@ def check_snapshot(run, role, host, pid):
     failovers = prom_value(mid, "nccl_ha_failovers_total")
     expect(failovers is not None and failovers >= 1, f"{what} mid-stream: nccl_ha_failovers_total {failovers} >= 1")
     on = {(p, r): prom_value(mid, "nccl_ha_port_connections", port=p, role=r)
-          for p in (PRIMARY, BACKUP) for r in ("active", "standby")}
-    expect(on[(BACKUP, "active")] == total and on[(PRIMARY, "active")] == 0
-           and on[(PRIMARY, "standby")] == 0 and on[(BACKUP, "standby")] == 0,
-           f"{what} mid-stream: every connection active on {BACKUP}, no standby anywhere: {on}")
-    up = {p: prom_value(mid, "nccl_ha_port_up", port=p) for p in (PRIMARY, BACKUP)}
-    want = {PRIMARY: 0.0, BACKUP: 1.0} if role == "b" else {PRIMARY: 1.0, BACKUP: 1.0}
+          for p in (PRIMARY, STANDBY_PORT) for r in ("active", "standby")}
+    expect(on[(STANDBY_PORT, "active")] == total and on[(PRIMARY, "active")] == 0
+           and on[(PRIMARY, "standby")] == 0 and on[(STANDBY_PORT, "standby")] == 0,
+           f"{what} mid-stream: every connection active on {STANDBY_PORT}, no standby anywhere: {on}")
+    up = {p: prom_value(mid, "nccl_ha_port_up", port=p) for p in (PRIMARY, STANDBY_PORT)}
+    want = {PRIMARY: 0.0, STANDBY_PORT: 1.0} if role == "b" else {PRIMARY: 1.0, STANDBY_PORT: 1.0}
     expect(up == want, f"{what} mid-stream: nccl_ha_port_up {up} (rail 0 pulled on b only)")
 
     smaller = [c for c in COUNTERS if (prom_value(end, c) or 0) < (prom_value(mid, c) or 0)]

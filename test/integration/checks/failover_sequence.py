@@ -1,7 +1,7 @@
 """Shared by the multi-fault failover tests (failover-reprotect, -flaps, -failback): the stream
 survived every fault with every byte verified, and each data comm's events tell the story."""
 from check import expect
-from failover_common import (BACKUP, DATA_KIND, FAILOVER_INFO, NO_PATH_WARN, PORT_DOWN_STALL_BOUND_MS, PRIMARY,
+from failover_common import (STANDBY_PORT, DATA_KIND, FAILOVER_INFO, NO_PATH_WARN, PORT_DOWN_STALL_BOUND_MS, PRIMARY,
                              data_comm, expect_counters, stall_around,
                              expect_no_crash, expect_stream_ok, faults, log_text, on_a_clock, stats)
 
@@ -26,7 +26,7 @@ def gaps_after(t, start_unix_ms, excused=()):
     return longest
 
 
-def check_sequence(run, name, min_seconds, fault_role, n_faults, failovers, failbacks=0, end_active=BACKUP,
+def check_sequence(run, name, min_seconds, fault_role, n_faults, failovers, failbacks=0, end_active=STANDBY_PORT,
                    end_standby="up"):
     a, b = expect_stream_ok(run, name, min_seconds)
     fs = faults(run, fault_role, name)
@@ -40,8 +40,8 @@ def check_sequence(run, name, min_seconds, fault_role, n_faults, failovers, fail
         expect(len(fo) == failovers, f"{role} {name}: {kind} comm: {len(fo)} failover event(s) (expected {failovers})")
         expect(len(fb) == failbacks, f"{role} {name}: {kind} comm: {len(fb)} failback event(s) (expected {failbacks})")
         expect(not [e for e in mine if e["event"] == "fatal"], f"{role} {name}: no fatal event")
-        expect(fo and fo[0]["from"] == PRIMARY and fo[0]["to"] == BACKUP,
-               f"{role} {name}: the first failover went {PRIMARY} -> {BACKUP}")
+        expect(fo and fo[0]["from"] == PRIMARY and fo[0]["to"] == STANDBY_PORT,
+               f"{role} {name}: the first failover went {PRIMARY} -> {STANDBY_PORT}")
         for e in fo[1:] + fb:
             expect(e["from"] != e["to"], f"{role} {name}: {e['event']} {e['from']} -> {e['to']} ({e['cause']})")
         expect_counters(role, name, last, rep, failovers)

@@ -4,7 +4,7 @@ sides must report the standby down (stats 'standby' event, state 'down', and the
 a ~12 s in: no path left -> ncclSystemError on both sides within the bound (as failover-both-down).
 Before it, `slow`: a standby down only for unanswered heartbeats is still tried by a failover."""
 from check import expect, expect_each
-from failover_common import (STANDBY_DOWN_BOUND_MS, STANDBY_INFO, BACKUP, DATA_KIND, PRIMARY, check_fatal, data_comm,
+from failover_common import (STANDBY_DOWN_BOUND_MS, STANDBY_INFO, STANDBY_PORT, DATA_KIND, PRIMARY, check_fatal, data_comm,
                              expect_counters, expect_no_crash, expect_stream_ok, faults, log_text, on_a_clock,
                              received_between, stats)
 
@@ -23,8 +23,8 @@ def check_slow(run):
         kind = DATA_KIND[role]
         mine, last = data_comm(run, role, "slow", stats(run, role, "slow"))
         fo = [i for i, e in enumerate(mine) if e["event"] == "failover"]
-        expect(len(fo) == 1 and mine[fo[0]]["from"] == PRIMARY and mine[fo[0]]["to"] == BACKUP,
-               f"{role} slow: one failover of the {kind} comm, {PRIMARY} -> {BACKUP} "
+        expect(len(fo) == 1 and mine[fo[0]]["from"] == PRIMARY and mine[fo[0]]["to"] == STANDBY_PORT,
+               f"{role} slow: one failover of the {kind} comm, {PRIMARY} -> {STANDBY_PORT} "
                f"({[(mine[i]['from'], mine[i]['to'], mine[i]['cause']) for i in fo]})")
         if role == "a":  # a's own port event started it: its standby was down, for silence alone
             # (the switch itself writes the path it left as the standby, "failed, ...": not that one)
@@ -60,8 +60,8 @@ def check_fault(run):
         fo = [e for e in mine if e["event"] == "failover"]
         expect(not fo, f"{role} fault: no failover of the {kind} comm ({[e['cause'] for e in fo]})")
         info = [m for m in STANDBY_INFO.finditer(log_text(run, role, "fault"))
-                if m.group(1) == BACKUP and m.group(2) == kind and m.group(4) == "down"]
-        expect(info, f"{role} fault: INFO 'standby {BACKUP} of {kind} comm ... is down (...)'")
+                if m.group(1) == STANDBY_PORT and m.group(2) == kind and m.group(4) == "down"]
+        expect(info, f"{role} fault: INFO 'standby {STANDBY_PORT} of {kind} comm ... is down (...)'")
     t = a["timeline"]
     # Between both sides knowing the standby is down and the second fault, rail 0 alone carries on.
     lo, hi = max(seen), t0 - 100

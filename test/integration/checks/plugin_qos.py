@@ -23,8 +23,8 @@ ACCEPTED = re.compile(r"NET/HA: accepted on rxe0:1 QP (\d+) <- QP (\d+)")
 CONNECTED = re.compile(r"NET/HA: connected rxe0:1 QP (\d+) -> \S+ QP (\d+)")
 RAIL0 = {"a": "10.20.0.1", "b": "10.20.0.2"}  # test/vm/run-pair.sh rail_addr
 INIT_LINE = re.compile(r"NCCL INFO NET/HA: nccl-ha \S+ \(net API v6-v12\): HA on; 2 device\(s\): "
-                       r"\[0\] rxe0:1 RoCE \d+ Mbps rail 10\.20\.0\.0/24 island 10\.20\.0\.0/24 railId undef planeId undef maxComms \d+ backup rxe1:1 "
-                       r"\[1\] rxe1:1 RoCE \d+ Mbps rail 10\.21\.0\.0/24 island 10\.21\.0\.0/24 railId undef planeId undef maxComms \d+ backup rxe0:1; "
+                       r"\[0\] rxe0:1 RoCE \d+ Mbps rail 10\.20\.0\.0/24 island 10\.20\.0\.0/24 railId undef planeId undef maxComms \d+ standby rxe1:1 "
+                       r"\[1\] rxe1:1 RoCE \d+ Mbps rail 10\.21\.0\.0/24 island 10\.21\.0\.0/24 railId undef planeId undef maxComms \d+ standby rxe0:1; "
                        r"islands: prefix from the address; handshakes on 10\.30\.0\.\d \(eth2\); .*progress thread ncclHaProgress")
 # relaxed ordering in the INIT line: auto (env, default) leaves Soft-RoCE off, override forces it on
 RO = {"env": "off", "config": "off", "override": "on", "default": "off", "fifo": "off"}
@@ -72,7 +72,7 @@ def check_case(run, name, tos, sl):
     for role in ("a", "b"):
         log = run.text(role, f"{name}.log")
         inits = INIT_LINE.findall(log)
-        expect(len(inits) == 1, f"{name}: {role}: one INIT|NET line (version, devices, backups, handshakes, "
+        expect(len(inits) == 1, f"{name}: {role}: one INIT|NET line (version, devices, standby ports, handshakes, "
                                 f"settings): {len(inits)}")
         tail = MEMORY_TAIL.format(RO[name])
         init_lines = [line for line in log.splitlines() if INIT_LINE.search(line)]

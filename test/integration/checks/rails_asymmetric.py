@@ -2,7 +2,7 @@
 on rail 0). A --one-way stream b -> a on rail 0 (a's rxe0, b's rxe2); b pulls rail 0 at +5 s, a
 pulls the rail the stream runs on then at +12 s.
 
-Expected: every byte verified, no fatal record; each host's own first choice of a backup port
+Expected: every byte verified, no fatal record; each host's own first choice of a standby port
 (its init INFO line) is on another rail than the other host's (so choosing alone could not work);
 every pair the stream comm ran on or kept as its standby joined one rail at both ends; two
 failovers at both ends, each onto a rail still up, the stream ending on one rail at both ends."""
@@ -12,7 +12,7 @@ from check import expect
 from failover_common import data_comm, expect_no_crash, expect_stream_ok, log_text
 from rails_common import dev_of, expect_no_fatal, expect_pairs_reachable, failovers, rail_map
 
-BACKUP_INFO = re.compile(r"NET/HA: backup of (rxe\d+):1 is (rxe\d+):1")
+STANDBY_INFO = re.compile(r"NET/HA: standby port of (rxe\d+):1 is (rxe\d+):1")
 
 
 def check(run):
@@ -22,8 +22,8 @@ def check(run):
     first = {}
     for role, primary in (("a", "rxe0"), ("b", "rxe2")):
         expect(maps[role][primary][0] == 0, f"{role}: {primary} is on rail 0 ({maps[role]})")
-        backups = dict(BACKUP_INFO.findall(log_text(run, role, "asymmetric")))
-        first[role] = maps[role][backups[primary]][0] if primary in backups else None
+        standbys = dict(STANDBY_INFO.findall(log_text(run, role, "asymmetric")))
+        first[role] = maps[role][standbys[primary]][0] if primary in standbys else None
     expect(None not in first.values() and first["a"] != first["b"],
            f"asymmetric: alone, a would back rail 0 up on rail {first['a']} and b on rail {first['b']}")
     expect_pairs_reachable(run, "asymmetric", same_rail=True)

@@ -37,8 +37,8 @@ def stream_pairs(run, name, role):
     for e in mine:
         if e["active_peer_dev"] >= 0:
             out.append(("active", dev_of(e["active"]), peer_port(e["active_peer_dev"])))
-        if e["backup"] and e["backup_peer_dev"] >= 0:
-            out.append(("standby", dev_of(e["backup"]), peer_port(e["backup_peer_dev"])))
+        if e["standby_port"] and e["standby_peer_dev"] >= 0:
+            out.append(("standby", dev_of(e["standby_port"]), peer_port(e["standby_peer_dev"])))
     expect(out, f"{role} {name}: the {DATA_KIND[role]} comm's records name its pairs of ports ({len(out)})")
     return mine, last, out
 

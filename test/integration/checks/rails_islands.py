@@ -4,7 +4,7 @@ rail 3, then (once b's stream comm has its standby on its rxe3 <-> a's rxe2) b p
 
 Expected: every byte verified, no fatal record; the init line shows each port's island (two of
 them); every pair the stream comm ran on or kept as its standby joined two ports of one island,
-at both ends (never a pair across islands, although rail 1, a's natural backup, stays up on a);
+at both ends (never a pair across islands, although rail 1, a's natural standby port, stays up on a);
 no request for a pair the receiver calls unreachable; the failover after rail 0 went onto the
 cross-rail pair b's rxe3 <-> a's rxe2 (rail 3 to rail 2, inside the island of rails 2-3), and the
 stream went on there."""

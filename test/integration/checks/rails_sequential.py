@@ -70,8 +70,8 @@ def check_spread(run):
         for evs in comms.values():
             up = [e for e in evs if e["event"] == "standby" and e["state"] == "up"]
             expect(up and up[0]["primary"] == "rxe0:1", f"{role} spread: comm {evs[0]['comm']} on rxe0:1 got a standby "
-                                                         f"({up[0]['backup'] if up else None})")
-            first[up[0]["backup"]] += 1
+                                                         f"({up[0]['standby_port'] if up else None})")
+            first[up[0]["standby_port"]] += 1
         expect_spread(first, f"{role} spread: standbys chosen at connect time", others, 12)
         fo = failovers(events)
         moved = Counter(e["to"] for e in fo if e["from"] == "rxe0:1")

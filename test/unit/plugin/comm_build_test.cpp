@@ -79,7 +79,7 @@ struct Devices {
   }
   void teardown() { BOOST_TEST(state() == nullptr, "the plugin's state was created by building comms"); }
   Device& primary() { return *devs.at(0); }
-  Device& backup() { return *devs.at(1); }
+  Device& standby_dev() { return *devs.at(1); }
 };
 
 // Non-default values of every setting init_base copies into the comm.
@@ -194,35 +194,35 @@ void expect_keys(CommBase& c, int slot, const Device& d) {
 }
 
 // What both kinds of comm are made with: devices, home, the primary path up, the reaper.
-void expect_base(const CommBase& c, const CommEnv& env, const Device& primary, const Device* backup) {
+void expect_base(const CommBase& c, const CommEnv& env, const Device& primary, const Device* standby) {
   BOOST_TEST(c.reaper == env.reaper);
   BOOST_TEST(c.devs[0] == &primary);
-  BOOST_TEST(c.devs[1] == backup);
+  BOOST_TEST(c.devs[1] == standby);
   BOOST_TEST(c.home == &primary);
   BOOST_TEST(c.active == 0);
-  BOOST_TEST(c.cp.standby().state == (backup ? StandbyHealth::connecting : StandbyHealth::none));
-  BOOST_TEST(static_cast<bool>(c.paths[1]) == (backup != nullptr));
+  BOOST_TEST(c.cp.standby().state == (standby ? StandbyHealth::connecting : StandbyHealth::none));
+  BOOST_TEST(static_cast<bool>(c.paths[1]) == (standby != nullptr));
   BOOST_TEST(c.id.rfind(c.kind == CommKind::send ? "send comm " : "recv comm ", 0) == 0u, c.id);
   BOOST_TEST(!c.task);  // no control task: that needs the reactor (start_control, after the handshake)
 }
 
-// What both kinds share: the base, slot 0 on the primary, slot 1 on the backup when there is one
+// What both kinds share: the base, slot 0 on the primary, slot 1 on the standby device when there is one
 // (both with the kind's queue depths), and every request free and owned by this comm.
 template <class Comm>
-void expect_comm(Comm& c, const CommEnv& env, Device& primary, Device* backup, int send_depth, int recv_depth) {
-  expect_base(c, env, primary, backup);
+void expect_comm(Comm& c, const CommEnv& env, Device& primary, Device* standby, int send_depth, int recv_depth) {
+  expect_base(c, env, primary, standby);
   expect_path(c, 0, primary, send_depth, recv_depth, Path::up);
   expect_keys(c, 0, primary);
-  if (backup) {
-    expect_path(c, 1, *backup, send_depth, recv_depth, Path::connecting);
-    expect_keys(c, 1, *backup);
+  if (standby) {
+    expect_path(c, 1, *standby, send_depth, recv_depth, Path::connecting);
+    expect_keys(c, 1, *standby);
   }
   BOOST_TEST(std::all_of(c.reqs.begin(), c.reqs.end(),
                          [&c](const Request& r) { return r.comm == &c && r.type == ReqType::free; }));
 }
 
-void expect_send_comm(SendComm& c, const CommEnv& env, Device& primary, Device* backup) {
-  expect_comm(c, env, primary, backup, kSendQueueDepth, kSendRecvQueueDepth);
+void expect_send_comm(SendComm& c, const CommEnv& env, Device& primary, Device* standby) {
+  expect_comm(c, env, primary, standby, kSendQueueDepth, kSendRecvQueueDepth);
   // The request pool: each request on the free list once.
   BOOST_TEST(c.nfree == static_cast<int>(c.reqs.size()));
   std::vector<int> listed(c.free_list.begin(), c.free_list.end());
@@ -232,8 +232,8 @@ void expect_send_comm(SendComm& c, const CommEnv& env, Device& primary, Device* 
   BOOST_TEST(listed == all, boost::test_tools::per_element());
 }
 
-void expect_recv_comm(RecvComm& c, const CommEnv& env, Device& primary, Device* backup) {
-  expect_comm(c, env, primary, backup, kRecvSendQueueDepth, kRecvQueueDepth);
+void expect_recv_comm(RecvComm& c, const CommEnv& env, Device& primary, Device* standby) {
+  expect_comm(c, env, primary, standby, kRecvSendQueueDepth, kRecvQueueDepth);
   BOOST_TEST(c.flushed.comm == &c);
   BOOST_TEST((c.flushed.type == ReqType::flush));
   BOOST_TEST(!c.flush_on);
@@ -302,7 +302,7 @@ BOOST_AUTO_TEST_CASE(paths_go_to_the_reaper_passed_in_and_die_after_the_comm, *n
   Reaper reaper;
   const CommEnv env{&cfg, &reaper};
   Device& a = primary();
-  Device& b = backup();
+  Device& b = standby_dev();
   {
     auto s = make_send_comm(env, a, &b);  // both slots at creation (the connector's way)
     BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
@@ -322,11 +322,11 @@ BOOST_AUTO_TEST_CASE(paths_go_to_the_reaper_passed_in_and_die_after_the_comm, *n
   finish_within(reaper, devs, kReapBound);
 }
 
-BOOST_AUTO_TEST_CASE(attach_standby_adds_slot_1_on_the_backup, *needs_ports(2)) {
+BOOST_AUTO_TEST_CASE(attach_standby_adds_slot_1_on_the_standby_device, *needs_ports(2)) {
   const Config cfg = tuned_config();
   const CommEnv env{&cfg, nullptr};
   Device& a = primary();
-  Device& b = backup();
+  Device& b = standby_dev();
   auto s = make_send_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
   auto r = make_recv_comm(env, a, nullptr);
@@ -345,7 +345,7 @@ BOOST_AUTO_TEST_CASE(attach_standby_adds_slot_1_on_the_backup, *needs_ports(2)) 
       BOOST_TEST(c->keys[0].ctrl->pd == a.pd.get());  // slot 0's keys stay on the primary
     }
   }
-  expect_send_comm(**s, env, a, &b);  // slot 1 as if the comm had been made with the backup
+  expect_send_comm(**s, env, a, &b);  // slot 1 as if the comm had been made with the standby device
   expect_recv_comm(**r, env, a, &b);
   BOOST_TEST(a.active_comms.load() == 2);
   BOOST_TEST(a.standby_comms.load() == 0);

@@ -52,7 +52,7 @@ struct BoolVar {
   bool Config::*field;
 };
 const BoolVar kBools[] = {
-    {"HA_NCCL_ENABLE_BACKUP", &Config::enable_backup},
+    {"HA_NCCL_ENABLE_STANDBY", &Config::enable_standby},
     {"HA_NCCL_ENABLE_FAILBACK", &Config::enable_failback},
     {"HA_NCCL_USE_PROGRESS_THREAD", &Config::use_progress_thread},
     {"HA_NCCL_FORCE_IB_TIMEOUT", &Config::force_ib_timeout},
@@ -67,7 +67,7 @@ struct CleanEnv {
     for (const auto& v : kInts) env.unset(v.name);
     for (const auto& v : kBools) env.unset(v.name);
     for (const char* v : {"HA_NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HA_NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY",
-                          "HA_NCCL_BACKUP_MAP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL",
+                          "HA_NCCL_STANDBY_MAP", "HA_NCCL_BACKUP_MAP", "HA_NCCL_ENABLE_BACKUP", "HA_NCCL_STATS_FILE", "HA_NCCL_PROM_FILE", "NCCL_IB_TC", "NCCL_IB_SL",
                           "HA_NCCL_ISLAND_PREFIX_LEN", "HA_NCCL_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE",
                           "HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING",
                           "HA_NCCL_IB_GDR_FLUSH_DISABLE", "NCCL_IB_GDR_FLUSH_DISABLE", "HA_NCCL_TEST_MAX_POLL",
@@ -103,7 +103,7 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.handshake_timeout_ms == 30000);
   BOOST_TEST(c.socket_ifname.empty());
   BOOST_TEST(c.debug == 0);
-  BOOST_TEST(c.enable_backup);
+  BOOST_TEST(c.enable_standby);
   BOOST_TEST(c.heartbeat_ms == 200);
   BOOST_TEST(c.rto_ms == 1000);
   BOOST_TEST(c.max_retries == 10);
@@ -113,7 +113,7 @@ BOOST_FIXTURE_TEST_CASE(defaults_when_nothing_is_set, CleanEnv) {
   BOOST_TEST(c.use_progress_thread);
   BOOST_TEST(c.failover_timeout_ms == 1000);
   BOOST_TEST(c.rescue_timeout_ms == 10000);
-  BOOST_TEST(c.backup_map.empty());
+  BOOST_TEST(c.standby_map.empty());
   BOOST_TEST(c.island_prefix_len == -1);
   BOOST_TEST(c.stats_file.empty());
   BOOST_TEST(c.prom_file.empty());
@@ -128,10 +128,38 @@ BOOST_FIXTURE_TEST_CASE(failback_follows_ha_unless_set, CleanEnv) {
   env.set("HA_NCCL_ENABLE_FAILBACK", "0");
   BOOST_TEST(!Config::from_env().enable_failback);
   env.unset("HA_NCCL_ENABLE_FAILBACK");
-  env.set("HA_NCCL_ENABLE_BACKUP", "0");
+  env.set("HA_NCCL_ENABLE_STANDBY", "0");
   BOOST_TEST(!Config::from_env().enable_failback);
   env.set("HA_NCCL_ENABLE_FAILBACK", "1");
   BOOST_TEST(Config::from_env().enable_failback);
+}
+
+// The standby settings' old names (HA_NCCL_ENABLE_BACKUP, HA_NCCL_BACKUP_MAP), as for
+// HA_NCCL_MAX_POLL's below: still read when the new name is not set, each with a WARN naming the
+// new one; beside the new name, ignored (WARN).
+BOOST_FIXTURE_TEST_CASE(old_standby_setting_names_are_read_with_a_warn, CleanEnv) {
+  env.set("HA_NCCL_ENABLE_BACKUP", "0");
+  env.set("HA_NCCL_BACKUP_MAP", "rxe0:rxe1");
+  Config c = Config::from_env();
+  BOOST_TEST(!c.enable_standby);
+  BOOST_TEST(c.standby_map == "rxe0:rxe1");
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_ENABLE_BACKUP is deprecated: use HA_NCCL_ENABLE_STANDBY", "'0'"}) == 1u, log.dump());
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_BACKUP_MAP is deprecated: use HA_NCCL_STANDBY_MAP", "'rxe0:rxe1'"}) == 1u, log.dump());
+  BOOST_TEST(contains(describe(c), "HA_NCCL_ENABLE_STANDBY=0"), describe(c));  // said under the new name
+  log.clear();
+  env.set("HA_NCCL_ENABLE_STANDBY", "1");
+  env.set("HA_NCCL_STANDBY_MAP", "rxe1:rxe0");
+  c = Config::from_env();
+  BOOST_TEST(c.enable_standby);
+  BOOST_TEST(c.standby_map == "rxe1:rxe0");
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_ENABLE_BACKUP='0' is deprecated and ignored: HA_NCCL_ENABLE_STANDBY is set"}) == 1u,
+             log.dump());
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_BACKUP_MAP='rxe0:rxe1' is deprecated and ignored"}) == 1u, log.dump());
+  log.clear();
+  env.unset("HA_NCCL_ENABLE_BACKUP");
+  env.unset("HA_NCCL_BACKUP_MAP");
+  (void)Config::from_env();
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
 }
 
 BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
@@ -139,7 +167,7 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   env.set("HA_NCCL_HANDSHAKE_TIMEOUT_MS", "5000");
   env.set("HA_NCCL_SOCKET_IFNAME", "mgmt");
   env.set("HA_NCCL_DEBUG", "3");
-  env.set("HA_NCCL_ENABLE_BACKUP", "0");
+  env.set("HA_NCCL_ENABLE_STANDBY", "0");
   env.set("HA_NCCL_HEARTBEAT_MS", "50");
   env.set("HA_NCCL_RTO_MS", "2000");
   env.set("HA_NCCL_MAX_RETRIES", "0");
@@ -148,7 +176,7 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   env.set("HA_NCCL_FAILBACK_HOLD_MS", "0");
   env.set("HA_NCCL_USE_PROGRESS_THREAD", "0");
   env.set("HA_NCCL_FAILOVER_TIMEOUT_MS", "250");
-  env.set("HA_NCCL_BACKUP_MAP", "rxe0:rxe1,rxe1:rxe0");
+  env.set("HA_NCCL_STANDBY_MAP", "rxe0:rxe1,rxe1:rxe0");
   env.set("HA_NCCL_STATS_FILE", "/tmp/ha-stats.json");
   env.set("HA_NCCL_PROM_FILE", "/tmp/ha_%h_%p.prom");
   env.set("HA_NCCL_PROM_INTERVAL_MS", "500");
@@ -158,7 +186,7 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   BOOST_TEST(c.handshake_timeout_ms == 5000);
   BOOST_TEST(c.socket_ifname == "mgmt");
   BOOST_TEST(c.debug == 3);
-  BOOST_TEST(!c.enable_backup);
+  BOOST_TEST(!c.enable_standby);
   BOOST_TEST(c.heartbeat_ms == 50);
   BOOST_TEST(c.rto_ms == 2000);
   BOOST_TEST(c.max_retries == 0);
@@ -167,7 +195,7 @@ BOOST_FIXTURE_TEST_CASE(every_variable_is_read, CleanEnv) {
   BOOST_TEST(c.failback_hold_ms == 0);
   BOOST_TEST(!c.use_progress_thread);
   BOOST_TEST(c.failover_timeout_ms == 250);
-  BOOST_TEST(c.backup_map == "rxe0:rxe1,rxe1:rxe0");
+  BOOST_TEST(c.standby_map == "rxe0:rxe1,rxe1:rxe0");
   BOOST_TEST(c.stats_file == "/tmp/ha-stats.json");
   BOOST_TEST(c.prom_file == "/tmp/ha_%h_%p.prom");  // expanded at init, not here
   BOOST_TEST(c.prom_interval_ms == 500);
@@ -375,18 +403,18 @@ BOOST_AUTO_TEST_SUITE(config_from_lookup)
 BOOST_FIXTURE_TEST_CASE(reads_only_the_lookup, CleanEnv) {
   env.set("HA_NCCL_RTO_MS", "777");  // the process environment is not consulted
   MapEnv m;
-  m.vars = {{"HA_NCCL_HEARTBEAT_MS", "250"}, {"NCCL_IB_SL", "3"}, {"HA_NCCL_ENABLE_BACKUP", "off"},
-            {"NCCL_SOCKET_IFNAME", "=eth2"}, {"HA_NCCL_SOCKET_FAMILY", "AF_INET6"}, {"HA_NCCL_BACKUP_MAP", "a:b"},
+  m.vars = {{"HA_NCCL_HEARTBEAT_MS", "250"}, {"NCCL_IB_SL", "3"}, {"HA_NCCL_ENABLE_STANDBY", "off"},
+            {"NCCL_SOCKET_IFNAME", "=eth2"}, {"HA_NCCL_SOCKET_FAMILY", "AF_INET6"}, {"HA_NCCL_STANDBY_MAP", "a:b"},
             {"HA_NCCL_TEST_ACK_DELAY_MS", "1500"}};
   const Config c = Config::from_lookup(m.lookup());
   BOOST_TEST(c.rto_ms == 1000);
   BOOST_TEST(c.heartbeat_ms == 250);
   BOOST_TEST(c.ib_sl == 3);
-  BOOST_TEST(!c.enable_backup);
+  BOOST_TEST(!c.enable_standby);
   BOOST_TEST(c.socket_ifname == "=eth2");
   BOOST_TEST(c.socket_ifname_var == "NCCL_SOCKET_IFNAME");
   BOOST_TEST(c.socket_family == AF_INET6);
-  BOOST_TEST(c.backup_map == "a:b");
+  BOOST_TEST(c.standby_map == "a:b");
   // The test hooks are not Config's (test_hooks.hpp, State::hooks): not asked for here (HA_NCCL_TEST_MAX_POLL
   // is no hook, the old name of HA_NCCL_MAX_POLL), never described.
   BOOST_TEST(count_containing(m.asked, "HA_NCCL_TEST_") == count_containing(m.asked, "HA_NCCL_TEST_MAX_POLL"));
@@ -579,9 +607,9 @@ BOOST_AUTO_TEST_CASE(qp_timeout_zero_waits_for_ever) {
   BOOST_TEST(count_containing(w, "QP timeout 0") == 1u, joined(w));
 }
 
-BOOST_AUTO_TEST_CASE(backup_disabled_silences_the_failover_checks) {
+BOOST_AUTO_TEST_CASE(standby_disabled_silences_the_failover_checks) {
   Config c;
-  c.enable_backup = false;
+  c.enable_standby = false;
   c.rto_ms = 10;
   c.heartbeat_ms = 60000;
   c.max_retries = 0;
@@ -597,9 +625,9 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
   const Config c;
   BOOST_TEST(describe(c) ==
              "HA_NCCL_MAX_POLL=16 HA_NCCL_HANDSHAKE_TIMEOUT_MS=30000 HA_NCCL_SOCKET_IFNAME=\"\" HA_NCCL_SOCKET_FAMILY=any "
-             "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_BACKUP=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
+             "HA_NCCL_DEBUG=0 HA_NCCL_ENABLE_STANDBY=1 HA_NCCL_HEARTBEAT_MS=200 HA_NCCL_RTO_MS=1000 "
              "HA_NCCL_MAX_RETRIES=10 HA_NCCL_RETRY_WINDOW_MS=600000 HA_NCCL_ENABLE_FAILBACK=1 HA_NCCL_FAILBACK_HOLD_MS=5000 "
-             "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_BACKUP_MAP=\"\" "
+             "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_STANDBY_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_FIFO_TC=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
              "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0");
@@ -681,18 +709,18 @@ BOOST_AUTO_TEST_CASE(fifo_tc_is_the_receivers_class_on_roce) {
 BOOST_AUTO_TEST_CASE(describe_shows_the_effective_values) {
   Config c;
   c.socket_ifname = "eth0";
-  c.backup_map = "rxe0:rxe1";
+  c.standby_map = "rxe0:rxe1";
   c.stats_file = "/tmp/my stats";
   c.prom_file = "/var/lib/node_exporter/nccl_ha_%h_%p.prom";
   c.prom_interval_ms = 250;
-  c.enable_backup = false;
+  c.enable_standby = false;
   c.rto_ms = 1500;
   c.debug = 2;
   const std::string s = describe(c);
-  for (const char* part : {"HA_NCCL_SOCKET_IFNAME=eth0 ", "HA_NCCL_BACKUP_MAP=rxe0:rxe1 ",
+  for (const char* part : {"HA_NCCL_SOCKET_IFNAME=eth0 ", "HA_NCCL_STANDBY_MAP=rxe0:rxe1 ",
                            "HA_NCCL_STATS_FILE=\"/tmp/my stats\" ",
                            "HA_NCCL_PROM_FILE=/var/lib/node_exporter/nccl_ha_%h_%p.prom ", "HA_NCCL_PROM_INTERVAL_MS=250 ",
-                           "HA_NCCL_ENABLE_BACKUP=0 ", "HA_NCCL_RTO_MS=1500 ",
+                           "HA_NCCL_ENABLE_STANDBY=0 ", "HA_NCCL_RTO_MS=1500 ",
                            "HA_NCCL_DEBUG=2 "})
     BOOST_TEST(contains(s, part), s << " lacks " << part);
   BOOST_TEST(s.find('\n') == std::string::npos);

@@ -215,7 +215,7 @@ BOOST_AUTO_TEST_CASE(the_failback_hold_doubles_per_flap_and_is_bounded) {
   std::uint64_t home_at = 0;  // when the comm is back home (failback)
   std::size_t failovers = 0;
   for (std::uint64_t t = 30 * s; t <= 3600 * s; t += 30 * s) {
-    if (t < home_at) continue;  // still on the backup: the flap only hits the standby
+    if (t < home_at) continue;  // still on the standby: the flap only hits the standby
     const std::size_t n = failovers_in_window(recent, t, 600 * s);
     BOOST_TEST(n < 10u, "HA_NCCL_MAX_RETRIES reached at " << t / s << " s");
     recent.push_back(t);

@@ -264,7 +264,7 @@ BOOST_AUTO_TEST_CASE(a_home_pair_down_at_either_end_starts_on_a_live_pair) {
   BOOST_TEST(!home_pair_up(none, b));  // no primary listed: nothing to call up
 }
 
-BOOST_AUTO_TEST_CASE(the_backup_map_preference_wins) {
+BOOST_AUTO_TEST_CASE(the_standby_map_preference_wins) {
   auto a = node({0, 1, 2, 3}, 0), b = node({0, 1, 2, 3}, 0);
   a[3].flags |= kCandPreferred;
   auto pairs = rank_standby_pairs(a, b, {0, 0});
@@ -275,7 +275,7 @@ BOOST_AUTO_TEST_CASE(the_backup_map_preference_wins) {
   a[1].load = 9;
   pairs = rank_standby_pairs(a, b, {0, 0});
   BOOST_TEST(pairs == pairs_of({{2, 2}, {3, 3}, {1, 1}}), pairs);  // both sides, then load
-  BOOST_TEST(explain_pair(a, b, pairs[0], {0, 0}).rfind("HA_NCCL_BACKUP_MAP on both sides, ", 0) == 0u,
+  BOOST_TEST(explain_pair(a, b, pairs[0], {0, 0}).rfind("HA_NCCL_STANDBY_MAP on both sides, ", 0) == 0u,
              explain_pair(a, b, pairs[0], {0, 0}));
 }
 

@@ -1,5 +1,5 @@
-// Backup selection: the ranking rules (link layer, NIC, NUMA, PCIe switch, rail, index), the
-// HA_NCCL_BACKUP_MAP override and its warnings, and port_affinity() (topology.hpp) against a
+// The standby map (each port's first-choice standby port): the ranking rules (link layer, NIC, NUMA, PCIe switch, rail, index), the
+// HA_NCCL_STANDBY_MAP override and its warnings, and port_affinity() (topology.hpp) against a
 // fixture sysfs tree.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backup.hpp"
+#include "standby_map.hpp"
 #include "topo_support.hpp"
 
 using namespace nccl_ha;
@@ -37,9 +37,9 @@ PortAffinity aff(const std::string& nic, int numa, const std::string& pcie_switc
   return a;
 }
 
-std::vector<int> backups(const std::vector<BackupChoice>& c) {
+std::vector<int> standby_ports(const std::vector<StandbyChoice>& c) {
   std::vector<int> out;
-  for (const auto& b : c) out.push_back(b.backup);
+  for (const auto& b : c) out.push_back(b.port);
   return out;
 }
 
@@ -56,15 +56,15 @@ struct ThreeRxe {
   std::vector<PortInfo> ports{port("rxe0", 1), port("rxe1", 1), port("rxe2", 1)};
   std::vector<PortAffinity> affinity{aff("0000:00:04", 0), aff("0000:00:05", 0), aff("0000:00:06", 0)};
   std::vector<std::string> warnings;
-  std::vector<BackupChoice> select(const std::string& map) {
+  std::vector<StandbyChoice> select(const std::string& map) {
     warnings.clear();
-    return select_backups(ports, affinity, map, &warnings);
+    return select_standby_ports(ports, affinity, map, &warnings);
   }
 };
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(backup_ranking)
+BOOST_AUTO_TEST_SUITE(standby_ranking)
 
 BOOST_AUTO_TEST_CASE(vm_two_nics_one_port_each_back_each_other) {
   // The test bed: rxe0 and rxe1 on two virtio NICs, rail 0 and rail 1.
@@ -72,8 +72,8 @@ BOOST_AUTO_TEST_CASE(vm_two_nics_one_port_each_back_each_other) {
   const std::vector<PortAffinity> affinity{aff("0000:00:04", -1, "", "10.20.0.0/24"),
                                            aff("0000:00:05", -1, "", "10.21.0.0/24")};
   std::vector<std::string> warnings;
-  const auto c = select_backups(ports, affinity, "", &warnings);
-  BOOST_TEST(backups(c) == (std::vector<int>{1, 0}), boost::test_tools::per_element());
+  const auto c = select_standby_ports(ports, affinity, "", &warnings);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{1, 0}), boost::test_tools::per_element());
   BOOST_TEST(c[0].reason == "different NIC, NUMA unknown, different rail 10.21.0.0/24");
   BOOST_TEST(c[1].reason == "different NIC, NUMA unknown, different rail 10.20.0.0/24");
   BOOST_TEST(warnings.empty(), joined(warnings));
@@ -82,8 +82,8 @@ BOOST_AUTO_TEST_CASE(vm_two_nics_one_port_each_back_each_other) {
 BOOST_AUTO_TEST_CASE(one_nic_two_ports_back_each_other) {
   const std::vector<PortInfo> ports{ib("mlx5_0", 1), ib("mlx5_0", 2)};
   const std::vector<PortAffinity> affinity{aff("0000:03:00", 0), aff("0000:03:00", 0)};
-  const auto c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{1, 0}), boost::test_tools::per_element());
+  const auto c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{1, 0}), boost::test_tools::per_element());
   BOOST_TEST(c[0].reason == "same NIC 0000:03:00, same NUMA node 0, rail unknown");
 }
 
@@ -92,8 +92,8 @@ BOOST_AUTO_TEST_CASE(a_different_nic_beats_the_same_nic_on_the_same_numa_node) {
   const std::vector<PortInfo> ports{ib("mlx5_0", 1), ib("mlx5_0", 2), ib("mlx5_1", 1), ib("mlx5_1", 2)};
   const std::vector<PortAffinity> affinity{aff("0000:03:00", 0), aff("0000:03:00", 0), aff("0000:83:00", 1),
                                            aff("0000:83:00", 1)};
-  const auto c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 0, 0}), boost::test_tools::per_element());
+  const auto c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 2, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST(contains(c[0].reason, "different NIC, other NUMA node 1"), c[0].reason);
 }
 
@@ -102,8 +102,8 @@ BOOST_AUTO_TEST_CASE(among_other_nics_the_same_numa_node_wins) {
   const std::vector<PortInfo> ports{ib("mlx5_0"), ib("mlx5_1"), ib("mlx5_2"), ib("mlx5_3")};
   const std::vector<PortAffinity> affinity{aff("0000:03:00", 0), aff("0000:83:00", 1), aff("0000:04:00", 0),
                                            aff("0000:84:00", 1)};
-  const auto c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 3, 0, 1}), boost::test_tools::per_element());
+  const auto c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 3, 0, 1}), boost::test_tools::per_element());
   BOOST_TEST(contains(c[0].reason, "different NIC, same NUMA node 0"), c[0].reason);
 }
 
@@ -112,8 +112,8 @@ BOOST_AUTO_TEST_CASE(then_the_same_pcie_switch) {
   const std::vector<PortAffinity> affinity{aff("0000:03:00", 0, "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"),
                                            aff("0000:05:00", 0, "/sys/devices/pci0000:00/0000:00:02.0/0000:04:00.0"),
                                            aff("0000:06:00", 0, "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0")};
-  const auto c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 0, 0}), boost::test_tools::per_element());
+  const auto c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST(contains(c[0].reason, "same PCIe switch"), c[0].reason);
   BOOST_TEST(contains(c[1].reason, "different PCIe switch"), c[1].reason);
 }
@@ -121,8 +121,8 @@ BOOST_AUTO_TEST_CASE(then_the_same_pcie_switch) {
 BOOST_AUTO_TEST_CASE(numa_outranks_the_pcie_switch) {
   const std::vector<PortInfo> ports{ib("mlx5_0"), ib("mlx5_1"), ib("mlx5_2")};
   const std::vector<PortAffinity> affinity{aff("a", 0, "/sw0"), aff("b", 1, "/sw0"), aff("c", 0, "/sw1")};
-  const auto c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(c[0].backup == 2);
+  const auto c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(c[0].port == 2);
   BOOST_TEST(c[0].reason == "different NIC, same NUMA node 0, different PCIe switch, rail unknown");
 }
 
@@ -130,17 +130,17 @@ BOOST_AUTO_TEST_CASE(then_a_different_rail) {
   const std::vector<PortInfo> ports{port("rxe0", 1), port("rxe1", 1), port("rxe2", 1)};
   std::vector<PortAffinity> affinity{aff("a", 0, "", "10.20.0.0/24"), aff("b", 0, "", "10.20.0.0/24"),
                                      aff("c", 0, "", "10.21.0.0/24")};
-  auto c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 0}), boost::test_tools::per_element());
+  auto c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 2, 0}), boost::test_tools::per_element());
   BOOST_TEST(contains(c[1].reason, "different rail 10.21.0.0/24"), c[1].reason);
   // An unknown rail ranks between a different and the same one.
   affinity[2].subnet = "";
-  c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 0}), boost::test_tools::per_element());
+  c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 2, 0}), boost::test_tools::per_element());
   BOOST_TEST(contains(c[0].reason, "rail unknown"), c[0].reason);
   affinity[2].subnet = "10.20.0.0/24";
-  c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
+  c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST(contains(c[0].reason, "same rail 10.20.0.0/24"), c[0].reason);
 }
 
@@ -148,46 +148,46 @@ BOOST_AUTO_TEST_CASE(numa_outranks_the_rail) {
   const std::vector<PortInfo> ports{port("rxe0", 1), port("rxe1", 1), port("rxe2", 1)};
   const std::vector<PortAffinity> affinity{aff("a", 0, "", "10.20.0.0/24"), aff("b", 1, "", "10.21.0.0/24"),
                                            aff("c", 0, "", "10.20.0.0/24")};
-  BOOST_TEST(select_backups(ports, affinity, "", nullptr)[0].backup == 2);
+  BOOST_TEST(select_standby_ports(ports, affinity, "", nullptr)[0].port == 2);
 }
 
-BOOST_AUTO_TEST_CASE(a_single_port_has_no_backup) {
-  const auto c = select_backups({port("rxe0", 1)}, {aff("a", 0)}, "", nullptr);
+BOOST_AUTO_TEST_CASE(a_single_port_has_no_standby_port) {
+  const auto c = select_standby_ports({port("rxe0", 1)}, {aff("a", 0)}, "", nullptr);
   BOOST_TEST_REQUIRE(c.size() == 1u);
-  BOOST_TEST(c[0].backup == -1);
+  BOOST_TEST(c[0].port == -1);
   BOOST_TEST(c[0].reason == "only one port");
-  BOOST_TEST(select_backups({}, {}, "rxe0:rxe1", nullptr).empty());
+  BOOST_TEST(select_standby_ports({}, {}, "rxe0:rxe1", nullptr).empty());
 }
 
 BOOST_AUTO_TEST_CASE(link_layers_never_mix) {
-  auto c = select_backups({ib("mlx5_0"), port("rxe0", 1)}, {aff("a", 0), aff("b", 0)}, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{-1, -1}), boost::test_tools::per_element());
-  BOOST_TEST(c[0].reason == "no usable backup: no other IB port");
-  BOOST_TEST(c[1].reason == "no usable backup: no other RoCE port");
+  auto c = select_standby_ports({ib("mlx5_0"), port("rxe0", 1)}, {aff("a", 0), aff("b", 0)}, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{-1, -1}), boost::test_tools::per_element());
+  BOOST_TEST(c[0].reason == "no usable standby port: no other IB port");
+  BOOST_TEST(c[1].reason == "no usable standby port: no other RoCE port");
   // With a second InfiniBand port, the IB ports pair up and the RoCE port stays alone, even
   // though it would be the better NUMA match.
-  c = select_backups({ib("mlx5_0"), port("rxe0", 1), ib("mlx5_1")}, {aff("a", 0), aff("b", 0), aff("c", 1)}, "",
+  c = select_standby_ports({ib("mlx5_0"), port("rxe0", 1), ib("mlx5_1")}, {aff("a", 0), aff("b", 0), aff("c", 1)}, "",
                      nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, -1, 0}), boost::test_tools::per_element());
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, -1, 0}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(missing_affinity_means_unknown_and_the_device_is_the_nic) {
   const std::vector<PortInfo> ports{ib("mlx5_0", 1), ib("mlx5_0", 2), ib("mlx5_1", 1)};
-  const auto c = select_backups(ports, {}, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 0}), boost::test_tools::per_element());
+  const auto c = select_standby_ports(ports, {}, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 2, 0}), boost::test_tools::per_element());
   BOOST_TEST(c[0].reason == "different NIC, NUMA unknown, rail unknown");
 }
 
 BOOST_AUTO_TEST_CASE(ties_go_to_the_lowest_index_every_time) {
   const std::vector<PortInfo> ports{port("rxe0", 1), port("rxe1", 1), port("rxe2", 1), port("rxe3", 1)};
   const std::vector<PortAffinity> affinity(4, aff("", 0, "/sw", "10.0.0.0/8"));  // all alike; NIC = device
-  const auto first = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(first) == (std::vector<int>{1, 0, 0, 0}), boost::test_tools::per_element());
+  const auto first = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(first) == (std::vector<int>{1, 0, 0, 0}), boost::test_tools::per_element());
   for (int round = 0; round < 5; ++round) {
-    const auto again = select_backups(ports, affinity, "", nullptr);
+    const auto again = select_standby_ports(ports, affinity, "", nullptr);
     BOOST_TEST_REQUIRE(again.size() == first.size());
     for (std::size_t i = 0; i < first.size(); ++i) {
-      BOOST_TEST(again[i].backup == first[i].backup);
+      BOOST_TEST(again[i].port == first[i].port);
       BOOST_TEST(again[i].reason == first[i].reason);
     }
   }
@@ -195,17 +195,17 @@ BOOST_AUTO_TEST_CASE(ties_go_to_the_lowest_index_every_time) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(backup_map)
+BOOST_AUTO_TEST_SUITE(standby_map)
 
 BOOST_FIXTURE_TEST_CASE(a_valid_entry_overrides_only_its_primary, ThreeRxe) {
   auto c = select("rxe0:rxe2");
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 0, 0}), boost::test_tools::per_element());
-  BOOST_TEST(c[0].reason == "HA_NCCL_BACKUP_MAP (different NIC, same NUMA node 0, rail unknown)");
-  BOOST_TEST(!contains(c[1].reason, "HA_NCCL_BACKUP_MAP"));
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 0, 0}), boost::test_tools::per_element());
+  BOOST_TEST(c[0].reason == "HA_NCCL_STANDBY_MAP (different NIC, same NUMA node 0, rail unknown)");
+  BOOST_TEST(!contains(c[1].reason, "HA_NCCL_STANDBY_MAP"));
   BOOST_TEST(warnings.empty(), joined(warnings));
   // Whitespace, empty entries and device/port names.
   c = select(" rxe0/1 : rxe2 ,, rxe2:rxe1/1 ,");
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 0, 1}), boost::test_tools::per_element());
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 0, 1}), boost::test_tools::per_element());
   BOOST_TEST(warnings.empty(), joined(warnings));
 }
 
@@ -214,17 +214,17 @@ BOOST_AUTO_TEST_CASE(a_map_can_pick_a_port_of_the_same_nic) {
   const std::vector<PortAffinity> affinity{aff("0000:03:00", 0), aff("0000:03:00", 0), aff("0000:04:00", 0),
                                            aff("0000:04:00", 0)};
   std::vector<std::string> warnings;
-  auto c = select_backups(ports, affinity, "mlx5_0/1:mlx5_0/2", &warnings);
-  BOOST_TEST(backups(c) == (std::vector<int>{1, 2, 0, 0}), boost::test_tools::per_element());
+  auto c = select_standby_ports(ports, affinity, "mlx5_0/1:mlx5_0/2", &warnings);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{1, 2, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST(contains(c[0].reason, "same NIC 0000:03:00"), c[0].reason);
-  // A bare device name as the primary means all its ports; as the backup its lowest port.
-  c = select_backups(ports, affinity, "mlx5_1:mlx5_0", &warnings);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 0, 0}), boost::test_tools::per_element());
-  BOOST_TEST(!contains(c[1].reason, "HA_NCCL_BACKUP_MAP"), c[1].reason);
-  BOOST_TEST(contains(c[2].reason, "HA_NCCL_BACKUP_MAP"), c[2].reason);
-  BOOST_TEST(contains(c[3].reason, "HA_NCCL_BACKUP_MAP"), c[3].reason);
-  c = select_backups(ports, affinity, "mlx5_1:mlx5_0/2", &warnings);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 1, 1}), boost::test_tools::per_element());
+  // A bare device name as the primary means all its ports; as the standby its lowest port.
+  c = select_standby_ports(ports, affinity, "mlx5_1:mlx5_0", &warnings);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 2, 0, 0}), boost::test_tools::per_element());
+  BOOST_TEST(!contains(c[1].reason, "HA_NCCL_STANDBY_MAP"), c[1].reason);
+  BOOST_TEST(contains(c[2].reason, "HA_NCCL_STANDBY_MAP"), c[2].reason);
+  BOOST_TEST(contains(c[3].reason, "HA_NCCL_STANDBY_MAP"), c[3].reason);
+  c = select_standby_ports(ports, affinity, "mlx5_1:mlx5_0/2", &warnings);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 2, 1, 1}), boost::test_tools::per_element());
   BOOST_TEST(warnings.empty(), joined(warnings));
 }
 
@@ -232,9 +232,9 @@ BOOST_FIXTURE_TEST_CASE(unknown_devices_are_warned_about_and_ignored, ThreeRxe) 
   for (const std::string entry : {"rxe0:rxe9", "rxe9:rxe0", "rxe0:rxe1/2", "mlx5_0/1:rxe1"}) {
     BOOST_TEST_CONTEXT(entry) {
       const auto c = select(entry);
-      BOOST_TEST(backups(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
+      BOOST_TEST(standby_ports(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
       BOOST_TEST_REQUIRE(warnings.size() == 1u, joined(warnings));
-      BOOST_TEST(contains(warnings[0], "HA_NCCL_BACKUP_MAP: ignoring '" + entry + "'"), warnings[0]);
+      BOOST_TEST(contains(warnings[0], "HA_NCCL_STANDBY_MAP: ignoring '" + entry + "'"), warnings[0]);
       BOOST_TEST(contains(warnings[0], "among the ports in use"), warnings[0]);
     }
   }
@@ -244,7 +244,7 @@ BOOST_FIXTURE_TEST_CASE(self_mappings_are_warned_about_and_ignored, ThreeRxe) {
   for (const std::string entry : {"rxe1:rxe1", "rxe1/1:rxe1", "rxe1:rxe1/1"}) {
     BOOST_TEST_CONTEXT(entry) {
       const auto c = select(entry);
-      BOOST_TEST(backups(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
+      BOOST_TEST(standby_ports(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
       BOOST_TEST_REQUIRE(warnings.size() == 1u, joined(warnings));
       BOOST_TEST(contains(warnings[0], "maps rxe1/1 to itself"), warnings[0]);
     }
@@ -256,23 +256,23 @@ BOOST_FIXTURE_TEST_CASE(malformed_entries_are_warned_about_and_ignored, ThreeRxe
                                   "rxe0/-1:rxe2", "rxe0/:rxe2", "/1:rxe2", "rxe0:rxe2/1/1"}) {
     BOOST_TEST_CONTEXT(entry) {
       const auto c = select(entry);
-      BOOST_TEST(backups(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
+      BOOST_TEST(standby_ports(c) == (std::vector<int>{1, 0, 0}), boost::test_tools::per_element());
       BOOST_TEST_REQUIRE(warnings.size() == 1u, joined(warnings));
-      BOOST_TEST(contains(warnings[0], "expected PRIMARY:BACKUP"), warnings[0]);
+      BOOST_TEST(contains(warnings[0], "expected PRIMARY:STANDBY"), warnings[0]);
     }
   }
   // A bad entry does not spoil the good ones around it.
   const auto c = select("rxe0:rxe2,bogus,rxe2:rxe1");
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 0, 1}), boost::test_tools::per_element());
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 0, 1}), boost::test_tools::per_element());
   BOOST_TEST(warnings.size() == 1u, joined(warnings));
   // No warning sink: still works.
-  BOOST_TEST(backups(select_backups(ports, affinity, "bogus,rxe0:rxe2", nullptr)) == (std::vector<int>{2, 0, 0}),
+  BOOST_TEST(standby_ports(select_standby_ports(ports, affinity, "bogus,rxe0:rxe2", nullptr)) == (std::vector<int>{2, 0, 0}),
              boost::test_tools::per_element());
 }
 
 BOOST_FIXTURE_TEST_CASE(a_primary_mapped_twice_keeps_the_first_entry, ThreeRxe) {
   const auto c = select("rxe0:rxe2,rxe0:rxe1");
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 0, 0}), boost::test_tools::per_element());
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST_REQUIRE(warnings.size() == 1u, joined(warnings));
   BOOST_TEST(contains(warnings[0], "'rxe0:rxe1'"), warnings[0]);
   BOOST_TEST(contains(warnings[0], "already mapped"), warnings[0]);
@@ -280,8 +280,8 @@ BOOST_FIXTURE_TEST_CASE(a_primary_mapped_twice_keeps_the_first_entry, ThreeRxe) 
 
 BOOST_AUTO_TEST_CASE(a_map_cannot_mix_link_layers) {
   std::vector<std::string> warnings;
-  const auto c = select_backups({ib("mlx5_0"), port("rxe0", 1)}, {}, "mlx5_0:rxe0", &warnings);
-  BOOST_TEST(backups(c) == (std::vector<int>{-1, -1}), boost::test_tools::per_element());
+  const auto c = select_standby_ports({ib("mlx5_0"), port("rxe0", 1)}, {}, "mlx5_0:rxe0", &warnings);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{-1, -1}), boost::test_tools::per_element());
   BOOST_TEST_REQUIRE(warnings.size() == 1u, joined(warnings));
   BOOST_TEST(contains(warnings[0], "mlx5_0/1 is IB but rxe0/1 is RoCE"), warnings[0]);
 }
@@ -411,13 +411,13 @@ BOOST_FIXTURE_TEST_CASE(no_pci_device_at_all, PciSysfs) {
 }
 
 BOOST_FIXTURE_TEST_CASE(the_model_drives_the_choice, PciSysfs) {
-  // mlx5_0's best backup is mlx5_2: another NIC on the same NUMA node behind the same switch,
+  // mlx5_0's best standby port is mlx5_2: another NIC on the same NUMA node behind the same switch,
   // ahead of its own second function (mlx5_1) and of mlx5_3 under another root port.
   const std::vector<PortInfo> ports{ib("mlx5_0"), ib("mlx5_1"), ib("mlx5_2"), ib("mlx5_3")};
   std::vector<PortAffinity> affinity;
   for (const auto& p : ports) affinity.push_back(model(p));
-  const auto c = select_backups(ports, affinity, "", nullptr);
-  BOOST_TEST(backups(c) == (std::vector<int>{2, 2, 0, 0}), boost::test_tools::per_element());
+  const auto c = select_standby_ports(ports, affinity, "", nullptr);
+  BOOST_TEST(standby_ports(c) == (std::vector<int>{2, 2, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST(c[0].reason == "different NIC, same NUMA node 1, same PCIe switch, rail unknown");
   BOOST_TEST(c[3].reason == "different NIC, same NUMA node 1, rail unknown");
 }

@@ -1,9 +1,9 @@
-// Backup pairing and HA_NCCL_BACKUP_MAP (src/plugin/backup.cpp select_backups). Input: line 1 the
-// map ("PRIMARY:BACKUP,..."), every further line one port "DEVICE PORT LINK [NIC NUMA SWITCH
+// Standby port choice and HA_NCCL_STANDBY_MAP (src/plugin/standby_map.cpp select_standby_ports). Input: line 1 the
+// map ("PRIMARY:STANDBY,..."), every further line one port "DEVICE PORT LINK [NIC NUMA SWITCH
 // SUBNET]" (LINK 'i' InfiniBand, 'e' Ethernet, else unspecified; the affinity fields optional, '-'
-// for unknown). Properties: one choice per port; a backup is another port of the same link layer
+// for unknown). Properties: one choice per port; a standby port is another port of the same link layer
 // (or none, with a reason); a malformed or impossible map entry is a warning, never a crash.
-#include "backup.hpp"
+#include "standby_map.hpp"
 #include "fuzz_common.hpp"
 #include "nccl_ha/net/env.hpp"
 
@@ -50,10 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   std::vector<std::string> warnings;
-  const auto out = select_backups(ports, affinity, map, &warnings);
+  const auto out = select_standby_ports(ports, affinity, map, &warnings);
   FUZZ_REQUIRE(out.size() == ports.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
-    const int b = out[i].backup;
+    const int b = out[i].port;
     FUZZ_REQUIRE(!out[i].reason.empty());
     if (b < 0) {
       FUZZ_REQUIRE(b == -1);
@@ -62,6 +62,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_REQUIRE(static_cast<std::size_t>(b) < ports.size() && static_cast<std::size_t>(b) != i);
     FUZZ_REQUIRE(ports[static_cast<std::size_t>(b)].link_layer == ports[i].link_layer);
   }
-  for (const auto& w : warnings) FUZZ_REQUIRE(w.rfind("HA_NCCL_BACKUP_MAP: ignoring '", 0) == 0);
+  for (const auto& w : warnings) FUZZ_REQUIRE(w.rfind("HA_NCCL_STANDBY_MAP: ignoring '", 0) == 0);
   return 0;
 }

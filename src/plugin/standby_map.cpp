@@ -1,4 +1,4 @@
-#include "backup.hpp"
+#include "standby_map.hpp"
 
 #include <cctype>
 #include <cstdint>
@@ -17,7 +17,7 @@ std::string trim(std::string_view s) {
   return std::string(s);
 }
 
-// The ranking of candidate j as the backup of i: lower is better, compared field by field.
+// The ranking of candidate j as the standby port of i: lower is better, compared field by field.
 struct Rank {
   int nic;    // 0: a different physical NIC, 1: another port of the same NIC
   int numa;   // 0: same NUMA node, 1: other or unknown
@@ -67,7 +67,7 @@ class Selector {
     return s;
   }
 
-  BackupChoice automatic(std::size_t i) const {
+  StandbyChoice automatic(std::size_t i) const {
     if (ports_.size() == 1) return {-1, "only one port"};
     bool found = false;
     Rank best{};
@@ -78,7 +78,7 @@ class Selector {
       found = true;
     }
     if (!found)
-      return {-1, std::string("no usable backup: no other ") + net::link_layer_name(ports_[i].link_layer) + " port"};
+      return {-1, std::string("no usable standby port: no other ") + net::link_layer_name(ports_[i].link_layer) + " port"};
     return {static_cast<int>(best.index), explain(i, best.index)};
   }
 
@@ -105,14 +105,14 @@ class Selector {
 
 }  // namespace
 
-std::vector<BackupChoice> select_backups(const std::vector<net::PortInfo>& ports, const std::vector<PortAffinity>& affinity,
-                                         const std::string& map, std::vector<std::string>* warnings) {
+std::vector<StandbyChoice> select_standby_ports(const std::vector<net::PortInfo>& ports, const std::vector<PortAffinity>& affinity,
+                                                const std::string& map, std::vector<std::string>* warnings) {
   const Selector sel(ports, affinity);
-  std::vector<BackupChoice> out;
+  std::vector<StandbyChoice> out;
   for (std::size_t i = 0; i < ports.size(); ++i) out.push_back(sel.automatic(i));
 
   auto warn = [&](const std::string& entry, const std::string& why) {
-    if (warnings) warnings->push_back("HA_NCCL_BACKUP_MAP: ignoring '" + entry + "': " + why);
+    if (warnings) warnings->push_back("HA_NCCL_STANDBY_MAP: ignoring '" + entry + "': " + why);
   };
   std::vector<bool> mapped(ports.size(), false);
   std::size_t start = 0;
@@ -124,22 +124,22 @@ std::vector<BackupChoice> select_backups(const std::vector<net::PortInfo>& ports
     if (entry.empty()) continue;
     const std::size_t colon = entry.find(':');
     if (colon == std::string::npos || entry.find(':', colon + 1) != std::string::npos) {
-      warn(entry, "expected PRIMARY:BACKUP (a device name or device/port)");
+      warn(entry, "expected PRIMARY:STANDBY (a device name or device/port)");
       continue;
     }
     const std::string lhs = trim(std::string_view(entry).substr(0, colon));
     const std::string rhs = trim(std::string_view(entry).substr(colon + 1));
     const auto primaries = sel.resolve(lhs);
-    const auto backups = sel.resolve(rhs);
-    if (!primaries || !backups) {
-      warn(entry, "expected PRIMARY:BACKUP (a device name or device/port)");
+    const auto standbys = sel.resolve(rhs);
+    if (!primaries || !standbys) {
+      warn(entry, "expected PRIMARY:STANDBY (a device name or device/port)");
       continue;
     }
-    if (primaries->empty() || backups->empty()) {
+    if (primaries->empty() || standbys->empty()) {
       warn(entry, "no port '" + (primaries->empty() ? lhs : rhs) + "' among the ports in use");
       continue;
     }
-    const std::size_t b = backups->front();  // a bare device name: its lowest-numbered port
+    const std::size_t b = standbys->front();  // a bare device name: its lowest-numbered port
     bool self = false;
     for (std::size_t p : *primaries) self = self || p == b;
     if (self) {
@@ -154,7 +154,7 @@ std::vector<BackupChoice> select_backups(const std::vector<net::PortInfo>& ports
         warn(entry, sel.name(p) + " is already mapped by an earlier entry");
       } else {
         mapped[p] = true;
-        out[p] = {static_cast<int>(b), "HA_NCCL_BACKUP_MAP (" + sel.explain(p, b) + ")", true};
+        out[p] = {static_cast<int>(b), "HA_NCCL_STANDBY_MAP (" + sel.explain(p, b) + ")", true};
       }
     }
   }

@@ -14,7 +14,7 @@
 #  2. b drops everything it sends on rail 1 (netem loss 100%, port stays up, neighbours
 #     already resolved so the QPs connect), checked twice:
 #     a. default QP retry count 7, which rxe treats as "retry forever": the phase deadline
-#        (--timeout 15) ends it   -> rail 1 unreachable, rail 0 healthy, exit 1, bounded
+#        (--timeout 10) ends it   -> rail 1 unreachable, rail 0 healthy, exit 1, bounded
 #     b. HA_NCCL_QP_RETRY_CNT=6: the send fails with "transport retry counter exceeded"
 #                                 -> rail 1 unreachable, rail 0 healthy, exit 1, bounded
 set -euo pipefail
@@ -67,7 +67,7 @@ if [[ $VM_ROLE == a ]]; then
   pin_rail1_neighbour
   vm_barrier neighbours-pinned
   vm_barrier black-hole
-  timed black-hole "$HA_PING" "${ARGS[@]}" --timeout 15 "$VM_PEER_MGMT"
+  timed black-hole "$HA_PING" "${ARGS[@]}" --timeout 10 "$VM_PEER_MGMT"
   vm_barrier black-hole-retry6
   HA_NCCL_QP_RETRY_CNT=6 timed black-hole-retry6 "$HA_PING" "${ARGS[@]}" --timeout 30 "$VM_PEER_MGMT"
 else

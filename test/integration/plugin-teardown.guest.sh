@@ -17,7 +17,7 @@
 #   dead-rail      64 comm pairs stream 4 KiB messages; each VM takes rail 0 down (fault.sh) 2 s
 #                  into the stream; the comms fail over to rail 1; 3 s later every comm is closed
 #                  and the plugin finalized. The QPs left on the dead port take long to destroy
-#                  (HA_NCCL_TEST_REAPER_DELAY_MS=1000:down, 1 s each; 5 s each on b; TEARDOWN_DEAD_DELAY=0:
+#                  (HA_NCCL_TEST_REAPER_DELAY_MS=500:down, 0.5 s each; 5 s each on b; TEARDOWN_DEAD_DELAY=0:
 #                  the kernel's own time): finalize must return within 2 s (calls.finalize). Rank 0
 #                  lingers after dlclose until the plugin's background reaper is done (its INFO
 #                  line, its threads gone, fds back); rank 1 exits at once: dead-rail.exit_ms is
@@ -91,7 +91,7 @@ if want dead-rail; then
   linger=()
   [[ $VM_ROLE == a ]] && linger=(--linger 300)
   # On this test bed the kernel destroys QPs on the dead port quickly; what it does under some
-  # loads (52 s each, commit b6e35dd) is emulated: 1 s per destruction on a port that is down.
+  # loads (52 s each, commit b6e35dd) is emulated: 0.5 s per destruction on a port that is down.
   # 128 comms failing over at once on busy TCG guests: the peer's confirmation can take longer than
   # the default 1 s, and the surviving rail can go silent for longer than rxe's retry window (then
   # "no usable path left"). This test is about what comes after: generous bounds for both.
@@ -99,7 +99,7 @@ if want dead-rail; then
   # only after the failovers already retired the QPs): its background is still busy when it exits
   # (after the result exchange, i.e. after rank 0's linger), so dead-rail.exit_ms on b is an exit
   # with QPs left to the kernel.
-  delay=1000:down
+  delay=500:down
   [[ $VM_ROLE == b ]] && delay=5000
   PL_ENV=("HA_NCCL_TEST_REAPER_DELAY_MS=${TEARDOWN_DEAD_DELAY:-$delay}" HA_NCCL_FAILOVER_TIMEOUT_MS=10000
     HA_NCCL_QP_TIMEOUT=19)

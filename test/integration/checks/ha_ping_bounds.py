@@ -64,7 +64,7 @@ def peer_absent(run):
 
 
 def black_hole(run):
-    for name, bound, why in (("black-hole", 15, "no completion within"),
+    for name, bound, why in (("black-hole", 10, "no completion within"),
                              ("black-hole-retry6", 30, "retry counter exceeded")):
         expect(run.rc("a", name) == 1, f"{name} on rail 1: client exit 1")
         rep = run.report("a", name)

@@ -204,8 +204,8 @@ constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs + 2 * kCtlRecvs;  // on
 // The comm's own reference is in `self` (NCCL's, dropped at close).
 Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* standby);
 Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* standby);
-// A comm made without a standby device gets its standby resources on `standby` (slot 1): the QP (RESET) and
-// the comm's registrations there. All or nothing: on failure the comm stays single path. Local
+// A comm made without a standby device gets its standby resources on `standby` (slot 1): the QP
+// (RESET) and the comm's registrations there. All or nothing: on failure the comm stays single path. Local
 // work, before the comm is handed to NCCL (the connector learns its standby from the reply).
 Status attach_standby(CommBase& c, Device& standby);
 

@@ -32,7 +32,7 @@ struct Config {
   int socket_family = 0;
   std::string socket_family_var = "NCCL_SOCKET_FAMILY";
   int debug = 0;                     // HA_NCCL_DEBUG 0..3
-  bool enable_standby = true;         // HA_NCCL_ENABLE_STANDBY 0/1
+  bool enable_standby = true;        // HA_NCCL_ENABLE_STANDBY 0/1
   int heartbeat_ms = 200;            // HA_NCCL_HEARTBEAT_MS 10..60000
   int rto_ms = 1000;                 // HA_NCCL_RTO_MS 10..600000 (soft RTO)
   int max_retries = 10;              // HA_NCCL_MAX_RETRIES 0..1000000: failovers allowed per comm per window
@@ -43,7 +43,7 @@ struct Config {
   bool use_progress_thread = true;   // HA_NCCL_USE_PROGRESS_THREAD 0/1
   int failover_timeout_ms = 1000;    // HA_NCCL_FAILOVER_TIMEOUT_MS 50..60000: bound on agreeing with the peer
   int rescue_timeout_ms = 10000;     // HA_NCCL_RESCUE_TIMEOUT_MS 100..600000: bound on building a new path when none is left (rescue.hpp)
-  std::string standby_map;            // HA_NCCL_STANDBY_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (see standby_map.hpp)
+  std::string standby_map;           // HA_NCCL_STANDBY_MAP, e.g. "rxe0:rxe1,rxe1:rxe0" (standby_map.hpp)
   // HA_NCCL_ISLAND_PREFIX_LEN 0..128: the prefix length that classifies ports into islands
   // (topology.hpp island_of: IPv4 bits for an IPv4 rail, bits of the 128-bit address for IPv6 and
   // IB; never longer than the rail's own). Ports of different islands never pair up. -1: unset,

@@ -177,7 +177,8 @@ std::string init_summary(const State& s) {
 }
 
 // The topology of every device (topology.hpp: rail, island, NIC, PCIe switch, NUMA node) and its
-// local first-choice standby port (standby_map.hpp), logged. `addrs`: the host's addresses (the RoCE rails).
+// local first-choice standby port (standby_map.hpp), logged. `addrs`: the host's addresses (the
+// RoCE rails).
 void assign_standby_ports(State& s, const std::vector<net::IfAddr>& addrs) {
   std::vector<net::PortInfo> ports;
   std::vector<PortAffinity> affinity;

@@ -113,7 +113,7 @@ std::vector<Check> property_checks(const Properties& p, int version) {
 // --fault dead-rail / finalize-open leave QPs that may still be destroyed long after finalize;
 // so may a port fault from outside (the test bed's), for which a test gives --linger: then the
 // checks of what the plugin released apply after the linger, not at finalize.
-bool background_fault(const Options& o) {
+bool destruction_may_outlive_finalize(const Options& o) {
   const FaultScenario* f = find_fault(o.fault);
   return (f && f->background) || o.linger_s > 0;
 }
@@ -130,7 +130,7 @@ void finish(const Options& o, Report& rep, Plugin& net) {
   // Only while the plugin still has threads (its background reaper): fds held without any are a leak.
   const std::int64_t finalized_at = now_ns();
   wait_fds_at_most(rep.before_init->fds, 1000);
-  if (!background_fault(o))
+  if (!destruction_may_outlive_finalize(o))
     for (Deadline d(kBackgroundBoundS); count_fds() > rep.before_init->fds && count_threads() > rep.before_init->threads &&
                                         !d.expired();)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -411,7 +411,7 @@ void evaluate(const Options& o, Report& rep) {
   // with writes in flight, may still be destroyed in the background after finalize (their
   // device's fd stays open, the plugin's reaper threads run): informational here; with --linger
   // the same checks apply after the linger instead.
-  const bool background = background_fault(o);
+  const bool background = destruction_may_outlive_finalize(o);
   auto resource_check = [&rep, background](const std::string& name, bool ok, const std::string& detail) {
     if (background) rep.checks.push_back({name + " (informational: QPs on the dead port are destroyed in the background)", true, detail});
     else rep.check(name, ok, detail);

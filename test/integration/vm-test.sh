@@ -15,6 +15,8 @@ NAME=${1:?usage: vm-test.sh [--check-only] NAME [RUN-PAIR-OPTIONS...]   (runs te
 shift
 export NCCL_HA_VM_LOGDIR=${NCCL_HA_VM_LOGDIR:-${NCCL_HA_BUILD_DIR:-$REPO/build}/vm-logs}
 if ((check_only)); then
+  # A boot group's note that the bed broke (vm-group.sh): whether this is a rerun, and why.
+  [[ ! -s $NCCL_HA_VM_LOGDIR/$NAME/bed.txt ]] || echo "vm-test $NAME: note: $(<"$NCCL_HA_VM_LOGDIR/$NAME/bed.txt")"
   guests_ok=1
   for r in a b; do
     dir=$NCCL_HA_VM_LOGDIR/$NAME/$r

@@ -12,7 +12,15 @@
 #       their sha256, the driver, build type, host cores and load, the command, and every
 #       NCCL_HA_BENCH_* / HA_NCCL_* / NCCL_HA_BASELINE_REV / NCCL_HA_BUILD_DIR variable.
 #   bench_meta_end META        adds the host load at the end.
+#   bench_build_tree REPO BUILD  this tree's plugin and driver in BUILD (also for benches without a baseline).
 bench_die() { echo "$BENCH_TAG: $*" >&2; exit 1; }
+
+# This tree's plugin and driver in BUILD (the setup's packages first), at nice 10.
+bench_build_tree() { # REPO BUILD
+  bash "$1/scripts/setup.sh"
+  cmake -S "$1" -B "$2" -G Ninja >/dev/null
+  nice -n 10 cmake --build "$2" -j2 --target nccl-net-ha ha-net-driver
+}
 
 bench_build_baseline() { # REPO BUILD REV TAG
   local repo=$1 build=$2 rev=$3 base_build bt san
@@ -22,9 +30,7 @@ bench_build_baseline() { # REPO BUILD REV TAG
   BASE_SRC=$build/baseline-src
   base_build=$build/baseline-build
   if [[ ${NCCL_HA_BENCH_NO_BUILD:-0} != 1 ]]; then
-    bash "$repo/scripts/setup.sh"
-    cmake -S "$repo" -B "$build" -G Ninja >/dev/null
-    nice -n 10 cmake --build "$build" -j2 --target nccl-net-ha ha-net-driver
+    bench_build_tree "$repo" "$build"
     if [[ -e $BASE_SRC/.git ]]; then
       if [[ $(git -C "$BASE_SRC" rev-parse HEAD) != "$REV_HASH" ]]; then
         [[ -z $(git -C "$BASE_SRC" status --porcelain --untracked-files=no) ]] ||

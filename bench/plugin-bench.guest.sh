@@ -31,19 +31,24 @@ run_driver() { # NAME ARGS...
 }
 
 # NAME ARGS...: this tree's plugin as NAME; with a baseline (NCCL_HA_BENCH_BEFORE_PLUGIN) also the
-# baseline's as before-NAME, in the order of the round (odd: before first, even: after first), so
-# that neither side always runs first after perftest.
+# baseline's as before-NAME, and with NCCL_HA_BENCH_HA_OFF=1 this tree's with HA off
+# (HA_NCCL_ENABLE_STANDBY=0: no standby pair, no heartbeats) as off-NAME; their order turns by one
+# each round, so that no variant always runs first after perftest.
 BEFORE=${NCCL_HA_BENCH_BEFORE_PLUGIN:-}
 AFTER=$PLUGIN
+VARIANTS=(after)
+[[ -z $BEFORE ]] || VARIANTS+=(before)
+[[ ${NCCL_HA_BENCH_HA_OFF:-0} != 1 ]] || VARIANTS+=(off)
 driver() {
-  local name=$1 which
+  local name=$1 i n=${#VARIANTS[@]} which
   shift
-  if [[ -z $BEFORE ]]; then
-    run_driver "$name" "$@"
-    return
-  fi
-  for which in $( ((round % 2)) && echo "before after" || echo "after before"); do
-    if [[ $which == before ]]; then PLUGIN=$BEFORE run_driver "before-$name" "$@"; else PLUGIN=$AFTER run_driver "$name" "$@"; fi
+  for ((i = 0; i < n; i++)); do
+    which=${VARIANTS[(i + round - 1) % n]}
+    case $which in
+      after) PLUGIN=$AFTER run_driver "$name" "$@" ;;
+      before) PLUGIN=$BEFORE run_driver "before-$name" "$@" ;;
+      off) PL_ENV=(HA_NCCL_ENABLE_STANDBY=0); PLUGIN=$AFTER run_driver "off-$name" "$@"; PL_ENV=() ;;
+    esac
   done
 }
 

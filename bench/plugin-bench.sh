@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): the plugin against perftest on the same rail, in one two-VM boot.
-#   bench/plugin-bench.sh [--baseline REV]   -> bench/results/plugin-<date>.{json,md,svg}
+#   bench/plugin-bench.sh [--baseline REV] [--ha-off]   -> bench/results/plugin-<date>.{json,md,svg}
 # Rounds interleave perftest and the plugin so both see the same emulator drift. Absolute figures
 # are emulation artefacts (TCG); the ratios measured in the same run are what counts.
 # --baseline REV (or NCCL_HA_BASELINE_REV): also the plugin at REV ("before", built by
 # bench/baseline-lib.sh in $BUILD/baseline-build), driven by the same current ha-net-driver in
 # the same boot, its runs interleaved with this tree's ("after": before/after in odd rounds,
 # after/before in even ones); the report adds after/before ratios and the run-to-run spread.
+# --ha-off: also this tree's plugin with HA off (HA_NCCL_ENABLE_STANDBY=0: single path, no
+# heartbeats), interleaved the same way; the report adds HA on / HA off ratios (what HA costs the
+# data path).
 # Environment: NCCL_HA_BENCH_ROUNDS (2; 3 with a baseline), NCCL_HA_BENCH_OUT (output prefix),
 # NCCL_HA_BENCH_NO_BUILD=1 (use the builds as they are), NCCL_HA_BUILD_DIR (build/).
 set -euo pipefail
@@ -17,8 +20,9 @@ while (($#)); do
   case $1 in
     --baseline) REV=${2:?--baseline needs a revision}; shift 2 ;;
     --baseline=*) REV=${1#*=}; shift ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
-    *) echo "plugin-bench: unknown argument '$1' (usage: $0 [--baseline REV])" >&2; exit 2 ;;
+    --ha-off) export NCCL_HA_BENCH_HA_OFF=1 NCCL_HA_BENCH_ROUNDS=${NCCL_HA_BENCH_ROUNDS:-3}; shift ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "plugin-bench: unknown argument '$1' (usage: $0 [--baseline REV] [--ha-off])" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$BUILD"
@@ -36,9 +40,8 @@ if [[ -n $REV ]]; then
   echo "plugin-bench: before = $REV ($REV_HASH) $BEFORE_SO"
   echo "plugin-bench: after  = $(git -C "$REPO" describe --always --dirty) $AFTER_SO"
 elif [[ ${NCCL_HA_BENCH_NO_BUILD:-0} != 1 ]]; then
-  bash "$REPO/scripts/setup.sh"
-  cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null
-  cmake --build "$BUILD" --target nccl-net-ha ha-net-driver
+  source "$REPO/bench/baseline-lib.sh"
+  bench_build_tree "$REPO" "$BUILD"
 fi
 export NCCL_HA_BUILD_DIR=$BUILD NCCL_HA_VM_LOGDIR=$BUILD/vm-logs
 "$REPO/test/vm/run-pair.sh" --name "$NAME" --timeout 3600 -- "$REPO/bench/plugin-bench.guest.sh"

@@ -34,18 +34,19 @@ def spread(runs):
     return (max(runs) - min(runs)) / statistics.mean(runs) if len(runs) > 1 and statistics.mean(runs) else 0.0
 
 
-def before_after(a, rounds):
-    """The baseline's runs (before-rN-*) against this tree's (rN-*) of the same boot: per size the
-    means, after/before, and the larger of the two spreads; a ratio beyond the spread (worse) is
-    flagged."""
+def before_after(a, rounds, pre="before-", names=("before", "after")):
+    """The baseline's runs (before-rN-*; with pre="off-", this tree's with HA off) against this
+    tree's (rN-*) of the same boot: per size the means, after/before (on/off), and the larger of
+    the two spreads; a ratio beyond the spread (worse) is flagged."""
+    base, cur = names
     rows = []
     for kind, key, field, higher in (("bandwidth MiB/s", "plugin-bw", "bandwidth", True),
                                      ("latency RTT/2 us, ahead 2", "plugin-lat", "latency", False),
                                      ("latency RTT/2 us, just in time", "plugin-lat-jit", "latency", False)):
         table = {}
         for r in rounds:
-            for which, pre in (("before", "before-"), ("after", "")):
-                fa = a / f"{pre}{r}-{key}.json"
+            for which, p in (("before", pre), ("after", "")):
+                fa = a / f"{p}{r}-{key}.json"
                 if not fa.exists():
                     continue
                 ja = json.loads(fa.read_text())
@@ -63,10 +64,21 @@ def before_after(a, rounds):
             ratio = statistics.mean(f) / statistics.mean(b)
             sp = max(spread(b), spread(f))
             worse = (1 - ratio) if higher else (ratio - 1)
-            rows.append({"figure": kind, "size": size, "before": statistics.mean(b), "after": statistics.mean(f),
-                         "after_over_before": ratio, "spread": sp, "worse_beyond_spread": worse > sp,
-                         "before_runs": b, "after_runs": f})
+            rows.append({"figure": kind, "size": size, base: statistics.mean(b), cur: statistics.mean(f),
+                         f"{cur}_over_{base}": ratio, "spread": sp, "worse_beyond_spread": worse > sp,
+                         f"{base}_runs": b, f"{cur}_runs": f})
     return rows
+
+
+def comparison_md(rows, names, bad, bad_text, ok_text):
+    """One comparison's table (rows of before_after with these names) and its verdict line."""
+    base, cur = names
+    title = {"before": "before", "after": "after", "off": "HA off", "on": "HA on"}
+    md = [f"| figure | size | {title[base]} | {title[cur]} | {cur} / {base} | spread | |", "|---|---:|---:|---:|---:|---:|---|"]
+    md += [f"| {r['figure']} | {r['size']} | {r[base]:.1f} | {r[cur]:.1f} | {r[f'{cur}_over_{base}']:.3f} | "
+           f"{r['spread']:.3f} | {'**worse beyond spread**' if r['worse_beyond_spread'] else 'within spread'} |"
+           for r in rows]
+    return md + ["", f"Verdict: {bad_text + ', '.join(bad) if bad else ok_text}"]
 
 
 def main(logdir, prefix, meta_path=None):
@@ -75,6 +87,7 @@ def main(logdir, prefix, meta_path=None):
     rounds = sorted({p.name.split("-")[0] for p in a.glob("r*-plugin-bw.json")})
     meta = json.loads(Path(meta_path).read_text()) if meta_path else None
     ba = before_after(a, rounds) if meta else []
+    ha = before_after(a, rounds, "off-", ("off", "on")) if any(a.glob("off-r*-plugin-bw.json")) else []
     bw, lat, jit = {}, {}, {}
     for r in rounds:
         for side in (a,):
@@ -138,6 +151,9 @@ def main(logdir, prefix, meta_path=None):
         result["baseline"] = meta
         result["before_after"] = ba
         result["verdict"]["after_worse_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in ba if r["worse_beyond_spread"]]
+    if ha:
+        result["ha_on_off"] = ha
+        result["verdict"]["ha_on_worse_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in ha if r["worse_beyond_spread"]]
     v = result["verdict"]
     Path(prefix + ".json").write_text(json.dumps(result, indent=2) + "\n")
 
@@ -176,16 +192,21 @@ def main(logdir, prefix, meta_path=None):
     if meta:
         md += ["", "## Before and after (same boot, same driver)", "",
                f"before: `{meta['baseline_describe']}` ({meta['baseline_hash'][:12]}); after: `{meta['current_describe']}`"
-               f"{' (uncommitted changes)' if meta['current_dirty'] else ''}. Runs interleaved (odd rounds before first).",
+               f"{' (uncommitted changes)' if meta['current_dirty'] else ''}. Runs interleaved (the order turns each round).",
                "spread: (max - min) / mean over the rounds, the larger of before's and after's; a ratio worse than",
-               "1 by more than the spread is flagged.", "",
-               "| figure | size | before | after | after / before | spread | |", "|---|---:|---:|---:|---:|---:|---|"]
-        md += [f"| {r['figure']} | {r['size']} | {r['before']:.1f} | {r['after']:.1f} | {r['after_over_before']:.3f} | "
-               f"{r['spread']:.3f} | {'**worse beyond spread**' if r['worse_beyond_spread'] else 'within spread'} |"
-               for r in ba]
-        bad = result["verdict"]["after_worse_beyond_spread"]
-        md += ["", f"Verdict: {'after is worse than before beyond the spread at: ' + ', '.join(bad) if bad else 'after is as fast as before (every figure within the run-to-run spread or better).'}"]
+               "1 by more than the spread is flagged.", ""]
+        md += comparison_md(ba, ("before", "after"), result["verdict"]["after_worse_beyond_spread"],
+                            "after is worse than before beyond the spread at: ",
+                            "after is as fast as before (every figure within the run-to-run spread or better).")
         md += ["", f"Host load at start: {meta.get('host_load_at_start', '-')}; at end: {meta.get('host_load_at_end', '-')}."]
+    if ha:
+        md += ["", "## HA on against HA off (same boot, same plugin)", "",
+               "off: `HA_NCCL_ENABLE_STANDBY=0` (one path per comm, no standby pair, no heartbeats); on: the default.",
+               "Runs interleaved (the order turns each round); spread as above; a ratio worse than 1 by more than",
+               "the spread is flagged.", ""]
+        md += comparison_md(ha, ("off", "on"), result["verdict"]["ha_on_worse_beyond_spread"],
+                            "HA on is slower than HA off beyond the spread at: ",
+                            "HA on is as fast as HA off (every figure within the run-to-run spread or better).")
     md += ["", f"Plot: `{Path(prefix).name}.svg`.", ""]
     Path(prefix + ".md").write_text("\n".join(md))
     Path(prefix + ".svg").write_text(svg(bw_rows))

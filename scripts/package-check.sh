@@ -126,7 +126,7 @@ out=$("$PREFIX/bin/ha-ping" --version) || die "ha-ping --version failed"
 echo "$out"
 
 say "plugin from the extracted tree"
-python3 "$REPO/test/unit/plugin/check_elf.py" "$PREFIX/$LIBDIR/libnccl-net-ha.so" "$REPO/src/plugin/exports.map" \
+python3 "$REPO/test/unit/plugin/check_elf.py" "$PREFIX/$LIBDIR/libnccl-net-ha.so" "$REPO/src/plugin/api/exports.map" \
   --max-glibc "$(cache NCCL_HA_MAX_GLIBC | grep . || echo 2.34)" || die "the extracted plugin failed its ELF/load check"
 python3 "$REPO/test/unit/plugin/check_test_hooks.py" "$PREFIX/$LIBDIR/libnccl-net-ha.so" --expect absent \
   || die "the packaged plugin has test hooks (HA_NCCL_TEST_*): build it with -DNCCL_HA_TEST_HOOKS=OFF"

@@ -5,7 +5,7 @@ usage: check_doc_refs.py [FILE.md ...]      (default: docs/architecture.md)
 
 For every Markdown file given, outside fenced code blocks:
 
-- every repository path it names, in backticks (`src/plugin/failover.cpp`, `abi/README.md`), as a
+- every repository path it names, in backticks (`src/plugin/ha/failover.cpp`, `abi/README.md`), as a
   link target ([x](../test/vm/README.md), with its #anchor) or in plain text (src/..., test/...,
   bench/...), must exist. A path that starts with a top-level directory of the repository is
   taken from the root; a shorter one (`failover.cpp`, `nccl_ha/reactor/reactor.hpp`) must be the

@@ -1,4 +1,4 @@
-// Every HA_NCCL_* / NCCL_* variable the plugin reads at init, from any text (src/plugin/config.cpp
+// Every HA_NCCL_* / NCCL_* variable the plugin reads at init, from any text (src/plugin/runtime/config.cpp
 // Config::from_lookup, net::QpTimeouts and net::DeviceFilter ::from_lookup), then everything init
 // derives from them (describe, config_warnings with the timeouts as init adjusts them,
 // resolve_qos, the islands of HA_NCCL_ISLAND_PREFIX_LEN). Input: "NAME=VALUE" lines (env_vars.hpp).
@@ -8,12 +8,12 @@
 
 #include <array>
 
-#include "config.hpp"
 #include "env_vars.hpp"
 #include "nccl_ha/net/device_filter.hpp"
 #include "nccl_ha/net/qp.hpp"
-#include "test_hooks.hpp"
-#include "topology.hpp"
+#include "runtime/config.hpp"
+#include "runtime/test_hooks.hpp"
+#include "runtime/topology.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

@@ -1,4 +1,4 @@
-// The plugin's handshake messages (src/plugin/conn_msg.cpp, wire format v4), decoded from any
+// The plugin's handshake messages (src/plugin/core/conn_msg.cpp, wire format v4), decoded from any
 // bytes: the three decoders on every input. Properties: decode never crashes; what decodes
 // re-encodes to exactly the input (canonical) and decodes again to the same value; a request
 // never carries a service level above 15, nor a zero address or rkey; a candidate list holds
@@ -8,9 +8,9 @@
 // request listing the same ports exactly when the ranking lists that pair.
 #include <algorithm>
 
-#include "conn_msg.hpp"
+#include "core/conn_msg.hpp"
 #include "fuzz_common.hpp"
-#include "topology.hpp"
+#include "runtime/topology.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

@@ -1,4 +1,4 @@
-// The RDMA control records the peer writes into our memory (src/plugin/comm.hpp): the clear-to-send
+// The RDMA control records the peer writes into our memory (src/plugin/core/comm.hpp): the clear-to-send
 // entries of a send comm's FIFO (FifoEntry), and the failover notice (SyncMsg), the re-protection
 // message (ReprotectMsg) and hello (HelloMsg) of the ControlBlock. They land in no defined byte
 // order; each carries a checksum (record_check) and is read only through read_record.
@@ -11,7 +11,7 @@
 //   a sealed record is taken, sealing is idempotent; one byte changed anywhere (the check
 //   included) is refused; a record torn between two whole writes (a prefix of one, or any words
 //   of each) is taken only if it is one of them.
-// FifoEntry, as isend reads it (datapath.hpp read_cts, match_cts) and a failover's replay
+// FifoEntry, as isend reads it (path_ops.hpp read_cts, match_cts) and a failover's replay
 // (cts_rkey): the entry for seq is not_posted iff its seq is not seq + 1, else landing iff its
 // check fails, else corrupt iff nreqs is not 1..kMaxRecvs, else whole and copied exactly; on a
 // whole entry, sends carrying its tags in any order take each buffer exactly once (each the first
@@ -25,9 +25,9 @@
 #include <cstddef>
 #include <cstring>
 
-#include "control_ops.hpp"
-#include "datapath.hpp"
+#include "core/path_ops.hpp"
 #include "fuzz_common.hpp"
+#include "ha/control_ops.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

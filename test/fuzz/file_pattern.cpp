@@ -1,10 +1,10 @@
-// HA_NCCL_STATS_FILE / HA_NCCL_PROM_FILE patterns (src/plugin/monitor.cpp expand_path). Input:
+// HA_NCCL_STATS_FILE / HA_NCCL_PROM_FILE patterns (src/plugin/runtime/monitor.cpp expand_path). Input:
 // the pattern. Properties: %h, %p and %% expand, anything else (and a lone trailing %) stays as
 // written and is reported; a pattern without '%' is its own expansion.
 #include <algorithm>
 
 #include "fuzz_common.hpp"
-#include "monitor.hpp"
+#include "runtime/monitor.hpp"
 
 using namespace nccl_ha;
 

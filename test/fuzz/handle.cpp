@@ -1,4 +1,4 @@
-// The connection handle NCCL hands to connect() (src/plugin/handle.cpp): decode_handle on any
+// The connection handle NCCL hands to connect() (src/plugin/setup/handle.cpp): decode_handle on any
 // bytes (and on the input padded to the handle's size). Properties: a handle that validates
 // names a dialable address (not unspecified, not multicast, a link-local one with its scope),
 // its endpoint carries its port, handle_address formats it; nothing crashes, at any alignment.
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
-#include "handle.hpp"
+#include "setup/handle.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

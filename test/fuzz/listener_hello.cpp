@@ -1,4 +1,4 @@
-// The listener's accept path before and after the proof (src/plugin/handshake_auth.hpp) over a real
+// The listener's accept path before and after the proof (src/plugin/setup/handshake_auth.hpp) over a real
 // socket: the input is what a stranger sends a listener, then the stream ends. listener_hello reads
 // it under the fixed secret kSecret for listener kId; then, if the hello proved the secret, the rest
 // is read as sealed handshake frames (Channel). Properties: a stream that does not begin with a
@@ -6,9 +6,9 @@
 // sealed frame opens (a stranger cannot seal without the session key); every call ends at EOF,
 // never at its deadline; nothing throws.
 #include "fuzz_common.hpp"
-#include "handle.hpp"
-#include "handshake_auth.hpp"
 #include "nccl_ha/net/handshake.hpp"
+#include "setup/handle.hpp"
+#include "setup/handshake_auth.hpp"
 #include "stream_socket.hpp"
 
 using namespace nccl_ha;

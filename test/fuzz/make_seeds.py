@@ -4,11 +4,11 @@ targets parse (valid frames, endpoints, connection requests and replies, handles
 streams, environment settings, specs and command lines), plus a few near misses. The files are
 checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
 
-Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/conn_msg.hpp
-(request, reply, ready, candidates, rescue point: v5), src/plugin/handle.hpp (handle, version 6),
-src/plugin/handshake_auth.hpp (hello), src/plugin/rescue_wire.hpp (rescue requests),
+Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/core/conn_msg.hpp
+(request, reply, ready, candidates, rescue point: v5), src/plugin/setup/handle.hpp (handle, version 6),
+src/plugin/setup/handshake_auth.hpp (hello), src/plugin/ha/rescue_wire.hpp (rescue requests),
 tools/ha-ping/protocol.hpp (ha-ping's control messages, protocol 2), tools/ha-net-driver/mgmt_wire.hpp
-(the driver's management stream), src/plugin/comm.hpp
+(the driver's management stream), src/plugin/core/comm.hpp
 (the records the peer RDMA-writes: FifoEntry, SyncMsg, HelloMsg, ReprotectMsg, and their record_check)."""
 import hashlib
 import hmac
@@ -214,7 +214,7 @@ def reprotect_msg(ok=1, gen=1, dev=SAME, ctrl=0x1111, fifo=0x2222, own=SAME, ep=
 
 
 def rp_comm(devices, slots=(0, 1), active=0, phase=0, home=0, cands=()):
-    """reprotect_request.cpp's comm: devices [(ib, down, rail 0-4, island 0-4)], the slots' devices,
+    """reprotect_msg.cpp's comm: devices [(ib, down, rail 0-4, island 0-4)], the slots' devices,
     active slot, failover phase, home device, the peer's ports [(dev, ib, rail, island)]."""
     n = len(devices)
     out = bytes([n - 1])

@@ -5,10 +5,10 @@
 // its variable unset. Properties: the variable that is set and valid wins, in NCCL's order; the
 // service level is never above 15; every resolved QoS survives the connection request's round
 // trip (the listener never refuses what a connector resolved).
-#include "config.hpp"
-#include "conn_msg.hpp"
+#include "core/conn_msg.hpp"
 #include "fuzz_common.hpp"
 #include "nccl_ha/net/env.hpp"
+#include "runtime/config.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

@@ -1,7 +1,8 @@
-// What the peer's ReprotectMsg does on the receive side (src/plugin/reprotect.cpp answer): a whole
-// request (read_record) is a new attempt or a reminder (request_action); a new one is judged
-// (judge_request: its endpoint, a rescue's slot, the device it names, the keys) against the comm:
-// our side is built on a device, or the request is refused with a reason.
+// What the peer's ReprotectMsg does on the receive side (src/plugin/ha/reprotect.cpp answer, by the
+// rules of reprotect_msg.cpp): a whole request (read_record) is a new attempt or a reminder
+// (request_action); a new one is judged (judge_request: its endpoint, a rescue's slot, the device
+// it names, the keys) against the comm: our side is built on a device, or the request is refused
+// with a reason.
 // The input: a comm (its devices, each of a link layer, up or down, on a rail and island; its two
 // slots' devices, active slot, home device and failover phase; the peer's ports as its handshake
 // listed them), then requests of 65 bytes each: a byte of hints (bit 0: sealed; bit 1: its endpoint
@@ -34,10 +35,10 @@
 #include <memory>
 #include <vector>
 
-#include "control_ops.hpp"
 #include "fuzz_common.hpp"
+#include "ha/control_ops.hpp"
+#include "ha/path_job.hpp"
 #include "nccl_ha/net/wire.hpp"
-#include "path_job.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;
@@ -206,7 +207,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         begin_request(r.rp, req);
         const RequestVerdict verdict = judge_request(v, req);
         check_verdict(v, req, verdict);
-        v.active = verdict.active;  // take_request: c.active
+        v.active = verdict.active;  // take_request: set_active_slot
         if (!verdict.dev) {
           refuse_request(r.rp, verdict.refusal);
           r.answered[req.gen] = verdict.refusal;

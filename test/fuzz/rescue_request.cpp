@@ -1,4 +1,4 @@
-// The rescue service's read of a connection (src/plugin/rescue_wire.hpp) over a real socket, and
+// The rescue service's read of a connection (src/plugin/ha/rescue_wire.hpp) over a real socket, and
 // the requester's check of an answer. Byte 0 picks: even, the input is the stream a stranger sends
 // the service, read with read_rescue_request, which knows one connection (kId, key kKey); odd, the
 // rest is an answer frame's payload checked with open_rescue_answer against a fixed request.
@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "fuzz_common.hpp"
+#include "ha/rescue_wire.hpp"
 #include "nccl_ha/net/handshake.hpp"
-#include "rescue_wire.hpp"
 #include "stream_socket.hpp"
 
 using namespace nccl_ha;

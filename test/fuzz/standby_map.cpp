@@ -1,11 +1,11 @@
-// Standby port choice and HA_NCCL_STANDBY_MAP (src/plugin/standby_map.cpp select_standby_ports). Input: line 1 the
+// Standby port choice and HA_NCCL_STANDBY_MAP (src/plugin/setup/standby_map.cpp select_standby_ports). Input: line 1 the
 // map ("PRIMARY:STANDBY,..."), every further line one port "DEVICE PORT LINK [NIC NUMA SWITCH
 // SUBNET]" (LINK 'i' InfiniBand, 'e' Ethernet, else unspecified; the affinity fields optional, '-'
 // for unknown). Properties: one choice per port; a standby port is another port of the same link layer
 // (or none, with a reason); a malformed or impossible map entry is a warning, never a crash.
-#include "standby_map.hpp"
 #include "fuzz_common.hpp"
 #include "nccl_ha/net/env.hpp"
+#include "setup/standby_map.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

@@ -39,6 +39,29 @@ def expect(cond, msg):
     print(f"check: ok: {msg}")
 
 
+def why_exited(run, role, name):
+    """What a driver said when it ended: its report's errors and the peer's abort, if recorded."""
+    try:
+        r = run.report(role, name)
+    except (SystemExit, ValueError):
+        return "no report"
+    said = list(r.get("errors") or [])[:3]
+    if r.get("peer_abort"):
+        said.append(f"the peer aborted: {r['peer_abort'].get('reason')}")
+    return "; ".join(said) or "no error recorded"
+
+
+def expect_exit(run, name, want=0, roles=("a", "b")):
+    """Every rank's driver exited with `want`; when one did not, the FAIL line carries what each
+    rank said (its errors and the peer's abort reason), so a CI log alone shows the cause."""
+    rcs = {role: run.rc(role, name) for role in roles}
+    if any(rc != want for rc in rcs.values()):
+        fail(f"{name}: " + " | ".join(f"rank {'ab'.index(role)} exit {rc} (expected {want}): {why_exited(run, role, name)}"
+                                      for role, rc in rcs.items()))
+    for role, rc in rcs.items():
+        print(f"check: ok: {name}: rank {'ab'.index(role)} exit {rc} (expected {want})")
+
+
 def expect_each(test, cases):
     """Runs every (name, fn) case, each judged on its own (a failed expectation ends only that
     case), then fails naming every case that failed."""

@@ -7,7 +7,7 @@
 #   baseline  15 s without a fault (pl_shared_stream: the boot's one, as sender-down's)
 #   fault     15 s; b: fault.sh rail-down 0 at 5 s
 #   readdress (issue #19) the plugin already running, b's rail 0 moves to another address (a new
-#             GID, GID_CHANGE) 1 s into a --one-way stream on rail 1; 8 single-path comm pairs
+#             GID, GID_CHANGE) 1 s into a --one-way stream on rail 1 (once churn pair 0 is closed); 8 single-path comm pairs
 #             (HA_NCCL_ENABLE_STANDBY=0: nothing masks a bad endpoint) are opened on rail 0 one
 #             after another meanwhile (--churn): those after the change must connect with the
 #             port's address as it is now and carry their messages. A pair that connects while the
@@ -37,7 +37,10 @@ pl_stream fault 18721 "${PL_STREAM_ARGS[@]}" --min-seconds 15
 if [[ $VM_ROLE == b ]]; then vm_fault rail-up 0 || vm_log "readdress: fault.sh rail-up 0 failed"; fi
 vm_barrier rail0-back
 PL_ENV=(HA_NCCL_ENABLE_STANDBY=0)
-PL_FAULTS=("b 1000 readdress 0")
+# The move waits for b's churn pair 0 (due at 0.75 s) to be closed: a pair whose traffic spans the
+# move has no standby to go to and fails (correctly); on a loaded CI machine pair 0 was still busy
+# at 1 s. Pair 1 is due at 2.25 s, the move takes about 0.5 s.
+PL_FAULTS=("b 0 stats-wait \"event\":\"close\" 2" "b 1000 readdress 0")
 pl_stream readdress 18722 --one-way --dev 1 --sizes 4K,64K --group 4 --inflight 8 --messages 200 --timeout 120 \
   --churn 8 --churn-dev 0 --churn-retry --min-seconds 12
 if [[ $VM_ROLE == b ]]; then vm_fault clear 0 || vm_log "readdress: fault.sh clear 0 failed"; fi

@@ -16,7 +16,7 @@ the peer's (source = the peer VM). It needs nothing from the plugin:
     TCP connection to a plugin listener, the connector's first bytes (what it sent before the
     listener sent anything) and the listener's first answer. Replays resend those bytes verbatim,
     whatever the wire format. Only the rescue forgery and the forged conn_request read or write
-    today's v5 frames (src/plugin/conn_msg.hpp, handle.hpp, src/net/include/nccl_ha/net/wire.hpp);
+    today's v5 frames (src/plugin/core/conn_msg.hpp, handle.hpp, src/net/include/nccl_ha/net/wire.hpp);
     when nothing parses (a new format) they use random tokens and simply must get nowhere.
 
 What happens, per target host X (both instances act on each, one from X, one from the peer):

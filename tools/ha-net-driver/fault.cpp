@@ -1165,6 +1165,8 @@ std::string fault_usage() {
 }
 
 void check_fault_options(const Options& o) {
+  if (!o.fault.empty() && !is_fault_name(o.fault))
+    fail(Fail::usage, "--fault: expected one of " + std::string(fault_names()) + ", got '" + o.fault + "'");
   const FaultScenario* f = find_fault(o.fault);
   if (f && f->needs_comms && o.comms < 1)
     fail(Fail::usage, "--fault " + o.fault + " needs --comms N >= 1 (the comm pairs it opens)");

@@ -21,8 +21,9 @@ namespace hnd {
 
 struct FaultCtx;  // what a scenario works with (fault.cpp)
 
-// One --fault scenario. The table of them (fault_scenarios()) is the one list: the option parser
-// checks names and options against it, --help lists it, run_fault dispatches through it.
+// One --fault scenario. The table of them (fault_scenarios()) is the one list: the command line
+// checks names and options against it (check_fault_options), --help lists it, run_fault
+// dispatches through it.
 struct FaultScenario {
   const char* name;
   const char* help;  // one line for --help
@@ -44,7 +45,8 @@ bool is_fault_name(const std::string& name);
 const char* fault_names();  // "bad-handle, bad-token, ..." for messages
 // The --help lines of --fault: the option, then one line per scenario.
 std::string fault_usage();
-// The options a scenario needs (--comms, --wait-file, --messages). Throws DriverError(usage).
+// --fault NAME names a scenario, and the options it needs are there (--comms, --wait-file,
+// --messages); after parse_options (main.cpp). Throws DriverError(usage).
 void check_fault_options(const Options& o);
 
 // Runs o.fault after init/devices/getProperties; the caller finalizes afterwards.

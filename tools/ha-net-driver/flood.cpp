@@ -59,7 +59,7 @@ void endpoint(std::vector<std::uint8_t>& b, std::uint32_t qpn) {
   put(b, 0, 2);
 }
 
-// A connection request (src/plugin/conn_msg.hpp, v5) every field of which is fine, but the service level.
+// A connection request (src/plugin/core/conn_msg.hpp, v5) every field of which is fine, but the service level.
 std::vector<std::uint8_t> request_with_sl(std::uint8_t sl) {
   std::vector<std::uint8_t> b;
   endpoint(b, 0x101);

@@ -1,11 +1,11 @@
 // ha-net-driver --fault flood: connectors that are not a plugin. Raw TCP connections to the
 // handshake address of a listen handle, each doing one wrong thing (garbage, another token, half
 // a frame, a hello without the secret's proof, nothing at all ...), to be dropped by the listener
-// without a byte sent back (they never prove the handle's secret; src/plugin/handshake_auth.hpp).
+// without a byte sent back (they never prove the handle's secret; src/plugin/setup/handshake_auth.hpp).
 //
-// They assume nccl-ha's handle layout (src/plugin/handle.hpp: u16 family at 12, u16 port at 14,
+// They assume nccl-ha's handle layout (src/plugin/setup/handle.hpp: u16 family at 12, u16 port at 14,
 // the address at 16, u64 token at 32) and wire format (src/net/include/nccl_ha/net/wire.hpp: a
-// 24-byte header "NCHA", version 1, type, length, flags 0, token; src/plugin/conn_msg.hpp: the
+// 24-byte header "NCHA", version 1, type, length, flags 0, token; src/plugin/core/conn_msg.hpp: the
 // connection request: its head and the candidate list), as the bad-handle scenario assumes the
 // handle's.
 #pragma once

@@ -1,5 +1,5 @@
 #pragma once
-// nccl-ha's listen handle as its plugin writes it (the layout table in src/plugin/handle.hpp),
+// nccl-ha's listen handle as its plugin writes it (the layout table in src/plugin/setup/handle.hpp),
 // for the error-path scenarios that corrupt it (fault.cpp: bad-handle, bad-token) or aim raw
 // connections at its listener (flood.cpp). The driver does not link the plugin: these offsets
 // are the one copy here, checked against the plugin by those scenarios in the VM tests.

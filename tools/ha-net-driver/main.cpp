@@ -128,9 +128,11 @@ void finish(const Options& o, Report& rep, Plugin& net) {
   // destroyed in the background after it (the plugin WARNs how many): their devices' fds close
   // then. Wait for that (bounded) so that the check below tells a slow kernel from a leak.
   // Only while the plugin still has threads (its background reaper): fds held without any are a leak.
+  // Without finalize (API < 11) the plugin keeps its devices and progress thread until the process
+  // ends: nothing to wait for (the check is informational then).
   const std::int64_t finalized_at = now_ns();
   wait_fds_at_most(rep.before_init->fds, 1000);
-  if (!destruction_may_outlive_finalize(o))
+  if (net.has_finalize() && !destruction_may_outlive_finalize(o))
     for (Deadline d(kBackgroundBoundS); count_fds() > rep.before_init->fds && count_threads() > rep.before_init->threads &&
                                         !d.expired();)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -475,12 +477,13 @@ int main(int argc, char** argv) {
   Options o;
   try {
     o = parse_options(argc, argv);
+    if (!o.help && !o.version) check_fault_options(o);
   } catch (const DriverError& e) {
     std::fprintf(stderr, "ha-net-driver: %s\n", e.what());
     return static_cast<int>(Fail::usage);
   }
   if (o.help) {
-    std::fputs(usage(), stdout);
+    std::fputs(usage(fault_usage()).c_str(), stdout);
     return 0;
   }
   if (o.version) {

@@ -1,6 +1,8 @@
 #include "mgmt.hpp"
 
 #include "mgmt_auth.hpp"
+#include "mgmt_wire.hpp"
+#include "token_auth.hpp"
 #include "unique_fd.hpp"
 
 #include <arpa/inet.h>
@@ -32,6 +34,30 @@ void write_port_file(const std::string& file, std::uint16_t port) {
   std::fclose(f);
   if (std::rename(tmp.c_str(), file.c_str()) != 0)
     fail(Fail::usage, strf("cannot rename %s: %s", tmp.c_str(), std::strerror(errno)));
+}
+
+
+// Rank 1, on a fresh connection to rank 0: answers the challenge with its proof and checks rank 0's.
+// A failed authentication throws DriverError(usage) (the ranks' tokens differ); no challenge in
+// time DriverError(timeout), anything else DriverError(peer).
+void prove_to_rank0(Mgmt& m, const std::string& token, const Deadline& d) {
+  const wire::Message c = m.recv_any(d, "rank 0's challenge");
+  if (c.type == static_cast<std::uint32_t>(MsgType::abort)) fail(Fail::peer, "peer aborted: " + c.payload);
+  const auto rank0_nonce = c.type == static_cast<std::uint32_t>(MsgType::auth_challenge)
+                               ? wire::decode_challenge(c.payload)
+                               : std::nullopt;
+  if (!rank0_nonce)
+    fail(Fail::peer, strf("management connection: %s sent no challenge (message type %u; not an ha-net-driver "
+                          "rank 0 of this version?)", m.peer_address().c_str(), c.type));
+  const wire::Nonce mine = ha_tools::random_nonce();
+  m.send(MsgType::auth_proof, wire::encode_proof(mine, ha_tools::prove(token, wire::kRank1Label, *rank0_nonce, mine)));
+  const wire::Message ok = m.recv_any(d, "rank 0's proof");
+  if (ok.type == static_cast<std::uint32_t>(MsgType::abort))
+    fail(Fail::usage, "authentication failed: rank 0 refused this rank's proof (the ranks' --token / "
+                      "HA_NET_DRIVER_TOKEN differ)");
+  const auto theirs = ok.type == static_cast<std::uint32_t>(MsgType::auth_ok) ? wire::decode_ok(ok.payload) : std::nullopt;
+  if (!theirs || !ha_tools::same_mac(*theirs, ha_tools::prove(token, wire::kRank0Label, mine, *rank0_nonce)))
+    fail(Fail::usage, "authentication failed: " + m.peer_address() + " does not prove this rank's token");
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "logger.hpp"
-#include "mgmt.hpp"
 #include "mgmt_wire.hpp"
 #include "token_auth.hpp"
 #include "unique_fd.hpp"
@@ -20,8 +19,6 @@
 namespace hnd {
 namespace {
 
-constexpr const char* kRank1Label = "ha-net-driver rank 1";
-constexpr const char* kRank0Label = "ha-net-driver rank 0";
 constexpr const char* kAuthFailed = "authentication failed";
 constexpr int kMaxDropLines = 10;  // then only counted
 
@@ -134,12 +131,12 @@ class Gate {
     if (p.got < p.buf.size()) return -1;
     const std::string_view payload(reinterpret_cast<const char*>(p.buf.data()) + wire::kHeaderSize, wire::kProofMsgSize);
     const auto proof = wire::decode_proof(payload);
-    if (!proof || !ha_tools::same_mac(proof->proof, ha_tools::prove(token_, kRank1Label, p.nonce, proof->nonce))) {
+    if (!proof || !ha_tools::same_mac(proof->proof, ha_tools::prove(token_, wire::kRank1Label, p.nonce, proof->nonce))) {
       (void)send_now(p.fd.get(), wire::encode(MsgType::abort, kAuthFailed));
       drop(i, "wrong token", kAuthFailed);
       return -1;
     }
-    const ha_tools::Mac mine = ha_tools::prove(token_, kRank0Label, proof->nonce, p.nonce);
+    const ha_tools::Mac mine = ha_tools::prove(token_, wire::kRank0Label, proof->nonce, p.nonce);
     if (!send_now(p.fd.get(), wire::encode(MsgType::auth_ok, wire::encode_ok(mine)))) {
       drop(i, "gone", "could not send rank 0's proof");
       return -1;
@@ -178,24 +175,5 @@ int admit_peer(int listen_fd, const std::string& token, const Deadline& d, doubl
                            dropped.empty() ? "" : (" (connections dropped: " + dropped + ")").c_str()));
 }
 
-void prove_to_rank0(Mgmt& m, const std::string& token, const Deadline& d) {
-  const wire::Message c = m.recv_any(d, "rank 0's challenge");
-  if (c.type == static_cast<std::uint32_t>(MsgType::abort)) fail(Fail::peer, "peer aborted: " + c.payload);
-  const auto rank0_nonce = c.type == static_cast<std::uint32_t>(MsgType::auth_challenge)
-                               ? wire::decode_challenge(c.payload)
-                               : std::nullopt;
-  if (!rank0_nonce)
-    fail(Fail::peer, strf("management connection: %s sent no challenge (message type %u; not an ha-net-driver "
-                          "rank 0 of this version?)", m.peer_address().c_str(), c.type));
-  const wire::Nonce mine = ha_tools::random_nonce();
-  m.send(MsgType::auth_proof, wire::encode_proof(mine, ha_tools::prove(token, kRank1Label, *rank0_nonce, mine)));
-  const wire::Message ok = m.recv_any(d, "rank 0's proof");
-  if (ok.type == static_cast<std::uint32_t>(MsgType::abort))
-    fail(Fail::usage, "authentication failed: rank 0 refused this rank's proof (the ranks' --token / "
-                      "HA_NET_DRIVER_TOKEN differ)");
-  const auto theirs = ok.type == static_cast<std::uint32_t>(MsgType::auth_ok) ? wire::decode_ok(ok.payload) : std::nullopt;
-  if (!theirs || !ha_tools::same_mac(*theirs, ha_tools::prove(token, kRank0Label, mine, *rank0_nonce)))
-    fail(Fail::usage, "authentication failed: " + m.peer_address() + " does not prove this rank's token");
-}
 
 }  // namespace hnd

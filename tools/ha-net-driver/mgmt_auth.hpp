@@ -1,6 +1,7 @@
 // ha-net-driver: who may be the peer on the management connection (mgmt_wire.hpp's exchange).
 // Both ranks hold the same token (--token or HA_NET_DRIVER_TOKEN; none: the empty one, and then
-// anyone who speaks the protocol can be rank 1).
+// anyone who speaks the protocol can be rank 1). Rank 0 admits its peer here (admit_peer); rank 1 proves
+// itself as it connects (Mgmt::connect_peer, mgmt.cpp).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,6 @@
 
 namespace hnd {
 
-class Mgmt;
 
 // A connection must prove the token within this long after it was accepted (at most the deadline).
 constexpr double kAuthStepS = 5;
@@ -24,10 +24,5 @@ constexpr std::size_t kMaxPendingPeers = 16;
 // for a new one), so strangers do not delay the real peer.
 // Throws DriverError(timeout) at the deadline, counting what was dropped.
 int admit_peer(int listen_fd, const std::string& token, const Deadline& d, double timeout_s, unsigned port);
-
-// Rank 1, on a fresh connection to rank 0: answers the challenge with its proof and checks rank 0's.
-// A failed authentication throws DriverError(usage) (the ranks' tokens differ); no challenge in
-// time DriverError(timeout), anything else DriverError(peer).
-void prove_to_rank0(Mgmt& m, const std::string& token, const Deadline& d);
 
 }  // namespace hnd

@@ -39,6 +39,9 @@ constexpr std::size_t kNonceSize = 32, kProofSize = 32;
 using Nonce = std::array<std::uint8_t, kNonceSize>;
 using Proof = std::array<std::uint8_t, kProofSize>;
 constexpr std::string_view kChallengeMagic = "HNDAUTH1";
+// What each rank's proof of the shared token is bound to (ha_tools::prove's label).
+constexpr const char* kRank1Label = "ha-net-driver rank 1";
+constexpr const char* kRank0Label = "ha-net-driver rank 0";
 constexpr std::size_t kChallengeSize = 8 + kNonceSize;
 constexpr std::size_t kProofMsgSize = kNonceSize + kProofSize;
 

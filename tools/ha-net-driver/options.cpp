@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "common.hpp"
-#include "fault.hpp"
 #include "token_option.hpp"
 
 namespace hnd {
@@ -34,7 +33,7 @@ double parse_seconds(const std::string& opt, const std::string& v, bool zero_ok)
 }  // namespace
 
 namespace {
-// The options (fault_usage() between the two parts).
+// The options (the --fault lines between the two parts: usage()).
 constexpr const char* kUsageHead = R"(usage: ha-net-driver --plugin PATH --rank 0 --listen-port P [options]
        ha-net-driver --plugin PATH --rank 1 --peer HOST:PORT [options]
 
@@ -121,10 +120,7 @@ error, 4 timeout (also: no connection proved the token in time), 5 peer error.
 )";
 }  // namespace
 
-const char* usage() {
-  static const std::string text = std::string(kUsageHead) + fault_usage() + kUsageTail;
-  return text.c_str();
-}
+std::string usage(const std::string& fault_lines) { return std::string(kUsageHead) + fault_lines + kUsageTail; }
 
 std::vector<std::size_t> parse_sizes(const std::string& list) {
   std::vector<std::size_t> out;
@@ -259,11 +255,7 @@ bool parse_valued(const std::string& a, Value&& val, Options& o) {
   else if (a == "--close-late") o.close_late_s = parse_seconds(a, val(), true);
   else if (a == "--outlive-peer") o.outlive_peer_s = parse_seconds(a, val(), true);
   else if (a == "--idle") parse_idle(val(), o.idle);
-  else if (a == "--fault") {
-    o.fault = val();
-    if (!is_fault_name(o.fault))
-      fail(Fail::usage, "--fault: expected one of " + std::string(fault_names()) + ", got '" + o.fault + "'");
-  }
+  else if (a == "--fault") o.fault = val();  // its name and options: check_fault_options (fault.hpp)
   else return false;
   return true;
 }
@@ -294,7 +286,6 @@ void check_options(Options& o) {
   if (o.rank == 1 && o.peer_host.empty()) fail(Fail::usage, "rank 1 needs --peer HOST:PORT");
   if (o.rank == 0 && !o.peer_host.empty()) fail(Fail::usage, "--peer is for rank 1; rank 0 uses --listen-port");
   if (o.sizes.empty()) fail(Fail::usage, "--sizes: empty list");
-  check_fault_options(o);
   if (o.min_seconds > 0 && o.messages == 0) fail(Fail::usage, "--min-seconds needs an integrity phase (--messages >= 1)");
   if (!o.stop_file.empty() && o.min_seconds <= 0) fail(Fail::usage, "--stop-file needs --min-seconds (an open-ended stream)");
   if (o.comms_hold_s > 0 && (o.comms == 0 || !o.fault.empty())) fail(Fail::usage, "--comms-hold needs --comms N (and no --fault)");

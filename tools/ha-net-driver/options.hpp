@@ -76,7 +76,8 @@ using EnvLookup = std::function<const char*(const char*)>;
 
 // Throws DriverError(usage).
 Options parse_options(int argc, char** argv, const EnvLookup& env = {});
-const char* usage();
+// --help: the options, with the --fault lines (fault_usage(), fault.hpp) in their place.
+std::string usage(const std::string& fault_lines);
 // "0,1,8,4K,1M" -> {0, 1, 8, 4096, 1048576}; K/M/G are powers of 1024. Throws DriverError(usage).
 std::vector<std::size_t> parse_sizes(const std::string& list);
 // "3000:6000,12000:500" -> {{3000, 6000}, {12000, 500}}, appended to out. Throws DriverError(usage).

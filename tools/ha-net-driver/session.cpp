@@ -10,7 +10,6 @@
 
 #include "logger.hpp"
 #include "pattern.hpp"
-#include "traffic.hpp"
 
 namespace hnd {
 

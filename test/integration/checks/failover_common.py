@@ -14,7 +14,7 @@ qdisc is in place), and events must not come before its start: fault.sh's own st
 import json
 import re
 
-from check import expect, fail
+from check import expect, expect_exit, fail
 
 # The plugin's defaults (the guest scripts do not change them).
 HEARTBEAT_MS = 200
@@ -193,9 +193,7 @@ def expect_profiler_clean(run, name, closed=True):
 
 def expect_stream_ok(run, name, min_seconds):
     """Both drivers exit 0; rank 0 verified every byte of every message rank 1 sent, each counted once."""
-    for role in ("a", "b"):
-        rc = run.rc(role, name)
-        expect(rc == 0, f"{name}: rank {RANK[role]} exit {rc} (expected 0)")
+    expect_exit(run, name)
     a, b = run.report("a", name), run.report("b", name)
     for rep in (a, b):
         expect(rep["ok"] and "one_way=1" in rep["params"], f"{name}: rank {rep['rank']} report ok, --one-way stream")

@@ -9,7 +9,7 @@ it is now).
 stream's both ways, churn pairs both ways) connects on the pair that is up, the stream verifies
 every byte, and when a's rail 0 returns the stream's comms are re-protected at home and fail back
 there, on both sides, without any failover or fatal record."""
-from check import expect, expect_each
+from check import expect, expect_each, expect_exit
 from failover_common import (STANDBY_PORT, PRIMARY, PORT_DOWN_STALL_BOUND_MS, SLACK_MS, check_failover, expect_no_crash,
                              expect_stream_ok, faults, log_text, on_a_clock, stats)
 
@@ -19,8 +19,7 @@ MOVE_FAILURES = 2  # connects while the address moved (the port has none for a m
 
 
 def check_readdress(run):
-    for role in ("a", "b"):
-        expect(run.rc(role, "readdress") == 0, f"readdress: rank {'ab'.index(role)} exit {run.rc(role, 'readdress')}")
+    expect_exit(run, "readdress")
     fs = faults(run, "b", "readdress")
     expect([f[2] for f in fs] == ["readdress 0"], f"readdress: b's rail 0 readdressed once: {fs}")
     changed = fs[0][1]  # fault.sh returned: the new GID is listed
@@ -109,8 +108,8 @@ BLACKHOLE_CHURN = 4
 
 def check_blackhole_connect(run):
     name = "blackhole-connect"
+    expect_exit(run, name)
     for role in ("a", "b"):
-        expect(run.rc(role, name) == 0, f"{name}: rank {'ab'.index(role)} exit {run.rc(role, name)}")
         expect_churn_connected(run, role, name, BLACKHOLE_CHURN, "the black-holed rail 0")
         events = stats(run, role, name)
         # The side whose primary failed: "... did not connect (...)"; its peer: "the peer could not connect its end".

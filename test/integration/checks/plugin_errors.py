@@ -54,7 +54,7 @@ def warns(rep):
     return rep.get("plugin_warning_lines", [])
 
 
-# init's one WARN when a test hook is set (src/plugin/test_hooks.hpp; close-listen-ack sets one)
+# init's one WARN when a test hook is set (src/plugin/runtime/test_hooks.hpp; close-listen-ack sets one)
 TEST_HOOKS_WARN = r"NET/HA: test hooks set \(this plugin was built with NCCL_HA_TEST_HOOKS=ON, for tests only\): " \
                   r"HA_NCCL_TEST_ACK_DELAY_MS=2000: "
 

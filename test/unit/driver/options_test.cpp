@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "fault.hpp"
 #include "options.hpp"
 
 namespace {
@@ -105,7 +106,7 @@ BOOST_AUTO_TEST_CASE(token_from_the_option_or_the_environment) {
   BOOST_TEST(usage_error({"--token", ""}).find("--token is empty") == 0u);
   BOOST_TEST(usage_error({"--token", std::string(1025, 't')}).find("longer than 1024 bytes") != std::string::npos);
   BOOST_TEST(usage_error({"--token"}).find("needs a value") != std::string::npos);
-  BOOST_TEST(std::string(hnd::usage()).find("ANY PROCESS THAT REACHES RANK 0'S PORT CAN BE RANK 1") != std::string::npos);
+  BOOST_TEST(hnd::usage(hnd::fault_usage()).find("ANY PROCESS THAT REACHES RANK 0'S PORT CAN BE RANK 1") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(usage_errors) {
@@ -120,6 +121,26 @@ BOOST_AUTO_TEST_CASE(usage_errors) {
   BOOST_TEST(usage_error({"--check-resources", "--fault", "bad-dev"}).find("integrity phase") != std::string::npos);
   BOOST_TEST(usage_error({"--linger", "30", "--no-dlclose"}).find("--linger waits after dlclose") == 0u);
   BOOST_TEST(ok({"--linger", "30"}).linger_s == 30.0);
+}
+
+// --fault: the scenario's name and the options it needs, checked against the scenario table after
+// the parse (main.cpp), so that the option parser knows no scenario.
+BOOST_AUTO_TEST_CASE(fault_names_and_their_options) {
+  auto fault_error = [](std::vector<std::string> extra) -> std::string {
+    try {
+      hnd::check_fault_options(ok(std::move(extra)));
+    } catch (const hnd::DriverError& e) {
+      BOOST_TEST((e.kind == hnd::Fail::usage));
+      return e.what();
+    }
+    return "";
+  };
+  BOOST_TEST(fault_error({"--fault", "no-such-scenario"}).find("--fault: expected one of bad-handle") == 0u);
+  BOOST_TEST(fault_error({"--fault", "dead-rail"}).find("needs --comms N") != std::string::npos);
+  BOOST_TEST(fault_error({"--fault", "peer-death", "--messages", "1"}).find("needs --messages >= 2") != std::string::npos);
+  BOOST_TEST(fault_error({"--fault", "dead-rail", "--comms", "2", "--wait-file", "/tmp/w"}).empty());
+  BOOST_TEST(fault_error({"--fault", "oversize", "--wait-file", "/tmp/w"}).find("--wait-file is for") == 0u);
+  BOOST_TEST(fault_error({}).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "test_expected.hpp"
 #include "nccl_ha/net/gid.hpp"
+#include "test_expected.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::net;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "alloc_tracker.hpp"
-#include "test_expected.hpp"
 #include "nccl_ha/net/wire.hpp"
+#include "test_expected.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::net;

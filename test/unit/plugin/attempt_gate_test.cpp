@@ -5,9 +5,9 @@
 #include <memory>
 #include <vector>
 
-#include "attempt_gate.hpp"
-#include "comm.hpp"
-#include "liveness.hpp"
+#include "core/comm.hpp"
+#include "ha/attempt_gate.hpp"
+#include "ha/liveness.hpp"
 
 using namespace nccl_ha::plugin;
 
@@ -105,7 +105,6 @@ BOOST_AUTO_TEST_CASE(a_record_is_heard_on_the_pair_of_the_path_it_came_over) {
   standby->pair = std::make_shared<PairLiveness>(LivenessKey{}, "rail 1", 1'000'000, 1'000'000);
   c->paths[0] = failed;
   c->paths[1] = standby;
-  c->active = 0;
   heard_from_peer(*c, 5, standby.get());
   BOOST_TEST(standby->pair->heard_ns() == 5u);
   BOOST_TEST(failed->pair->heard_ns() == 0u);

@@ -7,7 +7,7 @@ Reads the built plugin with readelf and fails when
     to its own transport),
   - any GLIBCXX_ / CXXABI_ / GCC_ symbol version is required,
   - a defined dynamic symbol is not allowed by the version script's `global:` patterns
-    (src/plugin/exports.map: ncclNetPlugin_v*),
+    (src/plugin/api/exports.map: ncclNetPlugin_v*),
   - the object is marked NODELETE or has STB_GNU_UNIQUE dynamic symbols (dlclose would not
     unload it, and a reload would see stale state),
   - the highest GLIBC_x.y version it requires is above --max-glibc (printed either way).

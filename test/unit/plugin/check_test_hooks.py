@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Whether a libnccl-net-ha.so has the test hooks (HA_NCCL_TEST_*, src/plugin/test_hooks.hpp).
+"""Whether a libnccl-net-ha.so has the test hooks (HA_NCCL_TEST_*, src/plugin/runtime/test_hooks.hpp).
 
 --expect absent (scripts/package-check.sh on the packaged plugin; ctest unit.plugin_test_hooks
 in a build without NCCL_HA_TEST_HOOKS): fails when any HA_NCCL_TEST_* name is in the file - a

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""One writer per state machine of a comm's control plane (src/plugin/control_plane.hpp, ControlPlane).
+"""One writer per state machine of a comm's control plane (src/plugin/core/control_plane.hpp, ControlPlane).
 
 ControlPlane keeps its state machines private; each is written only through a friend struct
 (FailoverWriter, ...) whose comment names the one file that defines it. The compiler enforces the
 privacy; this check enforces the "one file": every writer is defined exactly once, in the file its
-comment names, and named nowhere else in the sources (a second definition in another file would
+comment names, that file is HA's (src/plugin/ha/), and the writer is named nowhere else in the sources (a second definition in another file would
 be an ODR violation a non-unity build does not report).
 
 usage: check_writers.py SOURCE_ROOT
@@ -16,9 +16,9 @@ import sys
 
 def main() -> int:
     root = pathlib.Path(sys.argv[1])
-    comm = root / "src/plugin/control_plane.hpp"
+    comm = root / "src/plugin/core/control_plane.hpp"
     text = comm.read_text()
-    writers = re.findall(r"friend struct (\w+Writer);\s*//\s*([\w.]+\.cpp):", text)
+    writers = re.findall(r"friend struct (\w+Writer);\s*//\s*([\w./]+\.cpp):", text)
     errors = []
     if len(writers) < 5:
         errors.append(f"{comm}: expected the ControlPlane's writers (friend struct ...Writer; // file.cpp: ...), found {len(writers)}")
@@ -34,6 +34,8 @@ def main() -> int:
             if n:
                 where[p.relative_to(root).as_posix()] = n
         owner_path = f"src/plugin/{owner}"
+        if not owner.startswith("ha/"):
+            errors.append(f"{name}: written in {owner_path}, outside src/plugin/ha/ (HA's state is written by HA only)")
         others = sorted(set(where) - {owner_path})
         if others:
             errors.append(f"{name} (written by {owner_path} only) is named in: {', '.join(others)}")

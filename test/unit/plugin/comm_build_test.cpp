@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "control_ops.hpp"
-#include "reaper.hpp"
-#include "state.hpp"
-#include "test_expected.hpp"
+#include "core/comm.hpp"
+#include "core/reaper.hpp"
+#include "core/state.hpp"
+#include "ha/control_ops.hpp"
 #include "nccl_ha/net/discovery.hpp"
+#include "test_expected.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;
@@ -199,7 +199,7 @@ void expect_base(const CommBase& c, const CommEnv& env, const Device& primary, c
   BOOST_TEST(c.devs[0] == &primary);
   BOOST_TEST(c.devs[1] == standby);
   BOOST_TEST(c.home == &primary);
-  BOOST_TEST(c.active == 0);
+  BOOST_TEST(c.active() == 0);
   BOOST_TEST(c.cp.standby().state == (standby ? StandbyHealth::connecting : StandbyHealth::none));
   BOOST_TEST(static_cast<bool>(c.paths[1]) == (standby != nullptr));
   BOOST_TEST(c.id.rfind(c.kind == CommKind::send ? "send comm " : "recv comm ", 0) == 0u, c.id);
@@ -268,8 +268,10 @@ BOOST_AUTO_TEST_CASE(comms_take_the_settings_passed_in, *needs_ports(1)) {
   Device& a = primary();
   auto s = make_send_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
+  comm_built(**s);  // as connect / listen do on the worker
   auto r = make_recv_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(r.ok(), err_msg(r));
+  comm_built(**r);  // as connect / listen do on the worker
   expect_send_comm(**s, env, a, nullptr);
   expect_recv_comm(**r, env, a, nullptr);
   expect_settings_of(**s, cfg, hooks);
@@ -287,8 +289,10 @@ BOOST_AUTO_TEST_CASE(comms_without_settings_keep_the_defaults, *needs_ports(1)) 
   Device& a = primary();
   auto s = make_send_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
+  comm_built(**s);  // as connect / listen do on the worker
   auto r = make_recv_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(r.ok(), err_msg(r));
+  comm_built(**r);  // as connect / listen do on the worker
   expect_send_comm(**s, env, a, nullptr);
   expect_recv_comm(**r, env, a, nullptr);
   expect_default_settings(**s);
@@ -306,13 +310,16 @@ BOOST_AUTO_TEST_CASE(paths_go_to_the_reaper_passed_in_and_die_after_the_comm, *n
   {
     auto s = make_send_comm(env, a, &b);  // both slots at creation (the connector's way)
     BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
+    comm_built(**s);  // as connect / listen do on the worker
     auto r = make_recv_comm(env, b, nullptr);
     BOOST_TEST_REQUIRE(r.ok(), err_msg(r));
+    comm_built(**r);  // as connect / listen do on the worker
     expect_send_comm(**s, env, a, &b);
     expect_recv_comm(**r, env, b, nullptr);
     BOOST_TEST(a.live_paths == 1);
     BOOST_TEST(b.live_paths == 2);
     BOOST_TEST_REQUIRE(attach_standby(**r, a).ok());  // a later standby goes to the reaper too
+    comm_built(**r);
     BOOST_TEST(a.live_paths == 2);
     BOOST_TEST(a.reaping == 0);
     BOOST_TEST(b.reaping == 0);
@@ -329,8 +336,10 @@ BOOST_AUTO_TEST_CASE(attach_standby_adds_slot_1_on_the_standby_device, *needs_po
   Device& b = standby_dev();
   auto s = make_send_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
+  comm_built(**s);  // as connect / listen do on the worker
   auto r = make_recv_comm(env, a, nullptr);
   BOOST_TEST_REQUIRE(r.ok(), err_msg(r));
+  comm_built(**r);  // as connect / listen do on the worker
   BOOST_TEST(a.active_comms.load() == 2);
   BOOST_TEST(b.standby_comms.load() == 0);
   const Qos qos{106, 3};  // a standby path carries the comm's QoS (set before the handshake connects it)
@@ -340,6 +349,7 @@ BOOST_AUTO_TEST_CASE(attach_standby_adds_slot_1_on_the_standby_device, *needs_po
     BOOST_TEST_CONTEXT((c->kind == CommKind::send ? "send comm" : "recv comm")) {
       BOOST_TEST(c->cp.standby().state == StandbyHealth::none);
       BOOST_TEST_REQUIRE(attach_standby(*c, b).ok());
+      comm_built(*c);
       BOOST_TEST(c->devs[1] == &b);
       BOOST_TEST((c->paths[1]->qos == qos));
       BOOST_TEST(c->keys[0].ctrl->pd == a.pd.get());  // slot 0's keys stay on the primary

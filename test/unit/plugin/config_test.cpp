@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "map_env.hpp"
-#include "config.hpp"
-#include "gdr.hpp"
+#include "runtime/config.hpp"
+#include "runtime/gdr.hpp"
 #include "test_support.hpp"
 
 using namespace nccl_ha;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "conn_msg.hpp"
-#include "handle.hpp"
+#include "core/conn_msg.hpp"
+#include "setup/handle.hpp"
 #include "test_expected.hpp"
 #include "topo_support.hpp"
 

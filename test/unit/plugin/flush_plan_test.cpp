@@ -2,7 +2,7 @@
 // rebuilt QP, and the active slot only when the writer can no longer be read through.
 #include <boost/test/unit_test.hpp>
 
-#include "flush_plan.hpp"
+#include "runtime/flush_plan.hpp"
 
 using namespace nccl_ha::plugin;
 

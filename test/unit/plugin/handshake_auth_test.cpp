@@ -18,12 +18,12 @@
 #include <optional>
 #include <thread>
 
-#include "admission.hpp"
-#include "handle.hpp"
-#include "handshake_auth.hpp"
+#include "ha/rescue_wire.hpp"
 #include "nccl_ha/net/auth.hpp"
 #include "nccl_ha/net/handshake.hpp"
-#include "rescue_wire.hpp"
+#include "runtime/admission.hpp"
+#include "setup/handle.hpp"
+#include "setup/handshake_auth.hpp"
 #include "test_support.hpp"
 
 using namespace nccl_ha;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "monitor.hpp"
+#include "runtime/monitor.hpp"
 
 using namespace nccl_ha::plugin;
 

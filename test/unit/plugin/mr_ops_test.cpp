@@ -16,12 +16,12 @@
 
 #include <filesystem>
 
-#include "comm.hpp"
-#include "config.hpp"
-#include "core.hpp"
-#include "device.hpp"
-#include "rebind.hpp"
-#include "mr_ops.hpp"
+#include "core/comm.hpp"
+#include "datapath/p2p.hpp"
+#include "ha/rebind.hpp"
+#include "runtime/config.hpp"
+#include "runtime/device.hpp"
+#include "runtime/mr_ops.hpp"
 #include "test_support.hpp"
 
 using namespace nccl_ha;

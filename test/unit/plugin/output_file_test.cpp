@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "output_file.hpp"
+#include "runtime/output_file.hpp"
 
 using namespace nccl_ha::plugin;
 namespace fs = std::filesystem;

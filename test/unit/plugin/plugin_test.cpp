@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "handle.hpp"
 #include "nccl_net_abi.h"
+#include "setup/handle.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // What the peer's RDMA-written records make us do, without verbs: the sender's reads of the
-// clear-to-send entries (datapath.hpp read_cts, match_cts, cts_rkey), and the receive side's
+// clear-to-send entries (path_ops.hpp read_cts, match_cts, cts_rkey), and the receive side's
 // decisions on a re-protection request (control_ops.hpp request_action, judge_request). Fuzzed
-// as well (test/fuzz/control_record.cpp, reprotect_request.cpp).
+// as well (test/fuzz/control_record.cpp, reprotect_msg.cpp).
 #include <infiniband/verbs.h>
 
 #include <boost/test/unit_test.hpp>
@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "control_ops.hpp"
+#include "ha/control_ops.hpp"
+#include "ha/path_job.hpp"
 #include "nccl_ha/net/wire.hpp"
-#include "path_job.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

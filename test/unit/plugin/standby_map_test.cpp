@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "standby_map.hpp"
+#include "setup/standby_map.hpp"
 #include "topo_support.hpp"
 
 using namespace nccl_ha;

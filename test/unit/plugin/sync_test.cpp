@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "control_ops.hpp"
+#include "ha/control_ops.hpp"
 
 using namespace nccl_ha::plugin;
 

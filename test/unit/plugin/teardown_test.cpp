@@ -1,5 +1,5 @@
 // Teardown pieces that need no RDMA device: the count of work requests a failed chained post
-// left posted (p2p.cpp post_recvs), and the reaper's bookkeeping (every dropped path reaches it,
+// left posted (core/path_ops.cpp post_recvs), and the reaper's bookkeeping (every dropped path reaches it,
 // finish() accounts for what is queued and what is still held elsewhere). Paths here have no
 // QP or CQ; the blocking destruction on a dead port and the hand-off after finalize's bound are
 // tested with real verbs in the VM test plugin-teardown.
@@ -7,9 +7,9 @@
 
 #include <chrono>
 
-#include "comm.hpp"
-#include "control_ops.hpp"
-#include "reaper.hpp"
+#include "core/comm.hpp"
+#include "core/reaper.hpp"
+#include "ha/control_ops.hpp"
 
 using namespace nccl_ha::plugin;
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "map_env.hpp"
-#include "test_hooks.hpp"
+#include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
 
 using namespace nccl_ha;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "topology.hpp"
+#include "runtime/topology.hpp"
 
 // Printable in Boost.Test's messages.
 namespace nccl_ha::plugin {

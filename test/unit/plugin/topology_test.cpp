@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/topology.hpp"
 #include "topo_support.hpp"
-#include "topology.hpp"
 
 using namespace nccl_ha;
 using namespace nccl_ha::plugin;

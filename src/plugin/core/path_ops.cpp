@@ -1,0 +1,115 @@
+// Posting on a comm's paths, as the data path and the control plane both do (path_ops.hpp): the
+// data writes and receive WRs, the receiver's clear-to-send writes, control writes and
+// heartbeats; each posted send counted on its path for the soft RTO. And how a failure is told.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/path_ops.hpp"
+#include "nccl_ha/reactor/async_events.hpp"
+
+namespace nccl_ha::plugin {
+namespace {
+
+void note_send_posted(Path& p, std::uint64_t bytes = 0) {
+  if (p.sends_out++ == 0) p.last_progress_ns = 0;  // the soft RTO starts at the next look
+  if (bytes) p.rto_allowance_ns = std::max(p.rto_allowance_ns, write_allowance_ns(bytes, p.dev->port.speed_mbps));
+}
+
+// A data write's immediate: the receive and buffer it completes (kImmSeqMask).
+std::uint32_t imm_of(std::uint64_t seq, std::uint32_t index) {
+  return htonl((static_cast<std::uint32_t>(seq & kImmSeqMask) << kImmIndexBits) | index);
+}
+
+}  // namespace
+
+int post_data(SendComm& c, Request& r, Path& p) {
+  const int s = p.slot;
+  ibv_sge sge{r.laddr, static_cast<std::uint32_t>(r.sizes[0]), r.lkey[s]};
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(WrKind::data, static_cast<std::uint64_t>(&r - c.reqs.data()));
+  wr.sg_list = &sge;
+  wr.num_sge = r.sizes[0] ? 1 : 0;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = imm_of(r.seq, r.index);
+  wr.wr.rdma.remote_addr = r.raddr;
+  wr.wr.rdma.rkey = r.rkey[s];
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
+  if (rc == 0) note_send_posted(p, sge.length);
+  return rc;
+}
+
+int post_recvs(Path& p, std::uint64_t slot, int n) {
+  if (n <= 0) return 0;
+  ibv_recv_wr wrs[kMaxRecvs];
+  for (int i = 0; i < n; ++i) {
+    wrs[i] = ibv_recv_wr{};
+    wrs[i].wr_id = make_wr_id(WrKind::recv, slot);
+    wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  const int rc = ibv_post_recv(p.qp.get(), wrs, &bad);
+  // A failure midway leaves the WRs before `bad` posted: each will complete (or be flushed), so
+  // each is counted; the rest were not posted.
+  p.recvs_out += static_cast<std::uint32_t>(wrs_posted(wrs, n, rc, bad));
+  return rc;
+}
+
+int post_cts(RecvComm& c, Path& p, std::uint64_t slot) {
+  const FifoEntry& e = c.outbox[slot];
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(&e), sizeof e, c.keys[p.slot].ring->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(WrKind::cts, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;  // every CTS is watched by the soft RTO
+  wr.wr.rdma.remote_addr = c.remote_fifo + slot * sizeof(FifoEntry);
+  wr.wr.rdma.rkey = c.keys[p.slot].peer_fifo;
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
+  if (rc == 0) note_send_posted(p);
+  return rc;
+}
+
+int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::size_t len, CtlKind notify,
+                 const WriteKeys* keys, std::uint64_t value) {
+  auto* src = reinterpret_cast<std::uint8_t*>(&c.ctrl_out) + offset;
+  const WriteKeys k = keys ? *keys : WriteKeys{c.keys[p.slot].ctrl_out->lkey, c.keys[p.slot].peer_ctrl};
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(src), static_cast<std::uint32_t>(len), k.lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(kind, value);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = notify != CtlKind{} ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.imm_data = htonl(kCtlImm | static_cast<std::uint32_t>(notify));
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = c.peer_ctrl + offset;
+  wr.wr.rdma.rkey = k.rkey;
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
+  if (rc == 0) note_send_posted(p);
+  return rc;
+}
+
+int post_heartbeat(CommBase& c, Path& p, std::uint64_t seq) {
+  c.ctrl_out.heartbeat = ++c.stats.heartbeats_sent;
+  return post_control(c, p, WrKind::heartbeat, offsetof(ControlBlock, heartbeat), sizeof(std::uint64_t), {}, nullptr, seq);
+}
+
+std::string describe_error(const Path& p, const ibv_wc& wc) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s on %s (status %d, vendor error 0x%x)", ibv_wc_status_str(wc.status),
+                p.dev->port.id().c_str(), static_cast<int>(wc.status), wc.vendor_err);
+  return buf;
+}
+
+std::string describe_fault(const Device& d) {
+  const auto kind = static_cast<reactor::DeviceEventKind>(d.last_fault.load(std::memory_order_relaxed));
+  return std::string(reactor::to_string(kind)) + " on " + d.port.id();
+}
+
+}  // namespace nccl_ha::plugin

@@ -1,0 +1,294 @@
+// connect(): the connector's side of the handshake (the listener's is listen.cpp; the protocol and
+// what both sides share: handshake_common.hpp). connect() never waits for the peer or the
+// network: the first call starts the handshake as a coroutine on the reactor and keeps its stage
+// in NCCL's handle buffer; later calls answer NULL until it ended, then hand over the comm (or
+// fail). The verbs work (creating the comm's CQs, QPs and registrations, INIT->RTR->RTS) is
+// offloaded to the reactor's workers. Comms made by a connect() that is never called again
+// before finalize are discarded by drop_connect_ops().
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <unordered_map>
+
+#include "core/comm.hpp"
+#include "core/conn_msg.hpp"
+#include "core/path_ops.hpp"
+#include "core/state.hpp"
+#include "ha/face.hpp"
+#include "nccl_ha/net/handshake.hpp"
+#include "setup/handle.hpp"
+#include "setup/handshake_auth.hpp"
+#include "setup/handshake_common.hpp"
+#include "setup/setup.hpp"
+
+namespace nccl_ha::plugin {
+namespace {
+
+namespace asio = boost::asio;
+using namespace hs;
+
+struct ConnectOp {
+  enum State {
+    pending,  // the handshake runs: connect() answers with a NULL comm
+    ready,    // acknowledged by the listener: the next connect() hands `comm` to NCCL
+    failed    // the handshake failed (`error`): the next connect() returns ncclSystemError
+  };
+  std::atomic<int> state{pending};
+  CommParams params;               // the connecting communicator's
+  std::shared_ptr<SendComm> comm;  // valid once ready
+  std::string error;               // valid once failed
+  bool dropped = false;            // ConnectOps::mutex: finalize dropped it (drop_connect_ops)
+};
+
+// The connects in progress, by Handle::stage. Never destroyed: drop_connect_ops() runs from
+// destroy_state(), also at unload from a static destructor in another translation unit, whose
+// order against this one's statics is not defined. It is empty once the state is gone.
+struct ConnectOps {
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, std::shared_ptr<ConnectOp>> by_stage;
+};
+ConnectOps& connect_ops() {
+  alignas(ConnectOps) static unsigned char storage[sizeof(ConnectOps)];
+  static ConnectOps* const ops = ::new (static_cast<void*>(storage)) ConnectOps();
+  return *ops;
+}
+
+ConnRequest make_request(const SendComm& c, bool offer_standby) {
+  ConnRequest r;
+  r.primary = c.paths[0]->local;
+  r.offer_standby = offer_standby;
+  r.fifo = keys_of(c, c.fifo, &SlotKeys::ring);
+  r.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
+  r.qos = c.qos;
+  r.candidates = local_candidates(*c.devs[0]);
+  return r;
+}
+
+// The connector's side of the standby the listener offers: its port of the pair, if the offer is
+// one it can take ("" then, else why not).
+std::string check_offer(const ConnRequest& sent, const ConnReply& rep) {
+  if (!rep.standby) return "the peer offers no standby (HA disabled there, or no standby pair both ends can reach)";
+  if (auto s = check_standby_offer(sent, rep); !s) return "the peer's standby offer: " + s.error().message;
+  return {};
+}
+
+// What phase two needs after the comm was handed over: the handshake's socket and channel.
+struct StandbyPlan {
+  std::optional<tcp::socket> sock;
+  std::optional<Channel> channel;  // on `sock`
+  std::shared_ptr<Path> path;      // null: single path
+  net::Endpoint remote{};
+};
+
+// The comm (its standby comes later: attach_counted), and the control plane's record of it.
+Expected<std::shared_ptr<SendComm>> build_send_comm(const CommEnv& env, Device& dev) {
+  auto c = make_send_comm(env, dev, nullptr);
+  if (c) comm_built(**c);
+  return c;
+}
+
+// The comm's standby resources on `standby`, and the control plane's record of them.
+Status attach_counted(SendComm& c, Device& standby) {
+  auto s = attach_standby(c, standby);
+  if (s) comm_built(c);
+  return s;
+}
+
+// Our end of the standby pair the listener chose: a QP and the comm's memory there; conn_ready
+// carries its endpoint and keys. "" or why not.
+asio::awaitable<std::string> attach_offered(SendComm& c, const ConnReply& rep, ConnReady& ready) {
+  Device* standby = state()->devices[static_cast<std::size_t>(rep.standby->pair.a)].get();
+  auto attach = [&c, standby] { return attach_counted(c, *standby); };  // verbs work: on a reactor worker
+  if (auto s = co_await state()->reactor.offload(attach, reactor::JobOrder::peer_waits); !s)
+    co_return "building the standby on " + standby->port.id() + ": " + s.error().message;
+  c.keys[1].peer_ctrl = rep.standby->ctrl_rkey;
+  c.paths[1]->peer_dev = rep.standby->pair.b;
+  ready.standby = c.paths[1]->local;
+  ready.fifo_rkey = c.keys[1].ring->rkey;
+  ready.ctrl_rkey = c.keys[1].ctrl->rkey;
+  co_return std::string();
+}
+
+void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& peer, const net::Endpoint& remote,
+                   const std::string& home_down) {
+  if (!home_down.empty())
+    HA_INFO("NET/HA: connected %s -> %s on the pair through %s QP %u: %s (tc %u sl %u)", dev.port.id().c_str(),
+            peer.address().to_string().c_str(), c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(),
+            c.qos.traffic_class, c.qos.service_level);
+  else
+    HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)", dev.port.id().c_str(), c.paths[0]->local.qpn,
+            peer.address().to_string().c_str(), remote.qpn, c.paths[1] ? ", standby on " : ", single path",
+            c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
+}
+
+// Coroutine parameters are references or trivially destructible values: GCC 12 may destroy
+// by-value temporaries of a co_await expression twice.
+asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint peer, std::uint64_t token, net::Key secret,
+                                    bool peer_ha, Millis timeout, StandbyPlan& plan) {
+  std::string unprotected = no_standby_here(*dev);
+  if (unprotected.empty() && !peer_ha) unprotected = "the peer offers no standby (HA disabled there, or no standby port)";
+  // The comm first, the connection to the listener then: nobody waits for this job, which may
+  // queue behind thousands of others when NCCL opens its connections together, while the
+  // listener reads our request under HA_NCCL_HANDSHAKE_TIMEOUT_MS from the moment we connect.
+  // Every later job of the handshake has the peer waiting: JobOrder::peer_waits.
+  const CommEnv env = state()->comm_env();
+  auto create = [env, dev] { return build_send_comm(env, *dev); };  // verbs work: on a reactor worker
+  auto comm = co_await state()->reactor.offload(create);
+  if (!comm) co_return std::move(comm).error();
+  std::shared_ptr<SendComm> owned = std::move(comm).value();
+  const DiscardUnclaimed<SendComm> unclaimed{owned};
+  auto keys = co_await hs::connect_and_prove(plan.sock, peer, secret, token, timeout);  // we prove the secret first
+  if (!keys) co_return std::move(keys).error();
+  tcp::socket& sock = *plan.sock;
+  Channel& ch = plan.channel.emplace(sock, keys->session, token, true);
+  SendComm& c = *owned;
+  c.params = op.params;
+  set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
+  c.peer = peer_name(peer.address());
+  ConnRequest request = make_request(c, unprotected.empty());
+  request.rescue = rescue_point(owned, keys->rescue);
+  const ConnRequest& sent = request;
+  if (auto s = co_await ch.send(static_cast<std::uint16_t>(HandshakeMsg::conn_request), encode_request(sent), timeout); !s)
+    co_return s;
+  auto reply = co_await ch.recv_of(static_cast<std::uint16_t>(HandshakeMsg::conn_reply), timeout);
+  if (!reply) co_return std::move(reply).error();
+  auto decoded = decode_reply(reply->payload);
+  if (!decoded) co_return std::move(decoded).error();
+  const ConnReply& rep = *decoded;
+  take_keys(c, rep.ctrl, c.peer_ctrl, &SlotKeys::peer_ctrl);
+  take_peer(c, rep.candidates);
+  take_rescue_point(c, peer.address(), rep.rescue);
+  if (unprotected.empty()) unprotected = check_offer(sent, rep);
+  // The connection's own pair down at either end (the listener decided the same from the same
+  // lists), or the listener's primary did not connect: it starts on the standby pair.
+  std::string home_down =
+      home_pair_up(sent.candidates, rep.candidates) ? std::string() : home_down_reason(*dev, sent.candidates, rep.candidates);
+  if (rep.start_on_standby && home_down.empty()) home_down = kPeerPrimaryFailed;
+  if (!rep.start_on_standby && !home_down.empty())
+    co_return make_error(Errc::invalid_argument, home_down + ", and the peer does not start on the standby pair");
+  if (!home_down.empty() && !unprotected.empty()) co_return make_error(Errc::not_found, home_down + ", and " + unprotected);
+  ConnReady ready;
+  if (unprotected.empty()) unprotected = co_await attach_offered(c, rep, ready);
+  if (!home_down.empty() && !ready.standby) co_return make_error(Errc::closed, home_down + ", and " + unprotected);
+  if (!unprotected.empty()) note_unprotected(*dev, "send", unprotected);
+  const net::Endpoint* remote = &rep.primary;
+  c.paths[0]->remote = *remote;
+  auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
+    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) return s;
+    if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+    return {};
+  };
+  if (home_down.empty()) {
+    // A primary that does not connect although both ports say up: the standby pair, if there is one.
+    if (auto s = co_await state()->reactor.offload(connect_primary, reactor::JobOrder::peer_waits); !s && !ready.standby) {
+      co_return s;
+    } else if (!s) {
+      home_down = primary_failed_reason(*dev, c.peer_home, s.error().message);
+    }
+  }
+  ready.start_on_standby = !home_down.empty();
+  if (auto s = co_await ch.send(static_cast<std::uint16_t>(HandshakeMsg::conn_ready), encode_ready(ready), timeout); !s)
+    co_return s;
+  if (!home_down.empty())
+    if (auto s = co_await start_on_standby(ch, c, rep.standby->endpoint, timeout, home_down); !s) co_return s;
+  auto ack = co_await ch.recv_of(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), timeout);
+  if (!ack) co_return std::move(ack).error();
+  log_connected(c, *dev, peer, *remote, home_down);
+  if (c.paths[1] && home_down.empty()) {  // phase two, after the hand-over, on the same channel
+    plan.path = c.paths[1];
+    plan.remote = rep.standby->endpoint;
+  }
+  op.comm = std::move(owned);
+  co_return Status{};
+}
+
+}  // namespace
+
+void drop_connect_ops() {
+  std::vector<std::shared_ptr<SendComm>> orphans;
+  {
+    std::lock_guard<std::mutex> lock(connect_ops().mutex);
+    for (auto& [id, op] : connect_ops().by_stage) {
+      op->dropped = true;  // a handshake still running discards its comm itself
+      if (op->comm) orphans.push_back(std::move(op->comm));
+    }
+    connect_ops().by_stage.clear();
+  }
+  for (auto& c : orphans) discard(*c);
+  if (!orphans.empty())
+    HA_INFO("NET/HA: finalize: %zu connection(s) that connect() never returned closed", orphans.size());
+}
+
+ncclResult_t connect(const CommParams& params, int dev, void* handle, void** send_comm) {
+  if (!send_comm || !handle) return ncclInvalidArgument;
+  *send_comm = nullptr;
+  Device* d = device_or_warn(dev, "connect");
+  if (!d) return ncclInvalidArgument;
+  // NCCL's buffer, of any alignment: read as bytes; connect() keeps its stage in it (NCCL passes
+  // the same buffer on every call, as for its own IB transport).
+  auto* bytes = static_cast<std::uint8_t*>(handle);
+  auto decoded = decode_handle(std::span<const std::uint8_t>(bytes, sizeof(Handle)));
+  if (!decoded) {
+    HA_WARN("NET/HA: connect: rejecting handle: %s", decoded.error().message.c_str());
+    return ncclInvalidArgument;
+  }
+  const Handle& h = *decoded;
+  auto set_stage = [bytes](std::uint64_t stage) { std::memcpy(bytes + offsetof(Handle, stage), &stage, sizeof stage); };
+  if (h.stage == 0) {  // first call for this connection: start the handshake
+    auto op = std::make_shared<ConnectOp>();
+    op->params = params;
+    std::uint64_t id = net::random_token();
+    {
+      std::lock_guard<std::mutex> lock(connect_ops().mutex);
+      connect_ops().by_stage.emplace(id, op);
+    }
+    set_stage(id);
+    State* st = state();
+    st->reactor.spawn("connect to " + handle_address(h),
+                      [](std::shared_ptr<ConnectOp> o, Device* dv, tcp::endpoint peer, std::uint64_t token,
+                         net::Key secret, bool peer_ha, Millis timeout) -> asio::awaitable<void> {
+                        StandbyPlan plan;
+                        auto s = co_await run_connect(*o, dv, peer, token, secret, peer_ha, timeout, plan);
+                        std::shared_ptr<SendComm> orphan;
+                        {
+                          std::lock_guard<std::mutex> lock(connect_ops().mutex);
+                          if (!s) o->error = s.error().message;
+                          if (o->dropped) orphan = std::move(o->comm);  // finalize came first
+                          o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
+                        }
+                        if (orphan) discard(*orphan);
+                        if (s && plan.path) co_await run_standby(*plan.channel, *plan.path, plan.remote, timeout);
+                      }(op, d, handle_endpoint(h), h.token, handle_secret(h), (h.flags & kOfferStandby) != 0,
+                        Millis(st->config.handshake_timeout_ms)));
+    return ncclSuccess;
+  }
+  std::shared_ptr<ConnectOp> op;
+  {
+    std::lock_guard<std::mutex> lock(connect_ops().mutex);
+    auto& ops = connect_ops().by_stage;
+    auto it = ops.find(h.stage);
+    if (it == ops.end()) {
+      HA_WARN("NET/HA: connect: the handle names no connection in progress (reused or corrupted handle)");
+      return ncclInvalidUsage;
+    }
+    op = it->second;
+    if (op->state.load(std::memory_order_acquire) == ConnectOp::pending) return ncclSuccess;
+    ops.erase(it);
+  }
+  set_stage(0);
+  if (op->state.load(std::memory_order_acquire) == ConnectOp::failed) {
+    HA_WARN("NET/HA: connect to %s on %s failed: %s", handle_address(h).c_str(), d->port.id().c_str(), op->error.c_str());
+    return ncclSystemError;
+  }
+  std::shared_ptr<SendComm> c = std::move(op->comm);
+  c->self = c;  // NCCL's reference, until closeSend
+  start_control(c);
+  *send_comm = c.get();
+  return ncclSuccess;
+}
+
+}  // namespace nccl_ha::plugin

@@ -40,14 +40,19 @@ reset_bed() {
 }
 # Every rail of this guest answers from the peer's address on it (rails.txt): prints "ok", or
 # what is wrong, on one line. A few tries: the neighbour entries were just flushed.
+# The cause seen so far (a CI run, a long benchmark): the NIC's virtio transmit queue stalls (the
+# kernel's NETDEV WATCHDOG "transmit queue 0 timed out" for it, every 5 s), and it stays so;
+# named when the kernel said so.
 bed_health() {
-  local rail ifc dev addr pdev paddr island t bad=''
+  local rail ifc dev addr pdev paddr island t bad='' stall
   while read -r rail ifc dev addr pdev paddr island; do
     [[ $rail =~ ^[0-9]+$ && -n $paddr ]] || continue
     for ((t = 0; t < 5; t++)); do
       busybox ping -q -c 1 -W 1 -I "$ifc" "$paddr" >/dev/null 2>&1 && continue 2
     done
-    bad+="${bad:+; }rail $rail ($ifc $addr -> $paddr) answers no ping (link $(<"/sys/class/net/$ifc/operstate"), $dev port $(cut -d: -f2 "/sys/class/infiniband/$dev/ports/1/state" 2>/dev/null | tr -d ' '))"
+    stall=''
+    dmesg | grep -q "$ifc: NETDEV WATCHDOG" && stall=", its virtio transmit queue stalled (NETDEV WATCHDOG)"
+    bad+="${bad:+; }rail $rail ($ifc $addr -> $paddr) answers no ping (link $(<"/sys/class/net/$ifc/operstate"), $dev port $(cut -d: -f2 "/sys/class/infiniband/$dev/ports/1/state" 2>/dev/null | tr -d ' ')$stall)"
   done <"$base/rails.txt"
   echo "${bad:-ok}"
 }

@@ -780,12 +780,16 @@ void PingPong::finish_recv(Op& r, int slot, int i) {
 }  // namespace
 
 namespace {
-// A region of `bytes`: a memfd's shared mapping (its fd in *fd), or anonymous memory.
+// A region of `bytes`: a memfd's shared mapping (its fd in *fd), or anonymous memory. Backed at
+// once (MAP_POPULATE), as NCCL's buffers are when it registers them (cudaMalloc'd device memory,
+// cudaHostAlloc'd host memory): a regMr then costs what the registration costs, not first-touch
+// page faults.
 void* map_region(std::size_t bytes, bool memfd, UniqueFd* fd, const char* name) {
-  if (!memfd) return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!memfd)
+    return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   fd->reset(::memfd_create(name, MFD_CLOEXEC));
   if (!*fd || ::ftruncate(fd->get(), static_cast<off_t>(bytes)) != 0) return MAP_FAILED;
-  return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
+  return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd->get(), 0);
 }
 }  // namespace
 

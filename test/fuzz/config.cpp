@@ -35,6 +35,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_REQUIRE(in(c.dmabuf_enable, 0, 1) && in(c.relaxed_ordering, 0, 2));
   FUZZ_REQUIRE(c.socket_family == 0 || c.socket_family == AF_INET || c.socket_family == AF_INET6);
   FUZZ_REQUIRE(!describe(c).empty());
+  // Adaptive routing: auto, off or on; a threshold NCCL's message sizes can exceed.
+  FUZZ_REQUIRE(c.adaptive_routing == -2 || c.adaptive_routing == 0 || c.adaptive_routing == 1);
+  FUZZ_REQUIRE(c.ar_threshold <= (1ull << 31));
+  for (std::uint8_t ll : {0, 1, 2}) {
+    const std::uint64_t at = ar_threshold_for(c, ll);
+    FUZZ_REQUIRE(at == kNoAdaptiveRouting || at == c.ar_threshold);
+  }
   // HA_NCCL_ISLAND_PREFIX_LEN: unset (-1) or 0..128; an island always contains its rail.
   FUZZ_REQUIRE(in(c.island_prefix_len, -1, 128));
   std::array<std::uint8_t, 16> v4{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 21, 0, 0}, v6{0xfd, 0, 0, 1};

@@ -5,7 +5,7 @@ streams, environment settings, specs and command lines), plus a few near misses.
 checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
 
 Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/core/conn_msg.hpp
-(request, reply, ready, candidates, rescue point: v5), src/plugin/setup/handle.hpp (handle, version 6),
+(request, reply, ready, candidates, rescue point: v5), src/plugin/setup/handle.hpp (handle, version 7),
 src/plugin/setup/handshake_auth.hpp (hello), src/plugin/ha/rescue_wire.hpp (rescue requests),
 tools/ha-ping/protocol.hpp (ha-ping's control messages, protocol 2), tools/ha-net-driver/mgmt_wire.hpp
 (the driver's management stream), src/plugin/core/comm.hpp
@@ -98,7 +98,7 @@ def ready(standby=True):
 def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1,
            secret=bytes(range(1, 33))):
     raw = socket.inet_pton(family, addr).ljust(16, b"\0")
-    h = struct.pack("<IHHIHH16sQQI32s", 0x31484148, 6, 128, flags, family, port, raw, token, 0, scope, secret)
+    h = struct.pack("<IHHIHH16sQQI32s", 0x31484148, 7, 128, flags, family, port, raw, token, 0, scope, secret)
     return h.ljust(128, b"\0")
 
 
@@ -365,10 +365,11 @@ def main():
     write("config", "seed-tuned.txt", "HA_NCCL_ENABLE_STANDBY=on\nHA_NCCL_ENABLE_FAILBACK=yes\nHA_NCCL_FAILBACK_HOLD_MS=100\n"
           "HA_NCCL_QP_TIMEOUT=20\nHA_NCCL_QP_RETRY_CNT=7\nHA_NCCL_MAX_RETRIES=0\nHA_NCCL_IB_HCA=^=mlx5_3:1\n"
           "HA_NCCL_STANDBY_MAP=rxe0:rxe1,rxe1:rxe0\nHA_NCCL_STATS_FILE=/tmp/s-%h-%p.jsonl\nNCCL_IB_TC=106\nNCCL_IB_SL=3\n"
-          "HA_NCCL_SOCKET_FAMILY=AF_INET6\nHA_NCCL_TEST_ACK_DELAY_MS=1500\nHA_NCCL_FORCE_FLUSH=1\n")
+          "HA_NCCL_SOCKET_FAMILY=AF_INET6\nHA_NCCL_TEST_ACK_DELAY_MS=1500\nHA_NCCL_FORCE_FLUSH=1\n"
+          "NCCL_IB_ADAPTIVE_ROUTING=1\nNCCL_IB_AR_THRESHOLD=65536\n")
     write("config", "seed-bad.txt", "HA_NCCL_RTO_MS=12abc\nHA_NCCL_IB_SL=16\nHA_NCCL_DEBUG= 1\nHA_NCCL_FORCE_FLUSH=maybe\n"
           "NCCL_SOCKET_FAMILY=AF_UNIX\nHA_NCCL_QP_TIMEOUT=0\nHA_NCCL_TEST_MAX_POLL=99999999999999999999\n"
-          "HA_NCCL_ISLAND_PREFIX_LEN=129\n")
+          "HA_NCCL_ISLAND_PREFIX_LEN=129\nNCCL_IB_ADAPTIVE_ROUTING=on\nHA_NCCL_IB_AR_THRESHOLD=-1\n")
     # qos: HA_NCCL_IB_TC, NCCL_IB_TC, HA_NCCL_IB_SL, NCCL_IB_SL, the communicator's trafficClass
     write("qos", "seed-nccl.txt", "!\n106\n!\n3\n-1\n")
     write("qos", "seed-comm.txt", "!\n!\n!\n!\n96\n")

@@ -15,6 +15,11 @@
 #   fifo      NCCL_IB_TC=96 NCCL_IB_FIFO_TC=104: what a receive comm's QPs send (clear-to-send
 #             writes, acknowledgements) carries 104, what a send comm's QPs send 96 (told apart by
 #             the destination QP of each packet's BTH)
+#   ar        NCCL_IB_ADAPTIVE_ROUTING=1 NCCL_IB_AR_THRESHOLD=65536 (issue #32), 12 s; a pulls rail 0
+#             at 3 s and restores it at 6 s: on the wire (each packet's BTH opcode and RETH length),
+#             the 1 MiB messages go as plain writes, each followed by a 4-byte write with immediate
+#             data (the size notice), also those replayed on rail 1; 8 B, 4 KiB and 64 KiB ones (not
+#             larger than the threshold) as one write with immediate data, as in `default`
 # Relaxed ordering (NCCL's rule, in each case's INIT line): env and default leave it at auto (off
 # on Soft-RoCE: no PCIe DMA), config sets NCCL_IB_PCI_RELAXED_ORDERING=0 (off), override adds
 # HA_NCCL_IB_PCI_RELAXED_ORDERING=1 over it (on: the flag is passed, rxe ignores the optional
@@ -59,6 +64,9 @@ qos_case override 18762 NCCL_IB_TC=96 HA_NCCL_IB_TC=40 NCCL_IB_PCI_RELAXED_ORDER
   -- --messages 300 --traffic-class 104
 qos_case default 18763 NCCL_DEBUG_SUBSYS=INIT -- --messages 300
 qos_case fifo 18764 NCCL_IB_TC=96 NCCL_IB_FIFO_TC=104 -- --messages 300
+PL_FAULTS=("a 3000 rail-down 0" "a 6000 rail-up 0")
+qos_case ar 18765 NCCL_IB_ADAPTIVE_ROUTING=1 NCCL_IB_AR_THRESHOLD=65536 -- --messages 300 --min-seconds 12
+vm_fault clear 0 >/dev/null 2>&1 || true
 
 rc=0
 "$HA_PING" --list --json --plugin "$BUILD/src/plugin/libnccl-net-ha.so" >"$VM_OUT/list-memory.json" \

@@ -14,8 +14,7 @@ namespace {
 
 constexpr int kRemoteWritable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Device& primary, Device* standby,
-                 int send_depth, int recv_depth) {
+Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Device& primary, Device* standby) {
   CommBase& c = *comm;
   c.reaper = env.reaper;
   c.devs[0] = &primary;
@@ -23,7 +22,8 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
   c.home = &primary;
   for (int s = 0; s < kSlots; ++s) {
     if (!c.devs[s]) continue;
-    auto p = make_path(c.reaper, *c.devs[s], s, send_depth, recv_depth, comm);
+    const QueueDepths q = queue_depths(c.kind, *c.devs[s]);
+    auto p = make_path(c.reaper, *c.devs[s], s, q.send, q.recv, comm);
     if (!p) return std::move(p).error();
     c.paths[s] = std::move(p).value();
   }
@@ -140,9 +140,8 @@ Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot,
 }
 
 Status attach_standby(CommBase& c, Device& standby) {
-  const bool send = c.kind == CommKind::send;
-  auto p = make_path(c.reaper, standby, 1, send ? kSendQueueDepth : kRecvSendQueueDepth, send ? kSendRecvQueueDepth : kRecvQueueDepth,
-                     c.weak_from_this());
+  const QueueDepths q = queue_depths(c.kind, standby);
+  auto p = make_path(c.reaper, standby, 1, q.send, q.recv, c.weak_from_this());
   if (!p) return std::move(p).error();
   SlotKeys keys;
   if (auto s = register_slot_keys(c, standby, 1, keys); !s) return s;
@@ -155,7 +154,7 @@ Status attach_standby(CommBase& c, Device& standby) {
 
 Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& primary, Device* standby) {
   auto c = std::make_shared<SendComm>();
-  if (auto s = init_base(c, env, primary, standby, kSendQueueDepth, kSendRecvQueueDepth); !s) return std::move(s).error();
+  if (auto s = init_base(c, env, primary, standby); !s) return std::move(s).error();
   c->nfree = static_cast<int>(c->reqs.size());
   for (std::size_t i = 0; i < c->reqs.size(); ++i) {
     c->free_list[i] = static_cast<std::uint16_t>(c->reqs.size() - 1 - i);
@@ -166,7 +165,7 @@ Expected<std::shared_ptr<SendComm>> make_send_comm(const CommEnv& env, Device& p
 
 Expected<std::shared_ptr<RecvComm>> make_recv_comm(const CommEnv& env, Device& primary, Device* standby) {
   auto c = std::make_shared<RecvComm>();
-  if (auto s = init_base(c, env, primary, standby, kRecvSendQueueDepth, kRecvQueueDepth); !s)
+  if (auto s = init_base(c, env, primary, standby); !s)
     return std::move(s).error();
   for (auto& r : c->reqs) r.comm = c.get();
   c->flushed.comm = c.get();

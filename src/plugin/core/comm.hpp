@@ -203,6 +203,18 @@ constexpr int kRecvSendQueueDepth = 2 * kMaxRequests + kControlWrs;      // CTS 
 constexpr int kSendRecvQueueDepth = 2 * kCtlRecvs;                    // control writes from the receiver
 constexpr int kRecvQueueDepth = kMaxRequests * kMaxRecvs + 2 * kCtlRecvs;  // one receive WR per buffer
 
+// The queue depths of a comm's path on `d`: a send comm's send queue holds two WRs per isend in
+// adaptive-routing mode (the write, its size notice: path_ops.cpp post_data).
+struct QueueDepths {
+  int send = 0;
+  int recv = 0;
+};
+constexpr QueueDepths queue_depths(CommKind kind, const Device& d) {
+  if (kind == CommKind::recv) return {kRecvSendQueueDepth, kRecvQueueDepth};
+  const int ar = d.ar_threshold == kNoAdaptiveRouting ? 0 : kMaxRequests * kMaxRecvs;
+  return {kSendQueueDepth + ar, kSendRecvQueueDepth};
+}
+
 // Creates the comm on `primary` (and its standby resources on `standby`, may be null): CQs, QPs
 // (RESET), and the comm's own registered memory on both devices. Local work only.
 // The comm's own reference is in `self` (NCCL's, dropped at close).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "core/path_ops.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
@@ -24,21 +25,50 @@ std::uint32_t imm_of(std::uint64_t seq, std::uint32_t index) {
 
 }  // namespace
 
+// Adaptive-routing mode (NCCL_IB_ADAPTIVE_ROUTING, as net_ib): a message larger than the device's
+// threshold goes as a plain RDMA write, and a write with immediate data follows it on the same QP:
+// the responder completes the second only after the first has landed, however the fabric routed
+// the packets. net_ib's notice carries the size in its immediate; ours names the receive and buffer
+// (imm_of), so it writes the size into the peer's ControlBlock::ar_size and sets kArImm. Both are
+// signalled (two completions, two sends counted): an error completion of the first, then the
+// flushed second, keep the count of sends outstanding exact.
 int post_data(SendComm& c, Request& r, Path& p) {
   const int s = p.slot;
-  ibv_sge sge{r.laddr, static_cast<std::uint32_t>(r.sizes[0]), r.lkey[s]};
+  const auto size = static_cast<std::uint32_t>(r.sizes[0]);
+  const std::uint64_t id = static_cast<std::uint64_t>(&r - c.reqs.data());
+  ibv_sge sge{r.laddr, size, r.lkey[s]};
   ibv_send_wr wr{};
-  wr.wr_id = make_wr_id(WrKind::data, static_cast<std::uint64_t>(&r - c.reqs.data()));
+  wr.wr_id = make_wr_id(WrKind::data, id);
   wr.sg_list = &sge;
-  wr.num_sge = r.sizes[0] ? 1 : 0;
+  wr.num_sge = size ? 1 : 0;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.imm_data = imm_of(r.seq, r.index);
   wr.wr.rdma.remote_addr = r.raddr;
   wr.wr.rdma.rkey = r.rkey[s];
   ibv_send_wr* bad = nullptr;
+  if (size <= p.dev->ar_threshold) {
+    const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
+    if (rc == 0) note_send_posted(p, size);
+    return rc;
+  }
+  const std::size_t at = offsetof(ControlBlock, ar_size) +
+                         ((r.seq % kMaxRequests) * kMaxRecvs + r.index) * sizeof(std::uint32_t);
+  auto* size_out = reinterpret_cast<std::uint8_t*>(&c.ctrl_out) + at;
+  std::memcpy(size_out, &size, sizeof size);
+  ibv_sge notice_sge{reinterpret_cast<std::uint64_t>(size_out), sizeof size, c.keys[s].ctrl_out->lkey};
+  ibv_send_wr notice = wr;
+  notice.sg_list = &notice_sge;
+  notice.num_sge = 1;
+  notice.imm_data = htonl(ntohl(wr.imm_data) | kArImm);
+  notice.wr.rdma.remote_addr = c.peer_ctrl + at;
+  notice.wr.rdma.rkey = c.keys[s].peer_ctrl;
+  wr.wr_id = make_wr_id(WrKind::bulk, id);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.next = &notice;
   const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
-  if (rc == 0) note_send_posted(p, sge.length);
+  if (rc == 0 || bad == &notice) note_send_posted(p, size);
+  if (rc == 0) note_send_posted(p);
   return rc;
 }
 

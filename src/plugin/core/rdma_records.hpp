@@ -97,6 +97,10 @@ struct alignas(64) ControlBlock {
   HelloMsg hello;
   SyncMsg sync;
   ReprotectMsg reprotect;
+  // Adaptive-routing mode (path_ops.cpp post_data): the size of a message sent as a plain write,
+  // written by the size notice that follows it, by receive slot (seq % kMaxRequests) and buffer.
+  // Read by the receiver when the notice's completion (kArImm) arrives, before the slot is reused.
+  std::uint32_t ar_size[kMaxRequests][kMaxRecvs] = {};
 };
 
 // Checksum of a record's bytes before its `check` member (a word-wise multiply-xorshift chain:
@@ -131,13 +135,16 @@ constexpr int kCtlRecvs = 4;  // receive WRs every path keeps posted for control
 
 constexpr int kImmIndexBits = 3;  // log2(kMaxRecvs)
 static_assert((1 << kImmIndexBits) == kMaxRecvs);
-// Data immediates keep kCtlImm's bit clear: 28 bits of the sequence, 3 of the buffer index.
-constexpr std::uint32_t kImmSeqMask = (~kCtlImm) >> kImmIndexBits;
+// A data immediate whose write carried no data but the message's size (ControlBlock::ar_size): the
+// message itself went before it as a plain RDMA write (adaptive-routing mode, NCCL_IB_ADAPTIVE_ROUTING).
+constexpr std::uint32_t kArImm = 0x40000000u;
+// Data immediates keep kCtlImm's bit clear: kArImm, 27 bits of the sequence, 3 of the buffer index.
+constexpr std::uint32_t kImmSeqMask = (~(kCtlImm | kArImm)) >> kImmIndexBits;
 
 // wr_id = kind in the top byte, a value below: every completion, even a flushed one (whose
 // opcode is undefined), says what it was.
 enum class WrKind : std::uint8_t {
-  data = 1,       // isend's WRITE_WITH_IMM (value: the request's index in SendComm::reqs)
+  data = 1,       // isend's WRITE_WITH_IMM, or its size notice (value: the request's index in SendComm::reqs)
   recv = 2,       // a receive WR, for data or a control write (value: the receive's slot, or 0)
   cts = 3,        // a clear-to-send write into the sender's FIFO (value: the slot)
   sync = 4,       // our failover notice / report
@@ -145,7 +152,8 @@ enum class WrKind : std::uint8_t {
   reprotect = 6,  // a re-protection request or answer
   hello = 7,      // a re-protection hello over the new path
   flush = 8,      // an iflush RDMA READ on a loopback QP (value: flush seq and attempt)
-  bye = 9         // the goodbye write of an orderly close (p2p.cpp say_goodbye)
+  bye = 9,        // the goodbye write of an orderly close (p2p.cpp say_goodbye)
+  bulk = 10       // adaptive-routing mode: a message's plain write, before its size notice (value: as data)
 };
 constexpr std::uint64_t make_wr_id(WrKind k, std::uint64_t value) {
   return (static_cast<std::uint64_t>(k) << 56) | value;

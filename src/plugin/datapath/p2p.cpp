@@ -29,11 +29,19 @@ void complete_send(SendComm& c, std::uint64_t id) {
   c.stats.bytes_sent += static_cast<std::uint64_t>(r.sizes[0]);
 }
 
+// The size of a message that came as a plain write: its notice wrote it into our ControlBlock
+// before its completion (kArImm; path_ops.cpp post_data).
+std::uint32_t ar_size(const RecvComm& c, std::uint32_t slot, std::uint32_t index) {
+  const volatile std::uint32_t* at = &c.ctrl.ar_size[slot][index];
+  return *at;
+}
+
 // A data write of the peer arrived on p (its imm names the receive and buffer).
 void complete_recv(RecvComm& c, const Path& p, std::uint32_t imm, const ibv_wc& wc) {
   const std::uint32_t index = imm & (kMaxRecvs - 1);
-  const std::uint32_t seq_low = imm >> kImmIndexBits;
-  Request& r = c.reqs[seq_low % kMaxRequests];
+  const std::uint32_t seq_low = (imm & ~kArImm) >> kImmIndexBits;
+  const std::uint32_t slot = seq_low % kMaxRequests;
+  Request& r = c.reqs[slot];
   if (r.type != ReqType::recv || (r.seq & kImmSeqMask) != seq_low || index >= r.nreqs) {
     HA_WARN("NET/HA: %s on %s: completion for an unknown receive (seq %u, index %u)", c.id.c_str(),
             c.device().port.id().c_str(), seq_low, index);
@@ -46,11 +54,19 @@ void complete_recv(RecvComm& c, const Path& p, std::uint32_t imm, const ibv_wc& 
             static_cast<unsigned long long>(r.seq), index);
     return;
   }
+  const std::uint32_t bytes = (imm & kArImm) ? ar_size(c, slot, index) : wc.byte_len;
+  if (bytes > c.outbox[slot].size[index]) {  // never from a peer that keeps to the protocol
+    HA_WARN("NET/HA: %s on %s: receive seq %llu index %u: %u bytes announced for a buffer of %llu", c.id.c_str(),
+            c.device().port.id().c_str(), static_cast<unsigned long long>(r.seq), index, bytes,
+            static_cast<unsigned long long>(c.outbox[slot].size[index]));
+    c.error = ncclInternalError;
+    return;
+  }
   r.done_mask = static_cast<std::uint8_t>(r.done_mask | (1u << index));
-  r.sizes[index] = static_cast<int>(wc.byte_len);
+  r.sizes[index] = static_cast<int>(bytes);
   ++r.completed;
   ++c.stats.messages;
-  c.stats.bytes_received += wc.byte_len;
+  c.stats.bytes_received += bytes;
   if (c.flush_on) {  // the next flush reads through the device that wrote this (flush.cpp)
     c.flush_wrote = static_cast<std::uint8_t>(c.flush_wrote | (1u << p.slot));
     c.flush_writer[p.slot] = static_cast<std::int16_t>(p.dev->index);
@@ -194,7 +210,8 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
       c.cp.reaped_notice_write(&p == c.paths[c.active()].get());
       break;
     case WrKind::cts:
-    case WrKind::bye:  // awaited by say_goodbye itself
+    case WrKind::bulk:  // its size notice (WrKind::data) completes the send
+    case WrKind::bye:   // awaited by say_goodbye itself
     case WrKind::reprotect:
     case WrKind::hello:
     case WrKind::flush:  // flush reads complete on their own loopback QPs (flush.cpp)

@@ -85,8 +85,9 @@ std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint
                                      std::uint64_t rebind) {
   const int slot = c.standby_slot();
   Device* dp = &d;
-  const int sd = c.kind == CommKind::send ? kSendQueueDepth : kRecvSendQueueDepth;
-  const int rd = c.kind == CommKind::send ? kSendRecvQueueDepth : kRecvQueueDepth;
+  const QueueDepths depths = queue_depths(c.kind, d);
+  const int sd = depths.send;
+  const int rd = depths.recv;
   const bool connect = remote_to_connect != nullptr;
   const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
   // A flush QP needs the slot's flush sink: registered with the move, or there already.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "nccl_ha/net/env.hpp"
 #include "nccl_ha/net/socket_if.hpp"
@@ -87,6 +88,22 @@ void read_registration(const net::EnvLookup& env, Config& c) {
   c.gdr_flush_disable = net::env_int(env, {"HA_NCCL_IB_GDR_FLUSH_DISABLE", "NCCL_IB_GDR_FLUSH_DISABLE"}, 0, 0, 1) != 0;
 }
 
+// Adaptive routing as net_ib reads it: -2 is its "not set" (the link layer decides), any other
+// non-zero value is on; a threshold of -2 is the default, and one beyond 2^31 would never split a
+// message NCCL sends (a negative one is refused: it would split even empty messages).
+void read_adaptive_routing(const net::EnvLookup& env, Config& c) {
+  c.adaptive_routing = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_ADAPTIVE_ROUTING", "NCCL_IB_ADAPTIVE_ROUTING"},
+                                                     c.adaptive_routing, std::numeric_limits<std::int32_t>::min(),
+                                                     std::numeric_limits<std::int32_t>::max()));
+  if (c.adaptive_routing != -2 && c.adaptive_routing != 0) c.adaptive_routing = 1;
+  auto t = net::env_int(env, {"HA_NCCL_IB_AR_THRESHOLD", "NCCL_IB_AR_THRESHOLD"}, 8192, -2, 1LL << 31);
+  if (t == -1) {
+    HA_WARN("NET/HA: an adaptive-routing threshold of -1 is not a size (expected bytes, or -2: the default); 8192 is used");
+    t = 8192;
+  }
+  c.ar_threshold = t < 0 ? 8192 : static_cast<std::uint64_t>(t);
+}
+
 // HA_NCCL_MAX_POLL, else its old name HA_NCCL_TEST_MAX_POLL (WARNed about: deprecated).
 int read_max_poll(const net::EnvLookup& env, int fallback) {
   return static_cast<int>(net::env_int(env, {renamed(env, "HA_NCCL_MAX_POLL", "HA_NCCL_TEST_MAX_POLL")}, fallback, 1, 64));
@@ -149,6 +166,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   c.prom_interval_ms = env_int(env, "HA_NCCL_PROM_INTERVAL_MS", c.prom_interval_ms, 100, 3600000);
   c.force_ib_timeout = env_bool(env, "HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
   c.force_flush = env_bool(env, "HA_NCCL_FORCE_FLUSH", c.force_flush);
+  read_adaptive_routing(env, c);
   c.ib_tc = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_TC", "NCCL_IB_TC"}, c.ib_tc, -1, 255));
   c.ib_sl = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_SL", "NCCL_IB_SL"}, c.ib_sl, -1, 15));
   c.ib_fifo_tc = static_cast<int>(net::env_int(env, {"HA_NCCL_IB_FIFO_TC", "NCCL_IB_FIFO_TC"}, c.ib_fifo_tc, -1, 255));
@@ -176,6 +194,11 @@ Qos resolve_qos(const Config& c, int comm_traffic_class) {
   return q;
 }
 
+std::uint64_t ar_threshold_for(const Config& c, std::uint8_t link_layer) {
+  const bool on = c.adaptive_routing == -2 ? link_layer == IBV_LINK_LAYER_INFINIBAND : c.adaptive_routing != 0;
+  return on ? c.ar_threshold : kNoAdaptiveRouting;
+}
+
 Qos receiver_qos(const Config& c, const Qos& connector, bool roce) {
   Qos q = connector;
   if (roce && c.ib_fifo_tc >= 0) q.traffic_class = static_cast<std::uint8_t>(c.ib_fifo_tc);
@@ -196,8 +219,6 @@ std::vector<std::string> unhonoured_nccl_settings(const net::EnvLookup& env) {
   static constexpr Unhonoured kList[] = {
       {"NCCL_IB_QPS_PER_CONNECTION", "1", "one QP per path; its standby is one QP too"},
       {"NCCL_IB_SPLIT_DATA_ON_QPS", "", "one QP per path: nothing to split"},
-      {"NCCL_IB_ADAPTIVE_ROUTING", "0", "every message is one RDMA write with immediate data"},
-      {"NCCL_IB_AR_THRESHOLD", "", "no adaptive-routing mode"},
       {"NCCL_IB_ECE_ENABLE", "0", "no enhanced connection establishment"},
       {"NCCL_IB_USE_INLINE", "0", "no inline data"},
       {"NCCL_IB_ADDR_FAMILY", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
@@ -283,6 +304,8 @@ std::string describe(const Config& c) {
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));
+  add("HA_NCCL_IB_ADAPTIVE_ROUTING", c.adaptive_routing == -2 ? std::string("auto") : b(c.adaptive_routing != 0));
+  add("HA_NCCL_IB_AR_THRESHOLD", std::to_string(c.ar_threshold));
   return s;
 }
 

@@ -91,6 +91,12 @@ struct Config {
   // GPU buffers are not read back (no flush QPs unless HA_NCCL_FORCE_FLUSH; iflush completes at
   // once), for platforms whose PCIe ordering makes the READ unnecessary.
   bool gdr_flush_disable = false;
+  // HA_NCCL_IB_ADAPTIVE_ROUTING, else NCCL_IB_ADAPTIVE_ROUTING (net_ib's): -2 (default) on for
+  // InfiniBand ports, off for RoCE; 0 off; 1 on. With it, a message larger than
+  // HA_NCCL_IB_AR_THRESHOLD, else NCCL_IB_AR_THRESHOLD (bytes, default 8192), goes as a plain RDMA
+  // write followed by a small write with immediate data (path_ops.cpp post_data).
+  int adaptive_routing = -2;
+  std::uint64_t ar_threshold = 8192;
   static Config from_env();
   // The same from any source of variables (tests, fuzzers: no setenv).
   static Config from_lookup(const net::EnvLookup& env);
@@ -112,6 +118,11 @@ Qos resolve_qos(const Config& c, int comm_traffic_class);
 // A receive comm's QoS: the connector's, with NCCL_IB_FIFO_TC's traffic class on RoCE when set
 // (net_ib: the receiver's QPs carry only its clear-to-send writes and acknowledgements).
 Qos receiver_qos(const Config& c, const Qos& connector, bool roce);
+
+// A port's adaptive-routing threshold: messages larger go as a plain write and a size notice;
+// kNoAdaptiveRouting when the mode is off for its link layer (IBV_LINK_LAYER_*). Pure function.
+constexpr std::uint64_t kNoAdaptiveRouting = ~std::uint64_t{0};
+std::uint64_t ar_threshold_for(const Config& c, std::uint8_t link_layer);
 
 // WARN lines for settings that are legal but unwise: the soft RTO below twice the hardware retry
 // window (4.096 us * 2^timeout * (retry_cnt + 1)), heartbeat_ms*3 > rto_ms, etc. Pure function.

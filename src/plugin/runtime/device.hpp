@@ -13,6 +13,7 @@
 #include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/verbs.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
+#include "runtime/config.hpp"
 #include "runtime/mr_ops.hpp"
 #include "runtime/topology.hpp"
 
@@ -91,6 +92,9 @@ struct Device {
   bool relaxed_ordering = false;
   int max_comms = 0;
   net::QpTimeouts timeouts;  // RC timeout / retry settings for this port's QPs
+  // Adaptive-routing mode (config.hpp ar_threshold_for): a message larger than this goes as a plain
+  // write and a size notice (path_ops.cpp post_data); kNoAdaptiveRouting: off.
+  std::uint64_t ar_threshold = kNoAdaptiveRouting;
   // What getProperties reports, as NCCL's own IB transport would (init.cpp assign_nccl_identity):
   std::string pci_path;  // storage behind Props::pci_path: net::nccl_pci_path() of port.pci_path
   int nccl_port = 0;     // Props::port: port number + NCCL's real port (net::nccl_real_ports())

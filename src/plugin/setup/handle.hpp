@@ -39,7 +39,9 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // 6: the handle carries the listener's secret; a connector proves it holds it (HMAC-SHA256 over
 // fresh nonces) in its first frame, every later frame of the handshake carries a MAC under a key
 // derived from it, and the rescue service's messages one under the connection's own key (#31).
-constexpr std::uint16_t kHandleVersion = 6;
+// 7: data immediates carry kArImm (adaptive-routing mode's size notice) and the ControlBlock the
+// sizes it announces (rdma_records.hpp, #32): a v6 receiver would misread a v7 sender's notices.
+constexpr std::uint16_t kHandleVersion = 7;
 
 struct Handle {
   std::uint32_t magic;

@@ -12,6 +12,7 @@ CASES = [
     "comms_without_settings_keep_the_defaults",
     "paths_go_to_the_reaper_passed_in_and_die_after_the_comm",
     "attach_standby_adds_slot_1_on_the_standby_device",
+    "adaptive_routing_deepens_a_send_comms_send_queue",
     "a_path_the_device_refuses_is_an_error_and_leaks_nothing",
 ]
 SKIPPED = re.compile(r"skipped|precondition failed|disabled", re.IGNORECASE)

@@ -5,7 +5,12 @@ of both rails (UDP 4791, both directions) must show only the expected TOS, with 
 the plugin's connect/accept lines must name the same tc (and sl). `env` also pulls rail 0 and
 restores it: the re-protected standby QP on rail 0 sends with the same TOS after the rail-up.
 `fifo` sets NCCL_IB_FIFO_TC besides NCCL_IB_TC: receive comms' QPs send with the one, send comms'
-QPs with the other (each packet's BTH destination QP says which comm's QP sent it)."""
+QPs with the other (each packet's BTH destination QP says which comm's QP sent it).
+`ar` sets NCCL_IB_ADAPTIVE_ROUTING=1 with a threshold of 64 KiB and fails rail 0 over mid-stream:
+the sender's 1 MiB messages go as plain RDMA writes, each followed by a 4-byte write with
+immediate data (the size notice), on rail 0 and on rail 1 after the failover; messages up to the
+threshold, and every message in `default`, as one write with immediate data (BTH opcodes, RETH
+lengths)."""
 import re
 import struct
 
@@ -33,9 +38,10 @@ CONNECT_LINE = re.compile(r"NET/HA: (connected|accepted) .*\(tc (\d+) sl (\d+)\)
 
 
 def pcap_packets(path):
-    """(unix seconds, src ip, dst ip, tos, destination QP) of every IPv4 packet of a classic pcap file
-    (Ethernet, or Linux cooked v1/v2 as `tcpdump -i any` writes); the QP from the RoCE v2 BTH after
-    the UDP header (None when the packet is cut short)."""
+    """(unix seconds, src ip, dst ip, tos, destination QP, transport headers) of every IPv4 packet of
+    a classic pcap file (Ethernet, or Linux cooked v1/v2 as `tcpdump -i any` writes); the QP from
+    the RoCE v2 BTH after the UDP header (None when the packet is cut short), the headers the bytes
+    from the BTH on (b"" for other packets)."""
     data = path.read_bytes()
     if len(data) < 24:
         fail(f"{path}: not a pcap file ({len(data)} bytes)")
@@ -55,8 +61,9 @@ def pcap_packets(path):
             ip = pkt[ip_at:]
             src, dst = (".".join(str(b) for b in ip[i:i + 4]) for i in (12, 16))
             bth = ip[(ip[0] & 0xF) * 4 + 8:]
-            qpn = int.from_bytes(bth[5:8], "big") if ip[9] == 17 and len(bth) >= 8 else None
-            out.append((sec + frac / (1e9 if nano else 1e6), src, dst, ip[1], qpn))
+            roce = ip[9] == 17 and len(bth) >= 8
+            qpn = int.from_bytes(bth[5:8], "big") if roce else None
+            out.append((sec + frac / (1e9 if nano else 1e6), src, dst, ip[1], qpn, bytes(bth[:32]) if roce else b""))
     return out
 
 
@@ -151,6 +158,91 @@ def check_fifo(run, name, tos):
         expect(other and other <= {tos, FIFO_TC}, f"{name}: {role} rail 1 (standbys): TOS {sorted(other)}")
 
 
+AR_THRESHOLD = 65536
+SENDER = {"10.20.0.2", "10.21.0.2"}  # b's rail addresses: the --one-way stream's sender
+# RC RDMA WRITE opcodes (BTH byte 0): FIRST, MIDDLE, LAST, LAST with immediate, ONLY, ONLY with immediate
+W_FIRST, W_MIDDLE, W_LAST, W_LAST_IMM, W_ONLY, W_ONLY_IMM = 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B
+
+
+def write_messages(packets):
+    """(rail, length, with immediate, the next packet) of each RDMA write message b sent: the length
+    from the RETH (after the 12-byte BTH) of its first packet, the kind from its last packet's
+    opcode, followed per destination QP in capture order; the next packet is (opcode, RETH length)
+    of the write packet with the next PSN on that QP, None when that one was not captured.
+    tcpdump in the guests drops most packets of a stream (its log says how many): a message counts
+    only when all its packets were captured, with consecutive PSNs (BTH bytes 9-11), so the tail of
+    one whose middle went missing, or a retransmission from its middle, never completes another's
+    first packet. Other packets to the same QP (acknowledgements of the peer's writes) are skipped."""
+    open_msg, last_psn, out = {}, {}, []
+    waiting = {}  # key -> (index in out, the PSN its next packet would have)
+    for p in packets:
+        if p[1] not in SENDER or len(p[5]) < 12:
+            continue
+        op, key, rail = p[5][0], (p[2], p[4]), int(p[1].split(".")[1]) - 20
+        if not W_FIRST <= op <= W_ONLY_IMM:
+            continue
+        psn = int.from_bytes(p[5][9:12], "big")
+        length = int.from_bytes(p[5][24:28], "big") if len(p[5]) >= 28 else None
+        if key in waiting:
+            i, want = waiting.pop(key)
+            if psn == want:
+                out[i] = out[i][:3] + ((op, length),)
+        follows = last_psn.get(key) == (psn - 1) % (1 << 24)
+        last_psn[key] = psn
+        if op == W_FIRST:
+            open_msg[key] = length
+            continue
+        opened = open_msg.pop(key, None)
+        done = None
+        if op == W_MIDDLE and follows and opened is not None:
+            open_msg[key] = opened
+        elif op in (W_LAST, W_LAST_IMM) and follows and opened is not None:
+            done = (rail, opened, op == W_LAST_IMM, None)
+        elif op in (W_ONLY, W_ONLY_IMM) and length is not None:
+            done = (rail, length, op == W_ONLY_IMM, None)
+        if done:
+            out.append(done)
+            waiting[key] = (len(out) - 1, (psn + 1) % (1 << 24))
+    return out
+
+
+def check_ar(run):
+    for role in ("a", "b"):
+        expect(run.rc(role, "ar") == 0, f"ar: {role}'s driver exit 0 (every byte and size verified, through the failover)")
+        log = run.text(role, "ar.log")
+        expect("HA_NCCL_IB_ADAPTIVE_ROUTING=1 HA_NCCL_IB_AR_THRESHOLD=65536" in log,
+               f"ar: {role}: the settings line names adaptive routing on, threshold 65536")
+    faults = [line.split(" ", 2) for line in run.text("a", "ar.fault_ms").splitlines()]
+    expect([f[2] for f in faults] == ["rail-down 0", "rail-up 0"], f"ar: rail 0 pulled and restored on a: {faults}")
+    warns = "\n".join(run.report("b", "ar")["plugin_warning_lines"])
+    expect("NET/HA: failover of send comm" in warns, "ar: b's send comm failed over (a WARN says so)")
+    for role in ("a", "b"):
+        msgs = write_messages(pcap_packets(run.out(role, "ar.pcap")))
+        large = [m for m in msgs if m[1] > AR_THRESHOLD]
+        at = [m for m in msgs if m[1] == AR_THRESHOLD]
+        notices = [m for m in msgs if m[1] == 4 and m[2]]
+        expect(large and not any(m[2] for m in large),
+               f"ar: {role}'s capture: {len(large)} messages above the threshold, every one a plain write "
+               f"({sum(1 for m in large if m[2])} with immediate data)")
+        expect(at and all(m[2] for m in at),
+               f"ar: {role}'s capture: {len(at)} messages of exactly the threshold, every one a write with immediate "
+               f"data ({sum(1 for m in at if not m[2])} plain)")
+        seen = [m[3] for m in large if m[3] is not None]
+        expect(seen and all(n == (W_ONLY_IMM, 4) for n in seen),
+               f"ar: {role}'s capture: the packet after each plain write (where captured: {len(seen)} of {len(large)}) "
+               f"is its 4-byte size notice with immediate data (others: {[n for n in seen if n != (W_ONLY_IMM, 4)][:3]})")
+        for r in (0, 1):
+            n = sum(1 for m in large if m[0] == r)
+            k = sum(1 for m in notices if m[0] == r)
+            expect(n > 0 and k > 0, f"ar: {role}'s capture: rail {r} carries plain writes ({n}) and notices ({k})")
+    for role in ("a", "b"):
+        msgs = write_messages(pcap_packets(run.out(role, "default.pcap")))
+        big = [m for m in msgs if m[1] > 8192]
+        expect(big and all(m[2] for m in big) and not any(m[1] == 4 for m in msgs),
+               f"default: {role}'s capture: {len(big)} messages above 8 KiB, every one a write with immediate "
+               f"data, no size notice (adaptive routing is off on RoCE by default)")
+
+
 def check_memory(run):
     """`ha-ping --list --json`: the dma-buf probe on Soft-RoCE says unsupported (EOPNOTSUPP), so
     ptrSupport has no DMABUF; relaxed ordering on by NCCL's default rule (auto, ibv_reg_mr_iova2)
@@ -174,4 +266,4 @@ def check_memory(run):
 
 def check(run):
     cases = [(n, lambda n=n, q=q: check_case(run, n, *q)) for n, q in CASES.items()]
-    expect_each("plugin-qos", cases + [("memory", lambda: check_memory(run))])
+    expect_each("plugin-qos", cases + [("ar", lambda: check_ar(run)), ("memory", lambda: check_memory(run))])

@@ -367,6 +367,32 @@ BOOST_AUTO_TEST_CASE(attach_standby_adds_slot_1_on_the_standby_device, *needs_po
   BOOST_TEST(b.standby_comms.load() == 0);
 }
 
+// Adaptive-routing mode posts two WRs per isend (the write, its size notice: path_ops.cpp
+// post_data): a send comm's path on a device in that mode gets the deeper send queue; its standby
+// on a device without it, and a receive comm, keep theirs. (Soft-RoCE rounds a queue up to a power
+// of two less one: 264 WRs become 511, short of the 520 the mode needs.)
+BOOST_AUTO_TEST_CASE(adaptive_routing_deepens_a_send_comms_send_queue, *needs_ports(2)) {
+  const CommEnv env{};
+  Device& a = primary();
+  Device& b = standby_dev();
+  a.ar_threshold = 8192;
+  BOOST_TEST(queue_depths(CommKind::send, a).send == kSendQueueDepth + kMaxRequests * kMaxRecvs);
+  BOOST_TEST(queue_depths(CommKind::send, b).send == kSendQueueDepth);
+  BOOST_TEST(queue_depths(CommKind::recv, a).send == kRecvSendQueueDepth);
+  auto s = make_send_comm(env, a, &b);
+  BOOST_TEST_REQUIRE(s.ok(), err_msg(s));
+  comm_built(**s);
+  auto r = make_recv_comm(env, a, nullptr);
+  BOOST_TEST_REQUIRE(r.ok(), err_msg(r));
+  comm_built(**r);
+  expect_path(**s, 0, a, kSendQueueDepth + kMaxRequests * kMaxRecvs, kSendRecvQueueDepth, Path::up);
+  expect_path(**s, 1, b, kSendQueueDepth, kSendRecvQueueDepth, Path::connecting);
+  expect_path(**r, 0, a, kRecvSendQueueDepth, kRecvQueueDepth, Path::up);
+  uncount(**s);
+  uncount(**r);
+  a.ar_threshold = kNoAdaptiveRouting;
+}
+
 BOOST_AUTO_TEST_CASE(a_path_the_device_refuses_is_an_error_and_leaks_nothing, *needs_ports(1)) {
   Reaper reaper;
   Device& a = primary();

@@ -1,6 +1,7 @@
 // Config::from_env (every HA_NCCL_* variable, booleans, WARN-and-default on bad values),
 // Config::from_lookup (the same from any source, the process environment untouched),
 // config_warnings, describe, and the APM checks against a fixture sysfs tree.
+#include <infiniband/verbs.h>
 #include <sys/socket.h>
 
 #include <boost/test/unit_test.hpp>
@@ -74,7 +75,8 @@ struct CleanEnv {
                           "HA_NCCL_LOG_LEVEL", "HA_NCCL_TEST_ACK_DELAY_MS", "HA_NCCL_TEST_FAILBACK_STALL_MS",
                           "HA_NCCL_TEST_FAILBACK_STALL_AT", "HA_NCCL_TEST_STANDBY_DELAY_MS",
                           "HA_NCCL_TEST_REPROTECT_DELAY_MS", "HA_NCCL_TEST_FLUSH_QP_ERROR_MS",
-                          "HA_NCCL_TEST_REAPER_DELAY_MS"})
+                          "HA_NCCL_TEST_REAPER_DELAY_MS", "HA_NCCL_IB_ADAPTIVE_ROUTING", "NCCL_IB_ADAPTIVE_ROUTING",
+                          "HA_NCCL_IB_AR_THRESHOLD", "NCCL_IB_AR_THRESHOLD"})
       env.unset(v);
   }
 };
@@ -630,7 +632,8 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_STANDBY_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_FIFO_TC=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
-             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0");
+             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0 "
+             "HA_NCCL_IB_ADAPTIVE_ROUTING=auto HA_NCCL_IB_AR_THRESHOLD=8192");
 }
 
 BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {
@@ -680,10 +683,51 @@ BOOST_AUTO_TEST_CASE(unhonoured_nccl_settings_are_named) {
   m.vars = {{"NCCL_IB_QPS_PER_CONNECTION", "4"}, {"NCCL_IB_ADAPTIVE_ROUTING", "1"}, {"NCCL_IB_ROCE_VERSION_NUM", "2"},
             {"NCCL_IB_TIMEOUT", "22"}};
   const auto u = unhonoured_nccl_settings(m.lookup());
-  BOOST_TEST_REQUIRE(u.size() == 3u);
+  BOOST_TEST_REQUIRE(u.size() == 2u);  // adaptive routing is honoured (adaptive_routing_as_net_ib)
   BOOST_TEST(u[0] == "NCCL_IB_QPS_PER_CONNECTION=4 (one QP per path; its standby is one QP too)");
-  BOOST_TEST(contains(u[1], "NCCL_IB_ADAPTIVE_ROUTING=1 (every message is one RDMA write with immediate data)"), u[1]);
-  BOOST_TEST(contains(u[2], "NCCL_IB_ROCE_VERSION_NUM=2 (the GID: HA_NCCL_IB_GID_INDEX"), u[2]);
+  BOOST_TEST(contains(u[1], "NCCL_IB_ROCE_VERSION_NUM=2 (the GID: HA_NCCL_IB_GID_INDEX"), u[1]);
+}
+
+// NCCL_IB_ADAPTIVE_ROUTING / NCCL_IB_AR_THRESHOLD (HA_ names first) with net_ib's meaning: -2 (the
+// default) on for InfiniBand ports only, any other non-zero value on, 0 off; the threshold 8192
+// unless set (-2: the default too); a message is split only when larger than it. Bad values: WARN,
+// the default.
+BOOST_AUTO_TEST_CASE(adaptive_routing_as_net_ib) {
+  CleanEnv clean;
+  Config c = Config::from_env();
+  BOOST_TEST(c.adaptive_routing == -2);
+  BOOST_TEST(ar_threshold_for(c, IBV_LINK_LAYER_INFINIBAND) == 8192u);
+  BOOST_TEST(ar_threshold_for(c, IBV_LINK_LAYER_ETHERNET) == kNoAdaptiveRouting);
+  clean.env.set("NCCL_IB_ADAPTIVE_ROUTING", "1");
+  clean.env.set("NCCL_IB_AR_THRESHOLD", "65536");
+  c = Config::from_env();
+  BOOST_TEST(ar_threshold_for(c, IBV_LINK_LAYER_ETHERNET) == 65536u);
+  BOOST_TEST(ar_threshold_for(c, IBV_LINK_LAYER_INFINIBAND) == 65536u);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_IB_ADAPTIVE_ROUTING=1 HA_NCCL_IB_AR_THRESHOLD=65536"), describe(c));
+  clean.env.set("NCCL_IB_ADAPTIVE_ROUTING", "7");  // net_ib: any non-zero value but -2
+  BOOST_TEST(ar_threshold_for(Config::from_env(), IBV_LINK_LAYER_ETHERNET) == 65536u);
+  clean.env.set("HA_NCCL_IB_ADAPTIVE_ROUTING", "0");  // the HA_ name wins
+  clean.env.set("HA_NCCL_IB_AR_THRESHOLD", "0");
+  c = Config::from_env();
+  BOOST_TEST(ar_threshold_for(c, IBV_LINK_LAYER_INFINIBAND) == kNoAdaptiveRouting);
+  BOOST_TEST(c.ar_threshold == 0u);
+  clean.env.set("HA_NCCL_IB_ADAPTIVE_ROUTING", "-2");
+  clean.env.set("HA_NCCL_IB_AR_THRESHOLD", "-2");
+  c = Config::from_env();
+  BOOST_TEST(ar_threshold_for(c, IBV_LINK_LAYER_INFINIBAND) == 8192u);
+  BOOST_TEST(ar_threshold_for(c, IBV_LINK_LAYER_ETHERNET) == kNoAdaptiveRouting);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {}) == 0u, clean.log.dump());
+  for (const char* bad : {"-1", "-5", "4294967296", "8k"}) {
+    clean.env.set("HA_NCCL_IB_AR_THRESHOLD", bad);
+    BOOST_TEST(Config::from_env().ar_threshold == 8192u, bad);
+  }
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"threshold of -1"}) == 1u, clean.log.dump());
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_AR_THRESHOLD", "'-5'"}) == 1u, clean.log.dump());
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_AR_THRESHOLD", "'8k'"}) == 1u, clean.log.dump());
+  clean.env.set("NCCL_IB_ADAPTIVE_ROUTING", "on");
+  clean.env.unset("HA_NCCL_IB_ADAPTIVE_ROUTING");
+  BOOST_TEST(Config::from_env().adaptive_routing == -2);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"NCCL_IB_ADAPTIVE_ROUTING", "'on'"}) == 1u, clean.log.dump());
 }
 
 // NCCL_IB_FIFO_TC (HA_NCCL_IB_FIFO_TC first): a receive comm's traffic class on RoCE, the SL and

@@ -30,6 +30,16 @@ std::string registration_summary(const State& s) {
   return ro + dmabuf;
 }
 
+// "; adaptive routing above 8192 B on mlx5_0:1 mlx5_1:1": the ports whose larger messages go as a
+// plain write and a size notice (NCCL_IB_ADAPTIVE_ROUTING); nothing when no port does.
+std::string adaptive_routing_summary(const State& s) {
+  std::string ports;
+  for (const auto& d : s.devices)
+    if (d->ar_threshold != kNoAdaptiveRouting) ports += " " + d->port.id();
+  if (ports.empty()) return {};
+  return "; adaptive routing above " + std::to_string(s.config.ar_threshold) + " B on" + ports;
+}
+
 }  // namespace
 
 std::string init_summary(const State& s) {
@@ -54,7 +64,7 @@ std::string init_summary(const State& s) {
                 s.config.failover_timeout_ms, s.config.enable_failback ? "on" : "off", q.traffic_class,
                 q.service_level, s.config.ib_tc < 0 ? " (or the communicator's trafficClass)" : "",
                 s.gpu_memory ? "HOST|CUDA" : "HOST", kProgressThreadName);
-  return line + tail + registration_summary(s);
+  return line + tail + registration_summary(s) + adaptive_routing_summary(s);
 }
 
 void log_devices(const State& s) {

@@ -83,8 +83,9 @@ def check_case(run, name, tos, sl):
                                 f"settings): {len(inits)}")
         tail = MEMORY_TAIL.format(RO[name])
         init_lines = [line for line in log.splitlines() if INIT_LINE.search(line)]
-        expect(init_lines and all(tail in line for line in init_lines),
-               f"{name}: {role}: the INIT line says '{tail}' (NCCL's relaxed-ordering rule; no dma-buf on rxe)")
+        expect(init_lines and all(tail in line and "adaptive routing" not in line for line in init_lines),
+               f"{name}: {role}: the INIT line says '{tail}' (NCCL's relaxed-ordering rule; no dma-buf on rxe), "
+               f"no port in adaptive-routing mode")
         got = {(m.group(2), m.group(3)) for m in CONNECT_LINE.finditer(log)}
         if name == "default":  # NCCL_DEBUG_SUBSYS=INIT: the NET lines stay hidden, as NCCL hides them
             expect(not got and "NET/HA: listening" not in log, f"{name}: {role}: no NET-only INFO line shown")
@@ -212,6 +213,9 @@ def check_ar(run):
         log = run.text(role, "ar.log")
         expect("HA_NCCL_IB_ADAPTIVE_ROUTING=1 HA_NCCL_IB_AR_THRESHOLD=65536" in log,
                f"ar: {role}: the settings line names adaptive routing on, threshold 65536")
+        inits = [line for line in log.splitlines() if INIT_LINE.search(line)]
+        expect(len(inits) == 1 and inits[0].endswith("; adaptive routing above 65536 B on rxe0:1 rxe1:1"),
+               f"ar: {role}: the INIT line ends with the ports in adaptive-routing mode: {inits[-1][-90:] if inits else None}")
     faults = [line.split(" ", 2) for line in run.text("a", "ar.fault_ms").splitlines()]
     expect([f[2] for f in faults] == ["rail-down 0", "rail-up 0"], f"ar: rail 0 pulled and restored on a: {faults}")
     warns = "\n".join(run.report("b", "ar")["plugin_warning_lines"])

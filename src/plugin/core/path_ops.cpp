@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 #include "core/path_ops.hpp"
 #include "nccl_ha/reactor/async_events.hpp"
@@ -52,11 +51,10 @@ int post_data(SendComm& c, Request& r, Path& p) {
     if (rc == 0) note_send_posted(p, size);
     return rc;
   }
-  const std::size_t at = offsetof(ControlBlock, ar_size) +
-                         ((r.seq % kMaxRequests) * kMaxRecvs + r.index) * sizeof(std::uint32_t);
-  auto* size_out = reinterpret_cast<std::uint8_t*>(&c.ctrl_out) + at;
-  std::memcpy(size_out, &size, sizeof size);
-  ibv_sge notice_sge{reinterpret_cast<std::uint64_t>(size_out), sizeof size, c.keys[s].ctrl_out->lkey};
+  std::uint32_t& size_out = c.ctrl_out.ar_size[r.seq % kMaxRequests][r.index];  // the peer's twin gets it
+  size_out = size;
+  const auto at = reinterpret_cast<std::uintptr_t>(&size_out) - reinterpret_cast<std::uintptr_t>(&c.ctrl_out);
+  ibv_sge notice_sge{reinterpret_cast<std::uint64_t>(&size_out), sizeof size, c.keys[s].ctrl_out->lkey};
   ibv_send_wr notice = wr;
   notice.sg_list = &notice_sge;
   notice.num_sge = 1;

@@ -86,17 +86,15 @@ std::shared_ptr<PathJob> start_build(CommBase& c, Device& d, const net::Endpoint
   const int slot = c.standby_slot();
   Device* dp = &d;
   const QueueDepths depths = queue_depths(c.kind, d);
-  const int sd = depths.send;
-  const int rd = depths.recv;
   const bool connect = remote_to_connect != nullptr;
   const net::Endpoint remote = connect ? *remote_to_connect : net::Endpoint{};
   // A flush QP needs the slot's flush sink: registered with the move, or there already.
   const bool flush = c.kind == CommKind::recv && static_cast<RecvComm&>(c).flush_on &&
                      (rebind || c.keys[slot].flush_sink);
   const std::uint32_t gen = dp->recover_gen.load(std::memory_order_relaxed);  // before the port is queried
-  return start_job(c, nullptr, [reaper = c.reaper, dp, slot, sd, rd, connect, remote, flush, gen, rebind,
+  return start_job(c, nullptr, [reaper = c.reaper, dp, slot, depths, connect, remote, flush, gen, rebind,
                                 qos = c.qos, owner = c.weak_from_this()](PathJob& job) {
-    Status s = build_path(job, reaper, *dp, slot, sd, rd, owner);
+    Status s = build_path(job, reaper, *dp, slot, depths.send, depths.recv, owner);
     if (s) job.path->qos = qos;  // a rebuilt standby keeps the connection's QoS
     if (s && rebind) {
       if (auto comm = owner.lock())

@@ -112,8 +112,8 @@ else
   say "no .rpm packages (rpmbuild not installed)"
 fi
 
-# Test-only libraries (the VM tests' dma-buf shim: test/integration/shim) are never packaged.
-shims=$(cd "$ROOT" && find . -name '*test-dmabuf-shim*')
+# Test-only libraries (the VM tests' dma-buf and ECE shims: test/integration/shim) are never packaged.
+shims=$(cd "$ROOT" && find . -name '*test-*-shim*')
 [[ -z $shims ]] || die "a test-only library is in the packages: $shims"
 
 # ---- the runtime package ----

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "nccl_ha/net/env.hpp"
 
@@ -120,10 +121,23 @@ Status qp_to_error(ibv_qp* qp) {
   return {};
 }
 
-Status connect_rc_qp(ibv_qp* qp, const Endpoint& local, const Endpoint& remote, const QpTimeouts& t) {
+Status connect_rc_qp(ibv_qp* qp, Endpoint& local, const Endpoint& remote, const QpTimeouts& t) {
   if (auto s = qp_to_init(qp, local.port, t.pkey_index); !s) return s;
+  if (local.ece.supported && remote.ece.supported) {
+    auto set = set_ece(qp, remote.ece);
+    if (!set) return std::move(set).error();
+    if (!*set) local.ece = Ece{};
+  } else {
+    local.ece = Ece{};
+  }
   if (auto s = qp_to_rtr(qp, local, remote, t); !s) return s;
-  return qp_to_rts(qp, local.psn, t);
+  if (auto s = qp_to_rts(qp, local.psn, t); !s) return s;
+  if (local.ece.supported) {  // what the device made of it
+    auto reduced = query_ece(qp);
+    if (!reduced) return std::move(reduced).error();
+    local.ece = *reduced;
+  }
+  return {};
 }
 
 }  // namespace nccl_ha::net

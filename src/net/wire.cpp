@@ -111,7 +111,11 @@ std::vector<std::uint8_t> encode_endpoint(const Endpoint& ep) {
   w.u8(ep.gid_index);
   w.u8(ep.link_layer);
   w.u8(ep.mtu);
-  w.u16(0);
+  w.u8(ep.ece.supported ? 1 : 0);
+  w.u8(0);
+  w.u32(ep.ece.vendor_id);
+  w.u32(ep.ece.options);
+  w.u32(ep.ece.comp_mask);
   return out;
 }
 
@@ -124,15 +128,20 @@ Expected<Endpoint> decode_endpoint(std::span<const std::uint8_t> payload) {
                                             std::to_string(kEndpointSize) + ")");
   ByteReader r(payload);
   Endpoint ep;
-  std::uint16_t reserved = 0;
+  std::uint8_t ece = 0, reserved = 0;
   r.u32(ep.qpn); r.u32(ep.psn); r.bytes(ep.gid.raw); r.u16(ep.lid);
-  r.u8(ep.port); r.u8(ep.gid_index); r.u8(ep.link_layer); r.u8(ep.mtu); r.u16(reserved);
+  r.u8(ep.port); r.u8(ep.gid_index); r.u8(ep.link_layer); r.u8(ep.mtu); r.u8(ece); r.u8(reserved);
+  r.u32(ep.ece.vendor_id); r.u32(ep.ece.options); r.u32(ep.ece.comp_mask);
   if (ep.qpn == 0 || ep.qpn > 0xffffffu) return make_error(Errc::invalid_argument, "endpoint: QP number out of range");
   if (ep.psn > 0xffffffu) return make_error(Errc::invalid_argument, "endpoint: PSN out of range");
   if (ep.port == 0) return make_error(Errc::invalid_argument, "endpoint: port 0");
   if (ep.mtu < IBV_MTU_256 || ep.mtu > IBV_MTU_4096) return make_error(Errc::invalid_argument, "endpoint: bad MTU code " + std::to_string(ep.mtu));
   if (ep.link_layer > IBV_LINK_LAYER_ETHERNET) return make_error(Errc::invalid_argument, "endpoint: bad link layer");
   if (reserved != 0) return make_error(Errc::invalid_argument, "endpoint: reserved field is not zero");
+  if (ece > 1) return make_error(Errc::invalid_argument, "endpoint: bad ECE flag " + std::to_string(ece));
+  ep.ece.supported = ece == 1;
+  if (!ep.ece.supported && (ep.ece.vendor_id != 0 || ep.ece.options != 0 || ep.ece.comp_mask != 0))
+    return make_error(Errc::invalid_argument, "endpoint: ECE fields without ECE");
   return ep;
 }
 

@@ -31,7 +31,8 @@
 namespace ha_ping {
 
 constexpr std::uint64_t kFrameTag = 0x68612d70696e6721ull;  // "ha-ping!"
-constexpr std::uint16_t kProtocolVersion = 2;               // 1: no challenge, the Hello came first
+// 1: no challenge, the Hello came first; 2: rail setups carried 32-byte endpoints (no ECE field)
+constexpr std::uint16_t kProtocolVersion = 3;
 constexpr std::size_t kNonceSize = 32;
 constexpr std::size_t kProofSize = 32;
 using Nonce = std::array<std::uint8_t, kNonceSize>;

@@ -135,6 +135,11 @@ Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot,
   if (auto s = net::refresh_address(dev.ctx.get(), port); !s)
     HA_DEBUG("NET/HA: %s: %s (its address as discovered is used)", dev.port.id().c_str(), s.error().message.c_str());
   p->local = net::local_endpoint(p->qp.get(), port, net::random_psn());
+  if (dev.offer_ece) {  // what this QP offers the peer (net/ece.hpp): nothing where ECE is unsupported
+    auto ece = net::query_ece(p->qp.get());
+    if (!ece) return std::move(ece).error();
+    p->local.ece = *ece;
+  }
   p->fault_gen = dev.fault_gen.load(std::memory_order_relaxed);
   return p;
 }

@@ -86,6 +86,8 @@ void read_registration(const net::EnvLookup& env, Config& c) {
   c.relaxed_ordering = static_cast<int>(
       net::env_int(env, {"HA_NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PCI_RELAXED_ORDERING"}, 2, 0, 2));
   c.gdr_flush_disable = net::env_int(env, {"HA_NCCL_IB_GDR_FLUSH_DISABLE", "NCCL_IB_GDR_FLUSH_DISABLE"}, 0, 0, 1) != 0;
+  c.ece_enable = net::env_int(env, {"HA_NCCL_IB_ECE_ENABLE", "NCCL_IB_ECE_ENABLE"}, 1,
+                              std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()) != 0;
 }
 
 // Adaptive routing as net_ib reads it: -2 is its "not set" (the link layer decides), any other
@@ -219,7 +221,6 @@ std::vector<std::string> unhonoured_nccl_settings(const net::EnvLookup& env) {
   static constexpr Unhonoured kList[] = {
       {"NCCL_IB_QPS_PER_CONNECTION", "1", "one QP per path; its standby is one QP too"},
       {"NCCL_IB_SPLIT_DATA_ON_QPS", "", "one QP per path: nothing to split"},
-      {"NCCL_IB_ECE_ENABLE", "0", "no enhanced connection establishment"},
       {"NCCL_IB_USE_INLINE", "0", "no inline data"},
       {"NCCL_IB_ADDR_FAMILY", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
       {"NCCL_IB_ADDR_RANGE", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
@@ -304,6 +305,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));
+  add("HA_NCCL_IB_ECE_ENABLE", b(c.ece_enable));
   add("HA_NCCL_IB_ADAPTIVE_ROUTING", c.adaptive_routing == -2 ? std::string("auto") : b(c.adaptive_routing != 0));
   add("HA_NCCL_IB_AR_THRESHOLD", std::to_string(c.ar_threshold));
   return s;

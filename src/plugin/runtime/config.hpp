@@ -91,6 +91,10 @@ struct Config {
   // GPU buffers are not read back (no flush QPs unless HA_NCCL_FORCE_FLUSH; iflush completes at
   // once), for platforms whose PCIe ordering makes the READ unnecessary.
   bool gdr_flush_disable = false;
+  // HA_NCCL_IB_ECE_ENABLE, else NCCL_IB_ECE_ENABLE (net_ib's: default 1, 0 off): each QP offers
+  // the ECE its device reports and agrees on it with the peer's (net/ece.hpp). Off on either side:
+  // the connection goes without (net_ib reads it on the connecting side only).
+  bool ece_enable = true;
   // HA_NCCL_IB_ADAPTIVE_ROUTING, else NCCL_IB_ADAPTIVE_ROUTING (net_ib's): -2 (default) on for
   // InfiniBand ports, off for RoCE; 0 off; 1 on. With it, a message larger than
   // HA_NCCL_IB_AR_THRESHOLD, else NCCL_IB_AR_THRESHOLD (bytes, default 8192), goes as a plain RDMA

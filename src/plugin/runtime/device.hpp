@@ -95,6 +95,7 @@ struct Device {
   // Adaptive-routing mode (config.hpp ar_threshold_for): a message larger than this goes as a plain
   // write and a size notice (path_ops.cpp post_data); kNoAdaptiveRouting: off.
   std::uint64_t ar_threshold = kNoAdaptiveRouting;
+  bool offer_ece = true;  // HA_NCCL_IB_ECE_ENABLE / NCCL_IB_ECE_ENABLE: each new QP offers its ECE (comm.cpp make_path)
   // What getProperties reports, as NCCL's own IB transport would (init.cpp assign_nccl_identity):
   std::string pci_path;  // storage behind Props::pci_path: net::nccl_pci_path() of port.pci_path
   int nccl_port = 0;     // Props::port: port number + NCCL's real port (net::nccl_real_ports())

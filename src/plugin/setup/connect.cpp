@@ -120,9 +120,10 @@ void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& pe
             peer.address().to_string().c_str(), c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(),
             c.qos.traffic_class, c.qos.service_level);
   else
-    HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)", dev.port.id().c_str(), c.paths[0]->local.qpn,
+    HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)%s", dev.port.id().c_str(), c.paths[0]->local.qpn,
             peer.address().to_string().c_str(), remote.qpn, c.paths[1] ? ", standby on " : ", single path",
-            c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level);
+            c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level,
+            ece_note(c.paths[0]->local.ece).c_str());
 }
 
 // Coroutine parameters are references or trivially destructible values: GCC 12 may destroy
@@ -194,7 +195,9 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   if (auto s = co_await ch.send(static_cast<std::uint16_t>(HandshakeMsg::conn_ready), encode_ready(ready), timeout); !s)
     co_return s;
   if (!home_down.empty())
-    if (auto s = co_await start_on_standby(ch, c, rep.standby->endpoint, timeout, home_down); !s) co_return s;
+    if (auto s = co_await start_on_standby(ch, c, rep.standby->endpoint, timeout, home_down, StandbySide::connector);
+        !s)
+      co_return s;
   auto ack = co_await ch.recv_of(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), timeout);
   if (!ack) co_return std::move(ack).error();
   log_connected(c, *dev, peer, *remote, home_down);
@@ -261,7 +264,8 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
                           o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
                         }
                         if (orphan) discard(*orphan);
-                        if (s && plan.path) co_await run_standby(*plan.channel, *plan.path, plan.remote, timeout);
+                        if (s && plan.path)
+                          co_await run_standby(*plan.channel, *plan.path, plan.remote, timeout, StandbySide::connector);
                       }(op, d, handle_endpoint(h), h.token, handle_secret(h), (h.flags & kOfferStandby) != 0,
                         Millis(st->config.handshake_timeout_ms)));
     return ncclSuccess;

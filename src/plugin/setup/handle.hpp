@@ -41,7 +41,9 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // derived from it, and the rescue service's messages one under the connection's own key (#31).
 // 7: data immediates carry kArImm (adaptive-routing mode's size notice) and the ControlBlock the
 // sizes it announces (rdma_records.hpp, #32): a v6 receiver would misread a v7 sender's notices.
-constexpr std::uint16_t kHandleVersion = 7;
+// 8: every endpoint carries its QP's ECE (net/wire.hpp: 44 bytes), and a connector's standby_up
+// its endpoint when both standby QPs offer ECE (handshake_common.hpp, #32).
+constexpr std::uint16_t kHandleVersion = 8;
 
 struct Handle {
   std::uint32_t magic;

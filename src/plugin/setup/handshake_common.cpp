@@ -5,6 +5,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 
 #include "core/path_ops.hpp"
@@ -127,49 +128,86 @@ Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> t
 }
 
 asio::awaitable<Status> start_on_standby(Channel& ch, CommBase& c, const net::Endpoint& remote, Millis timeout,
-                                         const std::string& why) {
+                                         const std::string& why, StandbySide side) {
   Path& p = *c.paths[1];
-  co_await run_standby(ch, p, remote, timeout);
+  co_await run_standby(ch, p, remote, timeout, side);
   if (p.link.load(std::memory_order_acquire) != Path::up)
     co_return make_error(Errc::closed, why + ", and the pair through " + p.dev->port.id() + " did not connect: " + p.why);
   started_on_standby(c, why);
   co_return Status{};
 }
 
+std::string ece_note(const net::Ece& ece) {
+  if (!ece.supported) return {};
+  char s[48];
+  std::snprintf(s, sizeof s, " ECE 0x%x", ece.options);
+  return s;
+}
+
+namespace {
+
+// The peer's phase-two frame: "" when it says standby_up, else why not.
+std::string peer_verdict(const Expected<net::Frame>& theirs) {
+  if (!theirs && theirs.error().code == Errc::peer_error) return "the peer: " + theirs.error().message;
+  if (!theirs) return "waiting for the peer: " + theirs.error().message;
+  if (theirs->type != static_cast<std::uint16_t>(HandshakeMsg::standby_up))
+    return "the peer: " + std::string(theirs->payload.begin(), theirs->payload.end());
+  return {};
+}
+
+// The connector's standby_up when ECE is in play: its endpoint, whose ECE the listener sets. ""
+// when it is that endpoint (the QP it offered in conn_ready), else why not.
+std::string take_answer(const net::Frame& theirs, net::Endpoint& remote) {
+  auto answered = net::decode_endpoint(theirs.payload);
+  if (!answered) return "the peer's standby_up: " + answered.error().message;
+  if (answered->qpn != remote.qpn) return "the peer's standby_up names another QP";
+  remote.ece = answered->ece;
+  return {};
+}
+
+}  // namespace
+
 // Phase two: connects the standby QP and agrees with the peer that both ends are up, then
 // publishes Path::link. The comm may already be in NCCL's hands (and even closed: `path` is
 // shared); only the Path is touched here.
-asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& remote, Millis timeout) {
+asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& remote, Millis timeout,
+                                  StandbySide side) {
   path.remote = remote;
+  // ECE on both QPs: the listener waits for the connector's answer before it connects.
+  const bool ece = path.local.ece.supported && remote.ece.supported;
+  const bool answer_first = ece && side == StandbySide::listener;
+  std::string why;
+  net::Endpoint peer = remote;
+  if (answer_first) {
+    auto theirs = co_await ch.recv(timeout);
+    why = peer_verdict(theirs);
+    if (why.empty()) why = take_answer(*theirs, peer);
+    if (why.empty()) path.remote.ece = peer.ece;
+  }
   if (const int ms = state()->hooks.standby_delay_ms(); ms > 0) {  // test setting: a slow standby
     asio::steady_timer delay(ch.socket().get_executor(), Millis(ms));
     auto [ec] = co_await delay.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;
   }
-  auto connect_standby = [&path, &remote] {  // verbs work: on a reactor worker
-    auto done = net::connect_rc_qp(path.qp.get(), path.local, remote, rc_attrs(path));
+  auto connect_standby = [&path, &peer] {  // verbs work: on a reactor worker
+    auto done = net::connect_rc_qp(path.qp.get(), path.local, peer, rc_attrs(path));
     if (done)
       if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) done = errno_error(Errc::verbs, "posting control receives", rc);
     return done;
   };
-  auto local = co_await state()->reactor.offload(connect_standby, reactor::JobOrder::peer_waits);  // the peer waits for our frame
+  Status local = make_error(Errc::closed, why);  // the peer's end did not come up: ours is not tried
+  if (why.empty()) local = co_await state()->reactor.offload(connect_standby, reactor::JobOrder::peer_waits);
   const std::string mine = local ? std::string() : local.error().message;
-  const std::vector<std::uint8_t> payload(mine.begin(), mine.end());
+  std::vector<std::uint8_t> payload(mine.begin(), mine.end());
+  if (local && ece && side == StandbySide::connector) payload = net::encode_endpoint(path.local);
   const auto type = static_cast<std::uint16_t>(local ? HandshakeMsg::standby_up : HandshakeMsg::standby_failed);
   auto sent = co_await ch.send(type, payload, timeout);
-  std::string why;
-  if (!local) {
+  if (why.empty() && !local) {
     why = "local: " + mine;
-  } else if (!sent) {
+  } else if (why.empty() && !sent) {
     why = "telling the peer: " + sent.error().message;
-  } else {
-    auto theirs = co_await ch.recv(timeout);
-    if (!theirs && theirs.error().code == Errc::peer_error)
-      why = "the peer: " + theirs.error().message;
-    else if (!theirs)
-      why = "waiting for the peer: " + theirs.error().message;
-    else if (theirs->type != static_cast<std::uint16_t>(HandshakeMsg::standby_up))
-      why = "the peer: " + std::string(theirs->payload.begin(), theirs->payload.end());
+  } else if (why.empty() && !answer_first) {
+    why = peer_verdict(co_await ch.recv(timeout));
   }
   if (!why.empty()) path.why = why;
   path.link.store(why.empty() ? Path::up : Path::failed, std::memory_order_release);

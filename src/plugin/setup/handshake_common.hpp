@@ -29,6 +29,10 @@
 //   standby QP INIT->RTR->RTS                  standby QP INIT->RTR->RTS
 //   standby_up / standby_failed          <-->  standby_up / standby_failed
 //   Path::link published: the comm starts its heartbeats and may fail over to it.
+//   ECE (net/ece.hpp) where both standby QPs offer it: the listener's standby endpoint went first
+//   (conn_reply), so the connector answers: it connects first and its standby_up carries its
+//   endpoint with the reduced ECE, which the listener sets before it connects and answers.
+//   The primary needs nothing of the kind: the listener connects it before conn_reply.
 //
 // A connection whose own pair of ports is down at either end (home_pair_up over the two candidate
 // lists: both sides decide alike), or whose primary QP did not connect at either side (that side
@@ -120,12 +124,20 @@ Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> t
 // comm is as after a failover away from home: slot 1 active, slot 0 without a path and its standby
 // "down" (`why`), so re-protection rebuilds slot 0 - at home once its port is back, where a
 // failback (HA_NCCL_ENABLE_FAILBACK) returns the traffic. An error when that path did not come up.
+// " ECE 0x<options>" for a QP connected with ECE (net/ece.hpp), "" otherwise: the tail of the
+// connected / accepted INFO lines.
+std::string ece_note(const net::Ece& ece);
+
+// Which end of the handshake runs phase two (the listener's standby endpoint goes first).
+enum class StandbySide { listener, connector };
+
 boost::asio::awaitable<Status> start_on_standby(Channel& ch, CommBase& c, const net::Endpoint& remote, Millis timeout,
-                                                const std::string& why);
+                                                const std::string& why, StandbySide side);
 
 // Phase two: connects the standby QP and agrees with the peer that both ends are up, then
 // publishes Path::link. The comm may already be in NCCL's hands (and even closed: `path` is
 // shared); only the Path is touched here.
-boost::asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& remote, Millis timeout);
+boost::asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& remote, Millis timeout,
+                                         StandbySide side);
 
 }  // namespace nccl_ha::plugin::hs

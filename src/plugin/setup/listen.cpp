@@ -145,9 +145,9 @@ void log_accepted(const ListenState& ls, const RecvComm& c, const ConnRequest& r
     return;
   }
   if (!start.unprotected.empty()) note_unprotected(*ls.dev, "recv", start.unprotected);
-  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)", ls.dev->port.id().c_str(), c.paths[0]->local.qpn,
+  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)%s", ls.dev->port.id().c_str(), c.paths[0]->local.qpn,
           req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
-          c.qos.traffic_class, c.qos.service_level);
+          c.qos.traffic_class, c.qos.service_level, ece_note(c.paths[0]->local.ece).c_str());
 }
 
 // HA_NCCL_TEST_ACK_DELAY_MS (tests only): the window in which closeListen() may come.
@@ -253,7 +253,8 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
     standby_declined(c);
   }
   if (!home_down.empty())
-    if (auto s = co_await start_on_standby(ch, c, *ready->standby, timeout, home_down); !s) co_return s;
+    if (auto s = co_await start_on_standby(ch, c, *ready->standby, timeout, home_down, StandbySide::listener); !s)
+      co_return s;
   log_accepted(*ls, c, req, start);
   co_await hold_ack(*ls, ch, c);
   const std::shared_ptr<Path> standby_path = home_down.empty() ? c.paths[1] : nullptr;  // phase two still to run
@@ -266,7 +267,7 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
     case AckResult::closed:  // the connector is told (run_acceptor), so its connect() fails instead of returning a dead comm
       co_return make_error(Errc::closed, "the listener was closed during the handshake");
   }
-  if (standby_path) co_await run_standby(ch, *standby_path, *ready->standby, timeout);
+  if (standby_path) co_await run_standby(ch, *standby_path, *ready->standby, timeout, StandbySide::listener);
   co_return Status{};
 }
 

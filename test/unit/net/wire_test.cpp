@@ -54,16 +54,20 @@ Endpoint sample_endpoint() {
   ep.gid_index = 3;
   ep.link_layer = IBV_LINK_LAYER_ETHERNET;
   ep.mtu = IBV_MTU_4096;
+  ep.ece = Ece{true, 0x15b3, 0x30000001, 0};
   return ep;
 }
 
 bool same(const Endpoint& a, const Endpoint& b) {
   return a.qpn == b.qpn && a.psn == b.psn && std::memcmp(a.gid.raw, b.gid.raw, 16) == 0 && a.lid == b.lid &&
-         a.port == b.port && a.gid_index == b.gid_index && a.link_layer == b.link_layer && a.mtu == b.mtu;
+         a.port == b.port && a.gid_index == b.gid_index && a.link_layer == b.link_layer && a.mtu == b.mtu &&
+         a.ece.supported == b.ece.supported && a.ece.vendor_id == b.ece.vendor_id && a.ece.options == b.ece.options &&
+         a.ece.comp_mask == b.ece.comp_mask;
 }
 
 // Endpoint payload offsets.
-constexpr std::size_t kEpQpn = 0, kEpPsn = 4, kEpPort = 26, kEpLinkLayer = 28, kEpMtu = 29, kEpReserved = 30;
+constexpr std::size_t kEpQpn = 0, kEpPsn = 4, kEpPort = 26, kEpLinkLayer = 28, kEpMtu = 29, kEpEce = 30,
+                      kEpReserved = 31, kEpEceVendor = 32;
 
 }  // namespace
 
@@ -248,7 +252,11 @@ BOOST_AUTO_TEST_CASE(layout_and_round_trip) {
                        3,           // gid index
                        2,           // link layer (Ethernet)
                        5,           // mtu (4096)
-                       0, 0};       // reserved
+                       1,           // ECE offered
+                       0,           // reserved
+                       0xb3, 0x15, 0, 0,  // ECE vendor id
+                       0x01, 0, 0, 0x30,  // ECE options
+                       0, 0, 0, 0};       // ECE comp_mask
   BOOST_TEST(b == expected, boost::test_tools::per_element());
   BOOST_TEST(b.size() == kEndpointSize);
   auto d = decode_endpoint(b);
@@ -311,8 +319,17 @@ BOOST_AUTO_TEST_CASE(field_validation) {
       {"mtu code 255", [](Bytes& b) { b[kEpMtu] = 255; }},
       {"link layer 3", [](Bytes& b) { b[kEpLinkLayer] = 3; }},
       {"link layer 255", [](Bytes& b) { b[kEpLinkLayer] = 255; }},
-      {"reserved low byte", [](Bytes& b) { b[kEpReserved] = 1; }},
-      {"reserved high byte", [](Bytes& b) { b[kEpReserved + 1] = 0x80; }},
+      {"reserved byte 1", [](Bytes& b) { b[kEpReserved] = 1; }},
+      {"reserved byte 0x80", [](Bytes& b) { b[kEpReserved] = 0x80; }},
+      {"ECE flag 2", [](Bytes& b) { b[kEpEce] = 2; }},
+      {"ECE flag 0xff", [](Bytes& b) { b[kEpEce] = 0xff; }},
+      {"ECE fields without ECE", [](Bytes& b) { b[kEpEce] = 0; }},
+      {"ECE comp_mask without ECE", [](Bytes& b) {
+         b[kEpEce] = 0;
+         put_u32(b, kEpEceVendor, 0);
+         put_u32(b, kEpEceVendor + 4, 0);
+         put_u32(b, kEpEceVendor + 8, 1);
+       }},
   };
   for (const auto& c : bad) {
     auto d = with(c.mutate);
@@ -320,6 +337,13 @@ BOOST_AUTO_TEST_CASE(field_validation) {
     if (!d.ok()) BOOST_TEST((d.error().code == Errc::invalid_argument), c.what);
   }
   BOOST_TEST(with([](Bytes&) {}).ok());
+  // No ECE: the flag and every ECE field 0.
+  auto none = with([](Bytes& b) {
+    b[kEpEce] = 0;
+    for (std::size_t i = kEpEceVendor; i < kEndpointSize; ++i) b[i] = 0;
+  });
+  BOOST_TEST_REQUIRE(none.ok());
+  BOOST_TEST(!none->ece.supported);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -632,7 +632,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_STANDBY_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_FIFO_TC=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
-             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0 "
+             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0 HA_NCCL_IB_ECE_ENABLE=1 "
              "HA_NCCL_IB_ADAPTIVE_ROUTING=auto HA_NCCL_IB_AR_THRESHOLD=8192");
 }
 
@@ -681,9 +681,9 @@ BOOST_AUTO_TEST_CASE(unhonoured_nccl_settings_are_named) {
   m.vars = {{"NCCL_IB_QPS_PER_CONNECTION", "1"}, {"NCCL_IB_ADAPTIVE_ROUTING", "0"}, {"NCCL_IB_TC", "96"}};
   BOOST_TEST(unhonoured_nccl_settings(m.lookup()).empty());
   m.vars = {{"NCCL_IB_QPS_PER_CONNECTION", "4"}, {"NCCL_IB_ADAPTIVE_ROUTING", "1"}, {"NCCL_IB_ROCE_VERSION_NUM", "2"},
-            {"NCCL_IB_TIMEOUT", "22"}};
+            {"NCCL_IB_TIMEOUT", "22"}, {"NCCL_IB_ECE_ENABLE", "0"}};
   const auto u = unhonoured_nccl_settings(m.lookup());
-  BOOST_TEST_REQUIRE(u.size() == 2u);  // adaptive routing is honoured (adaptive_routing_as_net_ib)
+  BOOST_TEST_REQUIRE(u.size() == 2u);  // adaptive routing and ECE are honoured (*_as_net_ib)
   BOOST_TEST(u[0] == "NCCL_IB_QPS_PER_CONNECTION=4 (one QP per path; its standby is one QP too)");
   BOOST_TEST(contains(u[1], "NCCL_IB_ROCE_VERSION_NUM=2 (the GID: HA_NCCL_IB_GID_INDEX"), u[1]);
 }
@@ -728,6 +728,24 @@ BOOST_AUTO_TEST_CASE(adaptive_routing_as_net_ib) {
   clean.env.unset("HA_NCCL_IB_ADAPTIVE_ROUTING");
   BOOST_TEST(Config::from_env().adaptive_routing == -2);
   BOOST_TEST(clean.log.count(LogLevel::warn, {"NCCL_IB_ADAPTIVE_ROUTING", "'on'"}) == 1u, clean.log.dump());
+}
+
+// NCCL_IB_ECE_ENABLE (HA_NCCL_IB_ECE_ENABLE first) with net_ib's meaning: on unless 0 (any other
+// integer is on); a value that is not an integer: WARN, the default.
+BOOST_AUTO_TEST_CASE(ece_enable_as_net_ib) {
+  CleanEnv clean;
+  BOOST_TEST(Config::from_env().ece_enable);
+  clean.env.set("NCCL_IB_ECE_ENABLE", "0");
+  BOOST_TEST(!Config::from_env().ece_enable);
+  BOOST_TEST(contains(describe(Config::from_env()), "HA_NCCL_IB_ECE_ENABLE=0"), describe(Config::from_env()));
+  clean.env.set("HA_NCCL_IB_ECE_ENABLE", "2");  // the HA_ name wins; any non-zero value is on
+  BOOST_TEST(Config::from_env().ece_enable);
+  clean.env.set("HA_NCCL_IB_ECE_ENABLE", "-1");
+  BOOST_TEST(Config::from_env().ece_enable);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {}) == 0u, clean.log.dump());
+  clean.env.set("HA_NCCL_IB_ECE_ENABLE", "off");
+  BOOST_TEST(Config::from_env().ece_enable);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_ECE_ENABLE", "'off'"}) == 1u, clean.log.dump());
 }
 
 // NCCL_IB_FIFO_TC (HA_NCCL_IB_FIFO_TC first): a receive comm's traffic class on RoCE, the SL and

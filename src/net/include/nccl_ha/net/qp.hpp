@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "nccl_ha/net/discovery.hpp"
+#include "nccl_ha/net/ece.hpp"
 #include "nccl_ha/net/env.hpp"
 #include "nccl_ha/net/verbs.hpp"
 
@@ -21,6 +22,9 @@ struct Endpoint {
   std::uint8_t gid_index = 0;
   std::uint8_t link_layer = IBV_LINK_LAYER_UNSPECIFIED;
   std::uint8_t mtu = IBV_MTU_1024;  // the sender's active MTU (ibv_mtu)
+  // The requester's offer, or the responder's reduced ECE (ece.hpp); not supported by default: a
+  // QP offers ECE only when its owner queried it (query_ece).
+  Ece ece{};
 };
 
 struct QpTimeouts {
@@ -71,7 +75,9 @@ Status qp_to_rts(ibv_qp* qp, std::uint32_t local_psn, const QpTimeouts& t);
 // Moves the QP to ERROR: outstanding work requests flush with IBV_WC_WR_FLUSH_ERR.
 Status qp_to_error(ibv_qp* qp);
 
-// INIT -> RTR -> RTS in one go.
-Status connect_rc_qp(ibv_qp* qp, const Endpoint& local, const Endpoint& remote, const QpTimeouts& t);
+// INIT -> RTR -> RTS in one go. ECE (ece.hpp), when both `local` and `remote` offer it: `remote`'s
+// is set on the QP in INIT, and after RTS `local.ece` becomes what the QP reports (the reduced
+// ECE, which a responder returns in its endpoint); when either does not, `local.ece` is cleared.
+Status connect_rc_qp(ibv_qp* qp, Endpoint& local, const Endpoint& remote, const QpTimeouts& t);
 
 }  // namespace nccl_ha::net

@@ -8,6 +8,9 @@
 #             the standby, re-protection on rxe0): on every connected pair of QPs (primary,
 #             standby, re-protected) the side that answers sets the other's offer, the side that
 #             asked sets the answer (0x1c), both before RTR; both end with 0x1c
+#   home-down a's rail 0 is down before the stream: each connection starts on its standby pair
+#             (rail 1: phase two before conn_ack, the connector answering first), rail 0 is back
+#             at 4 s (re-protection builds on it): ECE agreed on every pair, as in `on`
 #   one-side  a has no ECE (unsupported, as rxe), b 0x1e: nothing is set anywhere
 #   off       both support it, NCCL_IB_ECE_ENABLE=0 on both: no ECE call at all
 set -euo pipefail
@@ -30,6 +33,11 @@ ece_case() { # CASE PORT OPTIONS-A OPTIONS-B ENV... -- DRIVER-ARGS...
 
 PL_FAULTS=("a 3000 rail-down 0" "a 6000 rail-up 0")
 ece_case on 18792 0x3c 0x1e -- --messages 300 --min-seconds 12
+vm_fault clear 0 >/dev/null 2>&1 || true
+if [[ $VM_ROLE == a ]]; then vm_fault rail-down 0; fi
+vm_barrier ece-home-down
+PL_FAULTS=("a 4000 rail-up 0")
+ece_case home-down 18795 0x3c 0x1e -- --messages 300 --min-seconds 8
 vm_fault clear 0 >/dev/null 2>&1 || true
 ece_case one-side 18793 "" 0x1e -- --messages 300
 ece_case off 18794 0x3c 0x1e NCCL_IB_ECE_ENABLE=0 -- --messages 300

@@ -116,9 +116,9 @@ asio::awaitable<std::string> attach_offered(SendComm& c, const ConnReply& rep, C
 void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& peer, const net::Endpoint& remote,
                    const std::string& home_down) {
   if (!home_down.empty())
-    HA_INFO("NET/HA: connected %s -> %s on the pair through %s QP %u: %s (tc %u sl %u)", dev.port.id().c_str(),
+    HA_INFO("NET/HA: connected %s -> %s on the pair through %s QP %u: %s (tc %u sl %u)%s", dev.port.id().c_str(),
             peer.address().to_string().c_str(), c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(),
-            c.qos.traffic_class, c.qos.service_level);
+            c.qos.traffic_class, c.qos.service_level, ece_note(c.paths[1]->local.ece).c_str());
   else
     HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)%s", dev.port.id().c_str(), c.paths[0]->local.qpn,
             peer.address().to_string().c_str(), remote.qpn, c.paths[1] ? ", standby on " : ", single path",

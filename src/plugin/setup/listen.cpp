@@ -139,9 +139,9 @@ Expected<Start> decide_start(const Device& dev, const ConnRequest& req, const st
 
 void log_accepted(const ListenState& ls, const RecvComm& c, const ConnRequest& req, const Start& start) {
   if (!start.home_down.empty()) {
-    HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)", ls.dev->port.id().c_str(),
-            req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, start.home_down.c_str(),
-            c.qos.traffic_class, c.qos.service_level);
+    HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)%s",
+            ls.dev->port.id().c_str(), req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn,
+            start.home_down.c_str(), c.qos.traffic_class, c.qos.service_level, ece_note(c.paths[1]->local.ece).c_str());
     return;
   }
   if (!start.unprotected.empty()) note_unprotected(*ls.dev, "recv", start.unprotected);

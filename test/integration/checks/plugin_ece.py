@@ -12,6 +12,8 @@ on        a's "device" supports 0x3c, b's 0x1e (reduction: AND, 0x1c). a pulls r
           stream failed over to), with each side as the requester at least once (primary: b asks;
           standby: a asks). Every byte verified through the failover; the connect / accept INFO
           lines end with "ECE 0x1c".
+home-down a's rail 0 down before the stream, back at 4 s: the connections start on their standby
+          pair (rxe1); every pair there and on rxe0 after the re-protection agrees as in `on`.
 one-side  a unsupported (as rxe answers), b 0x1e: no ECE set anywhere; the stream verifies.
 off       NCCL_IB_ECE_ENABLE=0 on both: no ECE query or set at all; the stream verifies.
 
@@ -58,6 +60,23 @@ def check_on(run):
         expect(last["failovers"] >= 1 and last["reprotections"] >= 1,
                f"{role} {name}: the stream's comm failed over ({last['failovers']}) and was re-protected "
                f"({last['reprotections']})")
+    expect_agreed(run, name, need={"rxe0": 2, "rxe1": 1})
+
+
+def check_home_down(run):
+    name = "home-down"
+    expect_stream_ok(run, name, 8)
+    for role in ("a", "b"):
+        started = re.findall(r"NET/HA: (?:connected|accepted) .* on the pair through rxe1:1 QP \d+", log_text(run, role, name))
+        expect(started, f"{role} {name}: a connection started on its standby pair ({len(started)})")
+        mine, last = data_comm(run, role, name, stats(run, role, name))
+        expect(last["reprotections"] >= 1, f"{role} {name}: re-protected on rail 0 ({last['reprotections']})")
+    expect_agreed(run, name, need={"rxe0": 1, "rxe1": 2})
+
+
+def expect_agreed(run, name, need):
+    """Every QP set an ECE before RTR, and every connected pair agreed as net_ib's exchange does;
+    at least need[device] pairs per device, each side asking at least once."""
     logs = {role: ece_log(run, role, name) for role in ("a", "b")}
     offer = {"a": A_OPTIONS, "b": B_OPTIONS}
     for role, (rtr, sets, queries) in logs.items():
@@ -84,9 +103,8 @@ def check_on(run):
         pairs.append((ra["dev"], asker))
     devs = [d for d, _ in pairs]
     print(f"check: info: {name}: connected pairs (a's device, requester): {pairs}")
-    expect(devs.count("rxe0") >= 2 and devs.count("rxe1") >= 1,
-           f"{name}: pairs on rxe0 (primary, re-protected: {devs.count('rxe0')}) and rxe1 (standby: "
-           f"{devs.count('rxe1')})")
+    expect(all(devs.count(d) >= n for d, n in need.items()),
+           f"{name}: pairs per device {dict((d, devs.count(d)) for d in need)} (at least {need})")
     expect({"a", "b"} <= {s for _, s in pairs}, f"{name}: each side asked at least once (primary: b; standby: a)")
     for role in ("a", "b"):
         tails = CONNECT_LINE.findall(log_text(run, role, name))
@@ -120,5 +138,5 @@ def check_off(run):
 
 
 def check(run):
-    expect_each("plugin-ece", [("on", lambda: check_on(run)), ("one-side", lambda: check_one_side(run)),
-                               ("off", lambda: check_off(run))])
+    expect_each("plugin-ece", [("on", lambda: check_on(run)), ("home-down", lambda: check_home_down(run)),
+                               ("one-side", lambda: check_one_side(run)), ("off", lambda: check_off(run))])

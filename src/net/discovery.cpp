@@ -11,8 +11,6 @@
 #include <iterator>
 #include <tuple>
 
-#include <dlfcn.h>
-
 #include "nccl_ha/net/env.hpp"
 #include "nccl_ha/net/verbs.hpp"
 #include "nccl_ha/reactor/log.hpp"
@@ -76,17 +74,9 @@ int query_port_ex(ibv_context* ctx, std::uint8_t port, PortAttrEx& out) {
 // provider (EOPNOTSUPP from the library's default op).
 using QueryPortSpeedFn = int (*)(ibv_context*, std::uint32_t, std::uint64_t*);
 
-QueryPortSpeedFn resolve_query_port_speed() {
-  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return nullptr;
-  const auto fn = reinterpret_cast<QueryPortSpeedFn>(::dlsym(lib, "ibv_query_port_speed"));
-  ::dlclose(lib);  // only drops the reference taken above: the plugin's own keeps it loaded
-  return fn;
-}
-
 long long query_port_speed_mbps(ibv_context* ctx, std::uint32_t port) {
   // Looked up once: ports are re-read after every port event (re-protection, flush QPs).
-  static const QueryPortSpeedFn fn = resolve_query_port_speed();
+  static const auto fn = reinterpret_cast<QueryPortSpeedFn>(loaded_verbs_symbol("ibv_query_port_speed"));
   std::uint64_t speed = 0;
   return fn && fn(ctx, port, &speed) == 0 ? static_cast<long long>(speed) * 100 : 0;
 }

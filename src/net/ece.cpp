@@ -1,7 +1,5 @@
 #include "nccl_ha/net/ece.hpp"
 
-#include <dlfcn.h>
-
 #include <cerrno>
 #include <string>
 
@@ -11,25 +9,15 @@ namespace {
 using QueryEceFn = int (*)(ibv_qp*, ibv_ece*);
 using SetEceFn = int (*)(ibv_qp*, ibv_ece*);
 
-// Resolved at run time in the libibverbs already loaded (as net_ib does): an older library without
-// them (before rdma-core 31) still loads the plugin, and ECE is then unsupported.
+// Resolved at run time (loaded_verbs_symbol), as net_ib does: a library before rdma-core 31 has
+// neither, and ECE is then unsupported.
 struct EceFns {
-  QueryEceFn query = nullptr;
-  SetEceFn set = nullptr;
+  QueryEceFn query = reinterpret_cast<QueryEceFn>(loaded_verbs_symbol("ibv_query_ece", "IBVERBS_1.10"));
+  SetEceFn set = reinterpret_cast<SetEceFn>(loaded_verbs_symbol("ibv_set_ece", "IBVERBS_1.10"));
 };
 
-EceFns resolve() {
-  EceFns fns;
-  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return fns;
-  fns.query = reinterpret_cast<QueryEceFn>(::dlvsym(lib, "ibv_query_ece", "IBVERBS_1.10"));
-  fns.set = reinterpret_cast<SetEceFn>(::dlvsym(lib, "ibv_set_ece", "IBVERBS_1.10"));
-  ::dlclose(lib);  // only drops the reference taken above
-  return fns;
-}
-
 const EceFns& fns() {
-  static const EceFns f = resolve();
+  static const EceFns f;
   return f;
 }
 

@@ -1,10 +1,20 @@
 #include "nccl_ha/net/verbs.hpp"
 
+#include <dlfcn.h>
+
 #include <cerrno>
 
 #include "nccl_ha/reactor/fd_watcher.hpp"
 
 namespace nccl_ha::net {
+
+void* loaded_verbs_symbol(const char* name, const char* version) {
+  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return nullptr;
+  void* sym = version ? ::dlvsym(lib, name, version) : ::dlsym(lib, name);
+  ::dlclose(lib);  // only drops the reference RTLD_NOLOAD took: the library stays loaded
+  return sym;
+}
 
 Expected<ContextPtr> open_device(const std::string& name) {
   int n = 0;

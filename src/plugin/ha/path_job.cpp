@@ -65,9 +65,6 @@ Status build_path(PathJob& job, Reaper* reaper, Device& d, int slot, int send_de
   if (!port.active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port.state));
   auto p = make_path(reaper, d, slot, send_depth, recv_depth, std::move(owner));
   if (!p) return std::move(p).error();
-  const net::Ece offered = (*p)->local.ece;
-  (*p)->local = net::local_endpoint((*p)->qp.get(), port, (*p)->local.psn);
-  (*p)->local.ece = offered;
   job.path = std::move(p).value();
   return {};
 }

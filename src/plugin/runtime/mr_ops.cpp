@@ -1,13 +1,13 @@
 // The registration's verbs table, the dma-buf probe and the relaxed-ordering rule (mr_ops.hpp).
 #include "runtime/mr_ops.hpp"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "nccl_ha/net/verbs.hpp"
 #include "runtime/config.hpp"
 #include "runtime/log.hpp"
 
@@ -23,14 +23,11 @@ MrOps resolve_real_ops() {
   MrOps ops;
   ops.reg_mr = &linked_reg_mr;
   ops.dereg_mr = &ibv_dereg_mr;
-  // The plugin's own libibverbs.so.1 (a NEEDED dependency, loaded already: RTLD_NOLOAD). The
-  // symbols are versioned as rdma-core introduced them.
-  if (void* lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-    ops.reg_mr_iova2 = reinterpret_cast<decltype(ops.reg_mr_iova2)>(dlvsym(lib, "ibv_reg_mr_iova2", "IBVERBS_1.8"));
-    ops.reg_dmabuf_mr =
-        reinterpret_cast<decltype(ops.reg_dmabuf_mr)>(dlvsym(lib, "ibv_reg_dmabuf_mr", "IBVERBS_1.12"));
-    dlclose(lib);  // drops the reference RTLD_NOLOAD took; the library stays (the plugin needs it)
-  }
+  // Versioned as rdma-core introduced them, in the plugin's own (already loaded) libibverbs.
+  ops.reg_mr_iova2 =
+      reinterpret_cast<decltype(ops.reg_mr_iova2)>(net::loaded_verbs_symbol("ibv_reg_mr_iova2", "IBVERBS_1.8"));
+  ops.reg_dmabuf_mr =
+      reinterpret_cast<decltype(ops.reg_dmabuf_mr)>(net::loaded_verbs_symbol("ibv_reg_dmabuf_mr", "IBVERBS_1.12"));
   return ops;
 }
 

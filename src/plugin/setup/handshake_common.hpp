@@ -119,11 +119,6 @@ inline constexpr const char* kPeerPrimaryFailed = "the peer could not connect it
 // naming every port of both sides with its state.
 Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> theirs, const std::string& why);
 
-// A connection whose own pair is down starts on its standby pair (issue #19): phase two runs
-// before the comm is handed over, on the handshake socket, both sides. Once that path is up the
-// comm is as after a failover away from home: slot 1 active, slot 0 without a path and its standby
-// "down" (`why`), so re-protection rebuilds slot 0 - at home once its port is back, where a
-// failback (HA_NCCL_ENABLE_FAILBACK) returns the traffic. An error when that path did not come up.
 // " ECE 0x<options>" for a QP connected with ECE (net/ece.hpp), "" otherwise: the tail of the
 // connected / accepted INFO lines.
 std::string ece_note(const net::Ece& ece);
@@ -131,6 +126,11 @@ std::string ece_note(const net::Ece& ece);
 // Which end of the handshake runs phase two (the listener's standby endpoint goes first).
 enum class StandbySide { listener, connector };
 
+// A connection whose own pair is down starts on its standby pair (issue #19): phase two runs
+// before the comm is handed over, on the handshake socket, both sides. Once that path is up the
+// comm is as after a failover away from home: slot 1 active, slot 0 without a path and its standby
+// "down" (`why`), so re-protection rebuilds slot 0 - at home once its port is back, where a
+// failback (HA_NCCL_ENABLE_FAILBACK) returns the traffic. An error when that path did not come up.
 boost::asio::awaitable<Status> start_on_standby(Channel& ch, CommBase& c, const net::Endpoint& remote, Millis timeout,
                                                 const std::string& why, StandbySide side);
 

@@ -9,7 +9,7 @@ PACKAGES=(
   libssl-dev  # libcrypto: HMAC-SHA256 of the handshakes
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
   qemu-system-x86 busybox-static cpio kmod iproute2 python3
-  tcpdump  # plugin-qos, ha-ping-rails: the TOS byte of RoCE packets on the wire
+  tcpdump  # plugin-qos, ha-ping-rails: the TOS byte of RoCE packets on the wire; plugin-qps: QPs and writes
   rpm   # rpmbuild: CPack's .rpm packages (scripts/package-check.sh)
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, ASan and UBSan runtimes
 )

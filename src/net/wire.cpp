@@ -5,6 +5,14 @@
 #include <cstdio>
 
 namespace nccl_ha::net {
+namespace {
+
+// The endpoint's byte after the ECE flag: its QP count - 1 in the low bits, its split flag on top.
+constexpr std::uint8_t kQpCountMask = 0x07;
+constexpr std::uint8_t kSplitBit = 0x80;
+static_assert(kMaxEndpointQps - 1 == kQpCountMask);
+
+}  // namespace
 
 void ByteWriter::str(const std::string& s) {
   const std::size_t n = std::min<std::size_t>(s.size(), 0xffff);  // the prefix must match the bytes
@@ -112,10 +120,11 @@ std::vector<std::uint8_t> encode_endpoint(const Endpoint& ep) {
   w.u8(ep.link_layer);
   w.u8(ep.mtu);
   w.u8(ep.ece.supported ? 1 : 0);
-  w.u8(0);
+  w.u8(static_cast<std::uint8_t>(((ep.qpns - 1) & kQpCountMask) | (ep.split ? kSplitBit : 0)));
   w.u32(ep.ece.vendor_id);
   w.u32(ep.ece.options);
   w.u32(ep.ece.comp_mask);
+  for (std::uint32_t q : ep.more_qpn) w.u32(q);
   return out;
 }
 
@@ -128,16 +137,27 @@ Expected<Endpoint> decode_endpoint(std::span<const std::uint8_t> payload) {
                                             std::to_string(kEndpointSize) + ")");
   ByteReader r(payload);
   Endpoint ep;
-  std::uint8_t ece = 0, reserved = 0;
+  std::uint8_t ece = 0, qps = 0;
   r.u32(ep.qpn); r.u32(ep.psn); r.bytes(ep.gid.raw); r.u16(ep.lid);
-  r.u8(ep.port); r.u8(ep.gid_index); r.u8(ep.link_layer); r.u8(ep.mtu); r.u8(ece); r.u8(reserved);
+  r.u8(ep.port); r.u8(ep.gid_index); r.u8(ep.link_layer); r.u8(ep.mtu); r.u8(ece); r.u8(qps);
   r.u32(ep.ece.vendor_id); r.u32(ep.ece.options); r.u32(ep.ece.comp_mask);
+  for (std::uint32_t& q : ep.more_qpn) r.u32(q);
   if (ep.qpn == 0 || ep.qpn > 0xffffffu) return make_error(Errc::invalid_argument, "endpoint: QP number out of range");
   if (ep.psn > 0xffffffu) return make_error(Errc::invalid_argument, "endpoint: PSN out of range");
   if (ep.port == 0) return make_error(Errc::invalid_argument, "endpoint: port 0");
   if (ep.mtu < IBV_MTU_256 || ep.mtu > IBV_MTU_4096) return make_error(Errc::invalid_argument, "endpoint: bad MTU code " + std::to_string(ep.mtu));
   if (ep.link_layer > IBV_LINK_LAYER_ETHERNET) return make_error(Errc::invalid_argument, "endpoint: bad link layer");
-  if (reserved != 0) return make_error(Errc::invalid_argument, "endpoint: reserved field is not zero");
+  if (qps & ~(kQpCountMask | kSplitBit)) return make_error(Errc::invalid_argument, "endpoint: reserved bits of the QP count set");
+  ep.qpns = static_cast<std::uint8_t>((qps & kQpCountMask) + 1);
+  ep.split = (qps & kSplitBit) != 0;
+  for (int i = 1; i < kMaxEndpointQps; ++i) {
+    const std::uint32_t q = ep.more_qpn[static_cast<std::size_t>(i - 1)];
+    if (i < ep.qpns && (q == 0 || q > 0xffffffu))
+      return make_error(Errc::invalid_argument, "endpoint: QP number " + std::to_string(i) + " out of range");
+    if (i >= ep.qpns && q != 0)
+      return make_error(Errc::invalid_argument, "endpoint: QP number " + std::to_string(i) + " beyond its " +
+                                                    std::to_string(ep.qpns) + " QPs");
+  }
   if (ece > 1) return make_error(Errc::invalid_argument, "endpoint: bad ECE flag " + std::to_string(ece));
   ep.ece.supported = ece == 1;
   if (!ep.ece.supported && (ep.ece.vendor_id != 0 || ep.ece.options != 0 || ep.ece.comp_mask != 0))

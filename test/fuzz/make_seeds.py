@@ -5,9 +5,9 @@ streams, environment settings, specs and command lines), plus a few near misses.
 checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
 
 Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/core/conn_msg.hpp
-(request, reply, ready, candidates, rescue point: v5), src/plugin/setup/handle.hpp (handle, version 8),
+(request, reply, ready, candidates, rescue point: v5), src/plugin/setup/handle.hpp (handle, version 9),
 src/plugin/setup/handshake_auth.hpp (hello), src/plugin/ha/rescue_wire.hpp (rescue requests),
-tools/ha-ping/protocol.hpp (ha-ping's control messages, protocol 3), tools/ha-net-driver/mgmt_wire.hpp
+tools/ha-ping/protocol.hpp (ha-ping's control messages, protocol 4), tools/ha-net-driver/mgmt_wire.hpp
 (the driver's management stream), src/plugin/core/comm.hpp
 (the records the peer RDMA-writes: FifoEntry, SyncMsg, HelloMsg, ReprotectMsg, and their record_check)."""
 import hashlib
@@ -30,11 +30,13 @@ def frame(typ, payload=b"", token=TOKEN, flags=0, version=VERSION, length=None):
 
 
 def endpoint(qpn=0x11, psn=0x123456, gid=bytes(10) + b"\xff\xff" + bytes([10, 20, 0, 1]), lid=0, port=1,
-             gid_index=1, link_layer=2, mtu=3, ece=None):
-    """wire.hpp Endpoint (44 bytes); ece: (vendor_id, options) offered, None: no ECE."""
+             gid_index=1, link_layer=2, mtu=3, ece=None, more=(), split=False):
+    """wire.hpp Endpoint (72 bytes); ece: (vendor_id, options) offered, None: no ECE; more: the QP
+    numbers after the first (up to 7); split: the side asks for data split across them."""
     flag, vendor, options = (0, 0, 0) if ece is None else (1, ece[0], ece[1])
-    return struct.pack("<II16sHBBBBBBIII", qpn, psn, gid, lid, port, gid_index, link_layer, mtu, flag, 0, vendor,
-                       options, 0)
+    qps = len(more) | (0x80 if split else 0)
+    return struct.pack("<II16sHBBBBBBIII7I", qpn, psn, gid, lid, port, gid_index, link_layer, mtu, flag, qps, vendor,
+                       options, 0, *(list(more) + [0] * (7 - len(more))))
 
 
 def keys(addr, k0, k1=0):
@@ -87,21 +89,21 @@ def request(standby=True, tc=96, sl=5, cands=None):
 def reply(pair=(1, 1), cands=None, link=2):
     cands = rails(4, loads=(0, 2, 1)) if cands is None else cands
     n, body = candidates(cands)
-    offer = (bytes([pair[0], pair[1], 0, 0]) + struct.pack("<I", 0x2222) + endpoint(qpn=0x44, link_layer=link)) if pair else bytes(52)
+    offer = (bytes([pair[0], pair[1], 0, 0]) + struct.pack("<I", 0x2222) + endpoint(qpn=0x44, link_layer=link)) if pair else bytes(80)
     return (endpoint(qpn=0x33, link_layer=link) + struct.pack("<I", 1 if pair else 0) + keys(0x7F0000003000, 0x1111) + offer
             + n + b"\0\0\0" + body + (rescue() if pair else rescue(0, 0)))
 
 
 def ready(standby=True):
     if not standby:
-        return bytes(44)
+        return bytes(84)
     return struct.pack("<I", 1) + endpoint(qpn=0x55) + struct.pack("<II", 0xBBBB, 0xDDDD)
 
 
 def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1,
            secret=bytes(range(1, 33))):
     raw = socket.inet_pton(family, addr).ljust(16, b"\0")
-    h = struct.pack("<IHHIHH16sQQI32s", 0x31484148, 8, 128, flags, family, port, raw, token, 0, scope, secret)
+    h = struct.pack("<IHHIHH16sQQI32s", 0x31484148, 9, 128, flags, family, port, raw, token, 0, scope, secret)
     return h.ljust(128, b"\0")
 
 
@@ -122,7 +124,7 @@ def hello(nonce=bytes(range(16)), secret=HELLO_SECRET, token=TOKEN):
     return frame(HELLO, nonce + mac(secret, b"nccl-ha/6 hello", struct.pack("<Q", token), nonce), token=token)
 
 
-def rescue_request(msg=bytes(80), key=RESCUE_KEY, rid=RESCUE_ID):
+def rescue_request(msg=bytes(104), key=RESCUE_KEY, rid=RESCUE_ID):
     return frame(RESCUE_MSG, msg + mac(key, b"nccl-ha/6 rescue request", struct.pack("<Q", rid), msg), token=rid)
 
 
@@ -211,8 +213,8 @@ PORT_DOWN, PORT_BACK, MOVE, RESCUE_SLOT = 5, 2, 3, 8
 
 
 def reprotect_msg(ok=1, gen=1, dev=SAME, ctrl=0x1111, fifo=0x2222, own=SAME, ep=None, seal=True):
-    """rdma_records.hpp ReprotectMsg (80 bytes)."""
-    body = (endpoint() if ep is None else ep) + struct.pack("<IIIIIII", ok, gen, dev, ctrl, fifo, own, 0)
+    """rdma_records.hpp ReprotectMsg (104 bytes)."""
+    body = (endpoint() if ep is None else ep) + struct.pack("<IIIIII", ok, gen, dev, ctrl, fifo, own)
     return sealed(body) if seal else body + struct.pack("<Q", 0)
 
 
@@ -257,6 +259,8 @@ def main():
     write("wire_endpoint", "seed-ib.bin", endpoint(lid=7, gid=bytes(16), link_layer=1, mtu=5, gid_index=0))
     write("wire_endpoint", "seed-max.bin", endpoint(qpn=0xFFFFFF, psn=0xFFFFFF, port=255, mtu=1))
     write("wire_endpoint", "seed-ece.bin", endpoint(ece=(0x15B3, 0x1C)))
+    write("wire_endpoint", "seed-qps.bin", endpoint(more=(0x12, 0x13, 0x14), split=True))
+    write("wire_endpoint", "seed-qps-max.bin", endpoint(more=tuple(range(0x20, 0x27))))
     # byte_reader: a few programs (u32, u64, str) over frame bytes
     write("byte_reader", "seed-header.bin", bytes([5, 2, 1, 2, 2, 3]) + frame(CONN_READY))
     write("byte_reader", "seed-str.bin", bytes([3, 6 + 7 * 5, 0, 5]) + struct.pack("<H", 5) + b"hello" + b"\x01\x02")
@@ -310,7 +314,7 @@ def main():
     write("rescue_request", "seed-sealed.bin", b"\x00" + rescue_request())
     write("rescue_request", "seed-other-key.bin", b"\x00" + rescue_request(key=bytes(32)))
     write("rescue_request", "seed-other-id.bin", b"\x00" + rescue_request(rid=7))
-    write("rescue_request", "seed-answer.bin", b"\x01" + bytes(80) + bytes(32))
+    write("rescue_request", "seed-answer.bin", b"\x01" + bytes(104) + bytes(32))
     # control_record: byte 0 = record (0 FIFO entry, 1 SyncMsg, 2 HelloMsg, 3 ReprotectMsg), then the
     # record as the peer writes it (sealed here), then the checks' parameters
     two = [(0x7F0000100000, 1 << 20, 0x101, 0x201, 7), (0x7F0000200000, 4096, 0x102, 0x202, 9)]
@@ -330,7 +334,7 @@ def main():
     write("control_record", "seed-sync-torn.bin", b"\x01" + sync_msg(7, [1])[:40] + sync_msg(9, [3])[40:] + bytes(64))
     write("control_record", "seed-hello.bin", b"\x02" + sealed(struct.pack("<Q", 12)) + bytes(16))
     write("control_record", "seed-reprotect-request.bin", b"\x03" + reprotect_msg(dev=1, own=1) + bytes(16))
-    write("control_record", "seed-reprotect-answer.bin", b"\x03" + reprotect_msg(ok=PORT_DOWN, gen=4, ep=bytes(44)) + bytes(16))
+    write("control_record", "seed-reprotect-answer.bin", b"\x03" + reprotect_msg(ok=PORT_DOWN, gen=4, ep=bytes(72)) + bytes(16))
     # reprotect_request: a receive comm (rp_comm), then requests: a byte of hints (0: as written) +
     # the ReprotectMsg. 3 RoCE ports on rails 1-3 (island: the rail), the peer's ports 0 and 1.
     eth3 = [(0, 0, 1, 0), (0, 0, 2, 0), (0, 0, 3, 0)]
@@ -357,7 +361,7 @@ def main():
           + b"\x00" + reprotect_msg(dev=1, own=1) + b"\x00" + reprotect_msg(gen=2, dev=2, own=1))
     write("reprotect_request", "seed-refusals.bin", rp_comm(eth3, cands=peer)
           + b"\x00" + reprotect_msg(gen=1, dev=40) + b"\x00" + reprotect_msg(gen=2, ctrl=0)
-          + b"\x00" + reprotect_msg(gen=3, ep=bytes(44)) + b"\x00" + reprotect_msg(gen=4, seal=False))
+          + b"\x00" + reprotect_msg(gen=3, ep=bytes(72)) + b"\x00" + reprotect_msg(gen=4, seal=False))
     write("reprotect_request", "seed-hinted.bin", rp_comm(eth3, cands=peer) + b"\x1f" + b"\x11" * 64 + b"\x23" + b"\x22" * 64)
     # config: the settings of the VM tests and of docs/settings.md
     write("config", "seed-defaults.txt", "")
@@ -413,7 +417,7 @@ def main():
         write("ha_ping_options", f"seed-{i}.txt", s)
     # ha_ping_protocol: every control message, proved where it has a proof, and near misses
     for name, data in {
-        "challenge": struct.pack("<H", 3) + HP_NONCE, "challenge-v1": struct.pack("<H", 1) + HP_NONCE,
+        "challenge": struct.pack("<H", 4) + HP_NONCE, "challenge-v1": struct.pack("<H", 1) + HP_NONCE,
         "hello": hp_hello(), "hello-bounds": hp_hello(rails=(), sizes=(1 << 30,), iters=1000000, window=128,
                                                       timeout_ms=0xFFFFFFFF, duration_ms=3600000, tc=255, sl=15),
         "hello-wrong-token": hp_hello(token=b"other"), "hello-sl16": hp_hello(sl=16),

@@ -84,7 +84,16 @@ void make_valid_endpoint(std::uint8_t* ep) {
   ep[26] |= 1;                                         // port
   ep[28] %= 3;                                         // link layer
   ep[29] = static_cast<std::uint8_t>(1 + ep[29] % 5);  // MTU code
-  ep[30] = ep[31] = 0;                                 // reserved
+  ep[30] = 0;                                          // no ECE: its fields 0
+  std::memset(ep + 32, 0, 12);
+  ep[31] &= 0x87;                                      // QP count - 1, split flag
+  const int qps = (ep[31] & 7) + 1;
+  for (int i = 1; i < net::kMaxEndpointQps; ++i) {     // the more QP numbers: in range, or 0 beyond
+    std::uint32_t q;
+    std::memcpy(&q, ep + 44 + 4 * (i - 1), 4);
+    q = i < qps ? (q & 0xffffffu) | 1u : 0;
+    std::memcpy(ep + 44 + 4 * (i - 1), &q, 4);
+  }
 }
 
 bool same_verdict(const RequestVerdict& a, const RequestVerdict& b) {

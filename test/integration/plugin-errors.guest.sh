@@ -31,8 +31,9 @@
 #                 naming the variable and the interfaces seen; never a silent 127.0.0.1.
 #   pkey, bad-pkey  NCCL_IB_PKEY=0 is used (INFO) and traffic passes, with NCCL_IB_TIMEOUT=18 and
 #                 NCCL_IB_RETRY_CNT=5 on every QP (INFO) and one WARN on the soft RTO below their
-#                 retry window; NCCL_IB_PKEY=1 (an empty entry of rxe's table) leaves both ports out
-#                 (a WARN each): no device, no traffic.
+#                 retry window, and one naming NCCL_IB_USE_INLINE=1 as not honoured; NCCL_IB_PKEY=1
+#                 (an empty entry of rxe's table) leaves both ports out (a WARN each): no device, no
+#                 traffic.
 # Each run records NAME.rc, NAME.ms (wall), NAME.json and NAME.log (stderr, plugin lines included)
 # in $VM_OUT; check.py (checks/plugin_errors.py) judges them. The script itself always exits 0.
 set -euo pipefail
@@ -98,9 +99,10 @@ plain no-ifname 18718 --messages 10
 # 0xffff) is taken and said; index 1 (an empty entry) leaves every port out with a WARN each, so the
 # plugin reports no device: never the default partition instead. NCCL_IB_TIMEOUT / _RETRY_CNT
 # are taken as net_ib takes them, and the trade-off against the soft RTO is WARNed about;
-# NCCL_IB_QPS_PER_CONNECTION=4 is not honoured and one WARN says so (ADAPTIVE_ROUTING=0 asks for nothing).
+# NCCL_IB_USE_INLINE=1 is not honoured (no inline data) and one WARN says so (ADAPTIVE_ROUTING=0 asks
+# for nothing).
 PL_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_IB_PKEY=0 NCCL_IB_TIMEOUT=18 NCCL_IB_RETRY_CNT=5
-        NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_ADAPTIVE_ROUTING=0)
+        NCCL_IB_USE_INLINE=1 NCCL_IB_ADAPTIVE_ROUTING=0)
 plain pkey 18723 --sizes 8,64K --messages 50 --inflight 8
 PL_ENV=(NCCL_IB_PKEY=1)
 plain bad-pkey 18724 --messages 10

@@ -61,6 +61,8 @@
 #                                        (NAME.*, and NAME.shared naming where it ran). Both guests
 #                                        decide alike: the copy is kept whatever the run's outcome.
 #   pl_now_ms                            wall clock in ms, without a process ($EPOCHREALTIME)
+#   pl_capture_start NAME / pl_capture_stop   tcpdump of the RoCE packets (UDP 4791, headers only,
+#                                        every interface) into $VM_OUT/NAME.pcap
 [[ -n ${PLUGIN_LIB_LOADED:-} ]] && return 0
 PLUGIN_LIB_LOADED=1
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -75,6 +77,21 @@ PL_STREAM_ARGS=(--one-way --dev 0 --sizes 0,8,4K,64K,1M,4M --group 4 --inflight 
 
 pl_now_ms_to() { local t=${EPOCHREALTIME/[.,]/}; printf -v "$1" '%d' $((t / 1000)); }  # VAR: no subshell
 pl_now_ms() { local ms; pl_now_ms_to ms; echo "$ms"; }
+
+# RoCE packets on the wire (plugin-qos, plugin-qps): tcpdump of every interface (-i any: it survives
+# a link going down), UDP 4791, headers only, into $VM_OUT/NAME.pcap; pl_capture_stop ends it.
+# -Z root: write the file as root (no privilege drop); -s 128: headers only; -U: flush per packet.
+pl_capture_start() { # NAME
+  tcpdump -i any -n -U -s 128 -Z root -w "$VM_OUT/$1.pcap" udp port 4791 2>"$VM_OUT/$1.tcpdump.log" &
+  PL_CAP_PID=$!
+  sleep 1  # tcpdump is listening
+}
+
+pl_capture_stop() {
+  sleep 0.5  # the last acknowledgements
+  kill -INT "$PL_CAP_PID" 2>/dev/null || true
+  wait "$PL_CAP_PID" 2>/dev/null || true
+}
 
 pl_driver_start() { # NAME PORT ARGS...   (its stderr: $PL_LOG_DIR/NAME.log, default $VM_OUT)
   local name=$1 port=$2 log=${PL_LOG_DIR:-$VM_OUT}/$1.log

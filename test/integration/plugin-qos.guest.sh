@@ -30,30 +30,17 @@ source "$(dirname "$0")/plugin-lib.sh"
 pl_failover_env
 ARGS=(--one-way --dev 0 --sizes 8,4K,64K,1M --group 4 --inflight 8 --timeout 120)
 
-capture_start() { # CASE
-  # -Z root: write the file as root (no privilege drop); -s 128: headers only; -U: flush per packet.
-  tcpdump -i any -n -U -s 128 -Z root -w "$VM_OUT/$1.pcap" udp port 4791 2>"$VM_OUT/$1.tcpdump.log" &
-  CAP_PID=$!
-  sleep 1  # tcpdump is listening
-}
-
-capture_stop() {
-  sleep 0.5  # the last acknowledgements
-  kill -INT "$CAP_PID" 2>/dev/null || true
-  wait "$CAP_PID" 2>/dev/null || true
-}
-
 qos_case() { # CASE PORT ENV... -- DRIVER-ARGS...
   local name=$1 port=$2
   shift 2
   local env=()
   while [[ $1 != -- ]]; do env+=("$1"); shift; done
   shift
-  capture_start "$name"
+  pl_capture_start "$name"
   vm_barrier "$name-capturing"
   PL_ENV=(${env[@]+"${env[@]}"})
   pl_stream "$name" "$port" "${ARGS[@]}" "$@"
-  capture_stop
+  pl_capture_stop
 }
 
 PL_FAULTS=("a 3000 rail-down 0" "a 6000 rail-up 0")

@@ -31,8 +31,9 @@
 namespace ha_ping {
 
 constexpr std::uint64_t kFrameTag = 0x68612d70696e6721ull;  // "ha-ping!"
-// 1: no challenge, the Hello came first; 2: rail setups carried 32-byte endpoints (no ECE field)
-constexpr std::uint16_t kProtocolVersion = 3;
+// 1: no challenge, the Hello came first; 2: rail setups carried 32-byte endpoints (no ECE field);
+// 3: 44-byte endpoints (no QP count, one QP each)
+constexpr std::uint16_t kProtocolVersion = 4;
 constexpr std::size_t kNonceSize = 32;
 constexpr std::size_t kProofSize = 32;
 using Nonce = std::array<std::uint8_t, kNonceSize>;

@@ -277,6 +277,7 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
   d->timeouts = net::QpTimeouts::from_env();
   d->ar_threshold = ar_threshold_for(s.config, port.link_layer);
   d->offer_ece = s.config.ece_enable;
+  d->qp_plan = QpPlan{s.config.qps_per_connection, s.config.split_data_on_qps};
   if (!partition_usable(*d, port)) return nullptr;
   // Soft-RoCE retries for ever with retry_cnt 7 (hardware gives up after 7): cap it at 6 so a
   // dead path surfaces as IBV_WC_RETRY_EXC_ERR there too. Its ACKs run late under load, so

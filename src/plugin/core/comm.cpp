@@ -3,6 +3,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -23,7 +24,7 @@ Status init_base(const std::shared_ptr<CommBase>& comm, const CommEnv& env, Devi
   for (int s = 0; s < kSlots; ++s) {
     if (!c.devs[s]) continue;
     const QueueDepths q = queue_depths(c.kind, *c.devs[s]);
-    auto p = make_path(c.reaper, *c.devs[s], s, q.send, q.recv, comm);
+    auto p = make_path(c.reaper, *c.devs[s], s, q.send, q.recv, comm, c.devs[s]->qp_plan);
     if (!p) return std::move(p).error();
     c.paths[s] = std::move(p).value();
   }
@@ -114,29 +115,37 @@ net::QpTimeouts rc_attrs(const Path& p) {
 }
 
 Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot, int send_depth, int recv_depth,
-                                          std::weak_ptr<CommBase> owner) {
+                                          std::weak_ptr<CommBase> owner, QpPlan qps) {
   // Whoever drops its last reference, the path goes to the reaper (never destroyed on NCCL's
   // thread or the progress thread); without one (tests) it is an ordinary object.
   std::shared_ptr<Path> p = reaper ? reaper->new_path(dev) : std::make_shared<Path>();
   p->dev = &dev;
   p->slot = slot;
+  p->nqps = std::clamp(qps.count, 1, net::kMaxEndpointQps);
   const bool wakes = !owner.expired() && dev.channel;
   p->owner = std::move(owner);
-  const int depth = send_depth + recv_depth + 8;
+  // Unsplit, the QPs share what one QP would carry (each message on one of them); split, each
+  // carries a part of every message.
+  const int depth = (send_depth + recv_depth) * (qps.split ? p->nqps : 1) + 8;
   p->cq.reset(ibv_create_cq(dev.ctx.get(), depth, wakes ? &p->owner : nullptr, wakes ? dev.channel.get() : nullptr, 0));
   if (!p->cq) return errno_error(Errc::verbs, "ibv_create_cq(" + std::to_string(depth) + ")", errno);
   net::QpCaps caps;
   caps.max_send_wr = static_cast<std::uint32_t>(send_depth);
   caps.max_recv_wr = static_cast<std::uint32_t>(recv_depth);
-  auto qp = net::create_rc_qp(dev.pd.get(), p->cq.get(), p->cq.get(), caps);
-  if (!qp) return std::move(qp).error();
-  p->qp = std::move(qp).value();
+  for (int i = 0; i < p->nqps; ++i) {
+    auto qp = net::create_rc_qp(dev.pd.get(), p->cq.get(), p->cq.get(), caps);
+    if (!qp) return std::move(qp).error();
+    p->qps[static_cast<std::size_t>(i)] = std::move(qp).value();
+  }
   net::PortInfo port = dev.port;  // its address as it is now, not as discovery saw it
   if (auto s = net::refresh_address(dev.ctx.get(), port); !s)
     HA_DEBUG("NET/HA: %s: %s (its address as discovered is used)", dev.port.id().c_str(), s.error().message.c_str());
-  p->local = net::local_endpoint(p->qp.get(), port, net::random_psn());
+  p->local = net::local_endpoint(p->qp(), port, net::random_psn());
+  p->local.qpns = static_cast<std::uint8_t>(p->nqps);
+  p->local.split = qps.split && p->nqps > 1;
+  for (int i = 1; i < p->nqps; ++i) p->local.more_qpn[static_cast<std::size_t>(i - 1)] = p->qp(i)->qp_num;
   if (dev.offer_ece) {  // what this QP offers the peer (net/ece.hpp): nothing where ECE is unsupported
-    auto ece = net::query_ece(p->qp.get());
+    auto ece = net::query_ece(p->qp());
     if (!ece) return std::move(ece).error();
     p->local.ece = *ece;
   }
@@ -144,9 +153,38 @@ Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot,
   return p;
 }
 
+// The peer's QP i to ours, each with the same ECE: QP 0's exchange (connect_rc_qp) decides it, the
+// others get the same (one device, one offer: the same reduction).
+Status connect_path(Path& p, const net::Endpoint& remote) {
+  const int n = std::min(p.nqps, static_cast<int>(remote.qpns));
+  const net::QpTimeouts t = rc_attrs(p);
+  net::Endpoint agreed = p.local;
+  for (int i = 0; i < n; ++i) {
+    net::Endpoint mine = p.local.single(i);
+    if (auto s = net::connect_rc_qp(p.qp(i), mine, remote.single(i), t); !s) return s;
+    if (i == 0) agreed.ece = mine.ece;
+  }
+  for (int i = n; i < p.nqps; ++i) p.qps[static_cast<std::size_t>(i)].reset();  // still in RESET: never used
+  p.nqps = n;
+  p.split = p.local.split && remote.split && n > 1;
+  agreed.qpns = static_cast<std::uint8_t>(n);
+  agreed.split = p.local.split && n > 1;  // what this side asks for, as it asked
+  for (int i = std::max(n, 1); i < net::kMaxEndpointQps; ++i) agreed.more_qpn[static_cast<std::size_t>(i - 1)] = 0;
+  p.local = agreed;
+  return {};
+}
+
+Status path_to_error(Path& p) {
+  Status first;
+  for (int i = 0; i < p.nqps; ++i)
+    if (p.qp(i))
+      if (auto s = net::qp_to_error(p.qp(i)); !s && first) first = std::move(s);
+  return first;
+}
+
 Status attach_standby(CommBase& c, Device& standby) {
   const QueueDepths q = queue_depths(c.kind, standby);
-  auto p = make_path(c.reaper, standby, 1, q.send, q.recv, c.weak_from_this());
+  auto p = make_path(c.reaper, standby, 1, q.send, q.recv, c.weak_from_this(), standby.qp_plan);
   if (!p) return std::move(p).error();
   SlotKeys keys;
   if (auto s = register_slot_keys(c, standby, 1, keys); !s) return s;

@@ -22,33 +22,33 @@ std::uint32_t imm_of(std::uint64_t seq, std::uint32_t index) {
   return htonl((static_cast<std::uint32_t>(seq & kImmSeqMask) << kImmIndexBits) | index);
 }
 
-}  // namespace
-
+// One part of r on QP q of p: `len` bytes at `offset` of the message (all of it unless split).
 // Adaptive-routing mode (NCCL_IB_ADAPTIVE_ROUTING, as net_ib): a message larger than the device's
 // threshold goes as a plain RDMA write, and a write with immediate data follows it on the same QP:
 // the responder completes the second only after the first has landed, however the fabric routed
 // the packets. net_ib's notice carries the size in its immediate; ours names the receive and buffer
-// (imm_of), so it writes the size into the peer's ControlBlock::ar_size and sets kArImm. Both are
-// signalled (two completions, two sends counted): an error completion of the first, then the
-// flushed second, keep the count of sends outstanding exact.
-int post_data(SendComm& c, Request& r, Path& p) {
+// (imm_of), so it writes the size into the peer's ControlBlock::ar_size and sets kArImm (each
+// part's notice the whole message's size). Both are signalled (two completions, two sends
+// counted): an error completion of the first, then the flushed second, keep the count of sends
+// outstanding exact.
+int post_part(SendComm& c, Request& r, Path& p, int q, std::uint32_t offset, std::uint32_t len) {
   const int s = p.slot;
   const auto size = static_cast<std::uint32_t>(r.sizes[0]);
   const std::uint64_t id = static_cast<std::uint64_t>(&r - c.reqs.data());
-  ibv_sge sge{r.laddr, size, r.lkey[s]};
+  ibv_sge sge{r.laddr + offset, len, r.lkey[s]};
   ibv_send_wr wr{};
   wr.wr_id = make_wr_id(WrKind::data, id);
   wr.sg_list = &sge;
-  wr.num_sge = size ? 1 : 0;
+  wr.num_sge = len ? 1 : 0;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.imm_data = imm_of(r.seq, r.index);
-  wr.wr.rdma.remote_addr = r.raddr;
+  wr.wr.rdma.remote_addr = r.raddr + offset;
   wr.wr.rdma.rkey = r.rkey[s];
   ibv_send_wr* bad = nullptr;
-  if (size <= p.dev->ar_threshold) {
-    const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
-    if (rc == 0) note_send_posted(p, size);
+  if (size <= p.dev->ar_threshold || len == 0) {  // (an empty part of a large one: nothing to route)
+    const int rc = ibv_post_send(p.qp(q), &wr, &bad);
+    if (rc == 0) note_send_posted(p, len);
     return rc;
   }
   std::uint32_t& size_out = c.ctrl_out.ar_size[r.seq % kMaxRequests][r.index];  // the peer's twin gets it
@@ -64,26 +64,66 @@ int post_data(SendComm& c, Request& r, Path& p) {
   wr.wr_id = make_wr_id(WrKind::bulk, id);
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.next = &notice;
-  const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
-  if (rc == 0 || bad == &notice) note_send_posted(p, size);
+  const int rc = ibv_post_send(p.qp(q), &wr, &bad);
+  if (rc == 0 || bad == &notice) note_send_posted(p, len);
   if (rc == 0) note_send_posted(p);
   return rc;
 }
 
-int post_recvs(Path& p, std::uint64_t slot, int n) {
+}  // namespace
+
+// One write (with its notice in adaptive-routing mode) on QP r.seq % nqps, or, split, a part on
+// each QP: net_ib's chunks of size / nqps rounded up to 128 bytes (what NCCL's LL and LL128
+// protocols need), part j at j chunks; a part past the end is an empty write with immediate
+// data (the receiver counts one completion per QP). The request completes with its last part's
+// completion (p2p.cpp); r.parts_done counts them.
+int post_data(SendComm& c, Request& r, Path& p) {
+  r.parts_done = 0;
+  const auto size = static_cast<std::uint32_t>(r.sizes[0]);
+  if (!p.split) return post_part(c, r, p, p.qp_of(r.seq), 0, size);
+  const auto n = static_cast<std::uint32_t>(p.nqps);
+  const std::uint32_t chunk = split_chunk(size, n);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const std::uint32_t offset = std::min(size, j * chunk);
+    if (int rc = post_part(c, r, p, static_cast<int>(j), offset, std::min(chunk, size - offset)); rc != 0) return rc;
+  }
+  return 0;
+}
+
+int post_recvs(Path& p, int q, int n) {
   if (n <= 0) return 0;
   ibv_recv_wr wrs[kMaxRecvs];
   for (int i = 0; i < n; ++i) {
     wrs[i] = ibv_recv_wr{};
-    wrs[i].wr_id = make_wr_id(WrKind::recv, slot);
+    wrs[i].wr_id = make_wr_id(WrKind::recv, static_cast<std::uint64_t>(q));
     wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
   }
   ibv_recv_wr* bad = nullptr;
-  const int rc = ibv_post_recv(p.qp.get(), wrs, &bad);
+  const int rc = ibv_post_recv(p.qp(q), wrs, &bad);
   // A failure midway leaves the WRs before `bad` posted: each will complete (or be flushed), so
   // each is counted; the rest were not posted.
-  p.recvs_out += static_cast<std::uint32_t>(wrs_posted(wrs, n, rc, bad));
+  const auto posted = static_cast<std::uint32_t>(wrs_posted(wrs, n, rc, bad));
+  p.recvs_out += posted;
+  p.qp_recvs_out[static_cast<std::size_t>(q)] += posted;
   return rc;
+}
+
+int post_control_recvs(Path& p, int n) {
+  int rc = 0;
+  for (int left = n; left > 0 && rc == 0; left -= kMaxRecvs) rc = post_recvs(p, 0, std::min(left, kMaxRecvs));
+  return rc;
+}
+
+int post_data_recvs(Path& p, std::uint64_t seq, int n) {
+  const int first = p.split ? 0 : p.qp_of(seq);
+  const int last = p.split ? p.nqps : first + 1;
+  for (int q = first; q < last; ++q) {
+    auto& spare = p.spare_recvs[static_cast<std::size_t>(q)];
+    const auto taken = std::min(spare, static_cast<std::uint32_t>(n));  // WRs already there (replay.cpp)
+    spare -= taken;
+    if (int rc = post_recvs(p, q, n - static_cast<int>(taken)); rc != 0) return rc;
+  }
+  return 0;
 }
 
 int post_cts(RecvComm& c, Path& p, std::uint64_t slot) {
@@ -98,7 +138,7 @@ int post_cts(RecvComm& c, Path& p, std::uint64_t slot) {
   wr.wr.rdma.remote_addr = c.remote_fifo + slot * sizeof(FifoEntry);
   wr.wr.rdma.rkey = c.keys[p.slot].peer_fifo;
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
+  const int rc = ibv_post_send(p.qp(), &wr, &bad);
   if (rc == 0) note_send_posted(p);
   return rc;
 }
@@ -118,7 +158,7 @@ int post_control(CommBase& c, Path& p, WrKind kind, std::size_t offset, std::siz
   wr.wr.rdma.remote_addr = c.peer_ctrl + offset;
   wr.wr.rdma.rkey = k.rkey;
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
+  const int rc = ibv_post_send(p.qp(), &wr, &bad);
   if (rc == 0) note_send_posted(p);
   return rc;
 }

@@ -56,8 +56,19 @@ int wrs_posted(const Wr* first, int n, int rc, const Wr* bad) noexcept {
     if (w == bad) return k;
   return 0;
 }
-int post_data(SendComm& c, Request& r, Path& p);                 // r's WRITE_WITH_IMM on p
-int post_recvs(Path& p, std::uint64_t slot, int n);              // n receive WRs (data or control)
+// net_ib's part of a message of `size` bytes split across n QPs: size / n rounded up to 128 bytes
+// (NCCL's LL and LL128 protocols need that alignment). Pure; unit-tested.
+constexpr std::uint32_t split_chunk(std::uint32_t size, std::uint32_t n) noexcept {
+  constexpr std::uint32_t kAlign = 128;
+  const std::uint32_t share = size / n + (size % n ? 1u : 0u);
+  return (share + kAlign - 1) / kAlign * kAlign;
+}
+int post_data(SendComm& c, Request& r, Path& p);  // r's WRITE_WITH_IMM on p (in parts when p.split)
+int post_recvs(Path& p, int qp, int n);           // n receive WRs on p's QP `qp` (data or control)
+int post_control_recvs(Path& p, int n);           // n receive WRs for control writes (QP 0)
+// The n receive WRs of receive `seq`'s buffers where its data will land (its QP, or each QP when
+// split), taking a QP's spare_recvs first.
+int post_data_recvs(Path& p, std::uint64_t seq, int n);
 int post_cts(RecvComm& c, Path& p, std::uint64_t slot);          // outbox[slot] -> peer FIFO
 // Writes ctrl_out bytes [offset, offset+len) into the peer's ControlBlock over p; with a `notify`
 // kind, as a write with immediate data that raises a completion (and wakes the peer's control plane).

@@ -79,10 +79,9 @@ struct ReprotectMsg {
   std::uint32_t ctrl_rkey = 0;                     // the writer's ControlBlock on its device of the attempt
   std::uint32_t fifo_rkey = 0;                     // request: the sender's FIFO on its device of the attempt
   std::uint32_t own_dev = kSameDevice;             // the writer's device of the attempt (its NCCL index)
-  std::uint32_t reserved = 0;                      // 0: keeps `check` 8-byte aligned
   std::uint64_t check = 0;                         // record_check of the bytes above
 };
-static_assert(sizeof(ReprotectMsg) == 80);
+static_assert(sizeof(ReprotectMsg) == 104 && offsetof(ReprotectMsg, check) == 96);  // no padding
 
 // The re-protection attempt whose new path the sender proved by writing this over it.
 struct HelloMsg {

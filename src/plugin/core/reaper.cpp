@@ -49,7 +49,12 @@ namespace {
 // The ERROR transition of every path given up (retire) or dropped: nothing the peer still
 // writes lands anywhere, from now on. Never blocks.
 void stop_traffic(Path& p) noexcept {
-  if (p.qp) (void)net::qp_to_error(p.qp.get());
+  for (const auto& qp : p.qps)
+    if (qp) {
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      (void)ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE);
+    }
 }
 
 // A path destroyed: counts it on its device and, after finish(), closes the handed-over devices

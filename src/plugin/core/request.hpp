@@ -73,8 +73,12 @@ struct Request {
   std::uint8_t done_mask = 0;  // recv: which buffers completed; send: bit 0 once delivered
   std::uint8_t index = 0;      // send: buffer index inside the receiver's group
   bool buffers_gone = false;   // a buffer was deregistered while in flight (NCCL's abort path): never posted again
+  std::uint8_t parts_done = 0; // send: completions of its parts on the path it was posted on (post_data)
   std::uint64_t seq = 0;
-  int sizes[kMaxRecvs] = {};   // what test() reports
+  int sizes[kMaxRecvs] = {};   // what test() reports (recv: the bytes of the parts landed so far)
+  // recv, on a path whose messages are split (Path::split): the parts of each buffer landed, a bit
+  // per QP; a buffer is done when every QP's part has landed.
+  std::uint8_t parts[kMaxRecvs] = {};
   // send: what replaying it takes (failover.cpp)
   std::uint64_t laddr = 0;
   std::uint64_t raddr = 0;

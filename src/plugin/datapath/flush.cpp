@@ -68,7 +68,7 @@ int post_flush_read(RecvComm& c, Request& r, int slot) {
   wr.wr.rdma.remote_addr = r.raddr;
   wr.wr.rdma.rkey = r.mh[0] ? r.mh[0]->rkey(slot) : r.rkey[slot];  // as the slot's device is now (rebind.hpp)
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(p.qp.get(), &wr, &bad);
+  const int rc = ibv_post_send(p.qp(), &wr, &bad);
   if (rc == 0) {
     r.flush.want = static_cast<std::uint8_t>(r.flush.want & ~slot_bit(slot));
     r.flush.out = static_cast<std::uint8_t>(r.flush.out | slot_bit(slot));

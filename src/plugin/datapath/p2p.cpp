@@ -19,10 +19,12 @@
 namespace nccl_ha::plugin {
 namespace {
 
-void complete_send(SendComm& c, std::uint64_t id) {
+// One part of send `id` completed on p; the send, when it was the last (Path::parts).
+void complete_send(SendComm& c, const Path& p, std::uint64_t id) {
   if (id >= c.reqs.size()) return;
   Request& r = c.reqs[id];
   if (r.type != ReqType::send || r.done_mask) return;
+  if (++r.parts_done < p.parts()) return;
   r.done_mask = 1;
   r.completed = 1;
   ++c.stats.messages;
@@ -36,8 +38,10 @@ std::uint32_t ar_size(const RecvComm& c, std::uint32_t slot, std::uint32_t index
   return *at;
 }
 
-// A data write of the peer arrived on p (its imm names the receive and buffer).
-void complete_recv(RecvComm& c, const Path& p, std::uint32_t imm, const ibv_wc& wc) {
+// A data write of the peer arrived on p's QP `qp` (its imm names the receive and buffer): the
+// buffer, or on a split path its part (the QP names it), the buffer when every part has landed.
+// A part's bytes add up; a notice (kArImm) carries the whole message's size.
+void complete_recv(RecvComm& c, const Path& p, int qp, std::uint32_t imm, const ibv_wc& wc) {
   const std::uint32_t index = imm & (kMaxRecvs - 1);
   const std::uint32_t seq_low = (imm & ~kArImm) >> kImmIndexBits;
   const std::uint32_t slot = seq_low % kMaxRequests;
@@ -54,16 +58,28 @@ void complete_recv(RecvComm& c, const Path& p, std::uint32_t imm, const ibv_wc& 
             static_cast<unsigned long long>(r.seq), index);
     return;
   }
-  const std::uint32_t bytes = (imm & kArImm) ? ar_size(c, slot, index) : wc.byte_len;
+  const auto part = static_cast<std::uint8_t>(1u << qp);
+  if (p.split && (r.parts[index] & part)) {
+    ++c.stats.duplicates_dropped;
+    HA_WARN("NET/HA: %s: duplicate part %d of receive seq %llu index %u dropped", c.id.c_str(), qp,
+            static_cast<unsigned long long>(r.seq), index);
+    return;
+  }
+  const std::uint64_t landed = static_cast<std::uint64_t>(r.sizes[index]);
+  const std::uint64_t bytes = (imm & kArImm) ? ar_size(c, slot, index) : (p.split ? landed : 0) + wc.byte_len;
   if (bytes > c.outbox[slot].size[index]) {  // never from a peer that keeps to the protocol
     HA_WARN("NET/HA: %s on %s: receive seq %llu index %u: %u bytes announced for a buffer of %llu", c.id.c_str(),
-            c.device().port.id().c_str(), static_cast<unsigned long long>(r.seq), index, bytes,
-            static_cast<unsigned long long>(c.outbox[slot].size[index]));
+            c.device().port.id().c_str(), static_cast<unsigned long long>(r.seq), index,
+            static_cast<unsigned>(bytes), static_cast<unsigned long long>(c.outbox[slot].size[index]));
     c.error = ncclInternalError;
     return;
   }
-  r.done_mask = static_cast<std::uint8_t>(r.done_mask | (1u << index));
   r.sizes[index] = static_cast<int>(bytes);
+  if (p.split) {
+    r.parts[index] = static_cast<std::uint8_t>(r.parts[index] | part);
+    if (r.parts[index] != (1u << p.nqps) - 1) return;  // more parts to come
+  }
+  r.done_mask = static_cast<std::uint8_t>(r.done_mask | (1u << index));
   ++r.completed;
   ++c.stats.messages;
   c.stats.bytes_received += bytes;
@@ -76,7 +92,7 @@ void complete_recv(RecvComm& c, const Path& p, std::uint32_t imm, const ibv_wc& 
 // A control write of the peer arrived on p (its data is in our ControlBlock: the completion
 // comes after the placement). The receive WR it used is replaced; the control plane reads it.
 void on_control(CommBase& c, Path& p, std::uint32_t kind) {
-  if (int rc = post_recvs(p, 0, 1); rc != 0)
+  if (int rc = post_control_recvs(p, 1); rc != 0)
     HA_WARN("NET/HA: %s on %s: re-posting a control receive failed: %s", c.id.c_str(), p.dev->port.id().c_str(),
             std::strerror(rc));
   const bool closed = c.cp.peer_closed();
@@ -193,14 +209,14 @@ void close_comm(CommBase& c) {
 void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
   switch (wr_kind(wc.wr_id)) {
     case WrKind::data:
-      complete_send(static_cast<SendComm&>(c), wr_value(wc.wr_id));
+      complete_send(static_cast<SendComm&>(c), p, wr_value(wc.wr_id));
       break;
     case WrKind::recv: {
       const std::uint32_t imm = ntohl(wc.imm_data);
       if (!(wc.wc_flags & IBV_WC_WITH_IMM) || (imm & kCtlImm) || c.kind == CommKind::send)
         on_control(c, p, imm & ~kCtlImm);
       else
-        complete_recv(static_cast<RecvComm&>(c), p, imm, wc);
+        complete_recv(static_cast<RecvComm&>(c), p, static_cast<int>(wr_value(wc.wr_id)), imm, wc);
       break;
     }
     case WrKind::heartbeat:
@@ -317,6 +333,7 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   r.seq = c.seq;
   for (int i = 0; i < n; ++i) {
     r.sizes[i] = 0;
+    r.parts[i] = 0;
     r.prof.phandle[i] = phandles ? phandles[i] : nullptr;
   }
   profile_posted(c, r);
@@ -325,9 +342,7 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   // A post that fails keeps the request: the failover posts its receives and its clear-to-send
   // again on the new path.
   Path& p = c.path();
-  const auto spare = std::min(p.spare_recvs, static_cast<std::uint32_t>(n));  // WRs already there (failover.cpp)
-  p.spare_recvs -= spare;
-  if (int rc = post_recvs(p, slot, n - static_cast<int>(spare)); rc != 0)
+  if (int rc = post_data_recvs(p, r.seq, n); rc != 0)
     request_failover(c, std::string("ibv_post_recv failed: ") + std::strerror(rc));
   else if (int rc2 = post_cts(c, p, slot); rc2 != 0)
     request_failover(c, std::string("posting the clear-to-send failed: ") + std::strerror(rc2));

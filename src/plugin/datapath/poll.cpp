@@ -15,9 +15,10 @@ int poll_path(CommBase& c, Path& p, int max, ibv_wc* error) {
   const int n = ibv_poll_cq(p.cq.get(), std::min(max, 64), wcs);
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs[i];
-    if (wr_kind(wc.wr_id) == WrKind::recv)
+    if (wr_kind(wc.wr_id) == WrKind::recv) {
       --p.recvs_out;
-    else if (--p.sends_out == 0)
+      --p.qp_recvs_out[wr_value(wc.wr_id) % net::kMaxEndpointQps];  // its QP's index (post_recvs)
+    } else if (--p.sends_out == 0)
       p.rto_allowance_ns = 0;
     if (wc.status == IBV_WC_SUCCESS)
       on_success(c, p, wc);

@@ -194,7 +194,7 @@ std::uint64_t switch_lost(CommBase& c, const std::string& why, std::uint64_t now
   fo.phase = FailoverState::normal;
   Path& target = c.path();
   target.link.store(Path::failed, std::memory_order_relaxed);
-  if (auto s = net::qp_to_error(target.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+  if (auto s = path_to_error(target); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
   if (Path* left = c.paths[fo.from].get()) left->link.store(Path::failed, std::memory_order_relaxed);  // in ERROR, drained
   set_standby(c, StandbyHealth::down, "lost with the active path", /*said=*/true);
   // The failover from the lost target (the active slot now) waits in fo.requested for the rescue.
@@ -359,7 +359,7 @@ void start_failover(CommBase& c, const std::string& cause, bool planned, const P
   HA_DEBUG("NET/HA: %s: %s; %s to %s (epoch %u)", c.id.c_str(), failed.c_str(),
            planned ? "failing back" : "failing over", c.devs[to]->port.id().c_str(), fo_of(c).epoch);
   if (planned) return;  // the old path stays connected
-  if (auto s = net::qp_to_error(c.paths[from]->qp.get()); !s)
+  if (auto s = path_to_error(*c.paths[from]); !s)
     HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
 }
 
@@ -446,7 +446,7 @@ Step drain(CommBase& c, std::uint64_t now) {
       // The path a failback leaves failed (or stalls) during it: it is not kept, but drained.
       fo.keep_from = false;
       fo.deadline_ns = now + kDrainBoundNs;
-      if (auto s = net::qp_to_error(old.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+      if (auto s = path_to_error(old); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
       return now + 2'000'000;
     }
     if (pending && now < fo.deadline_ns) return now + 2'000'000;  // flushes still coming
@@ -502,7 +502,7 @@ Step poll_switch_paths(CommBase& c, std::uint64_t now) {
     if (c.error != ncclSuccess) return 0;
     if (kept_err.status != IBV_WC_SUCCESS || kept.dev->fault_gen.load(std::memory_order_relaxed) != kept.fault_gen) {
       fo.keep_from = false;  // no way back any more: retired when the switch is done
-      if (auto s = net::qp_to_error(kept.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+      if (auto s = path_to_error(kept); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
     }
   }
   if (err.status != IBV_WC_SUCCESS) return switch_failed(c, describe_error(p, err), nullptr, now);

@@ -81,7 +81,7 @@ std::uint64_t inject_flush_errors(RecvComm& c, std::uint64_t now) {
     if (!p) continue;
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
-    const int rc = ibv_modify_qp(p->qp.get(), &attr, IBV_QP_STATE);
+    const int rc = ibv_modify_qp(p->qp(), &attr, IBV_QP_STATE);
     HA_INFO("NET/HA: %s: test: flush QP %u on %s moved to ERROR (HA_NCCL_TEST_FLUSH_QP_ERROR_MS)%s", c.id.c_str(),
             p->local.qpn, p->dev->port.id().c_str(), rc ? (std::string(": ") + std::strerror(rc)).c_str() : "");
   }
@@ -97,8 +97,8 @@ Expected<std::shared_ptr<Path>> build_flush_path(Reaper* reaper, Device& d, int 
   auto p = make_path(reaper, d, slot, kFlushDepth, 1);
   if (!p) return std::move(p).error();
   Path& path = **p;
-  path.local = net::local_endpoint(path.qp.get(), port, path.local.psn);
-  if (auto s = net::connect_rc_qp(path.qp.get(), path.local, path.local, d.timeouts); !s) return std::move(s).error();
+  path.local = net::local_endpoint(path.qp(), port, path.local.psn);
+  if (auto s = net::connect_rc_qp(path.qp(), path.local, path.local, d.timeouts); !s) return std::move(s).error();
   path.link.store(Path::up, std::memory_order_relaxed);
   return std::move(p).value();
 }

@@ -63,7 +63,7 @@ Status build_path(PathJob& job, Reaper* reaper, Device& d, int slot, int send_de
   net::PortInfo port = d.port;
   if (auto s = net::refresh_address(d.ctx.get(), port); !s) return s;
   if (!port.active()) return make_error(Errc::unsupported, d.port.id() + " is " + net::port_state_name(port.state));
-  auto p = make_path(reaper, d, slot, send_depth, recv_depth, std::move(owner));
+  auto p = make_path(reaper, d, slot, send_depth, recv_depth, std::move(owner), d.qp_plan);
   if (!p) return std::move(p).error();
   job.path = std::move(p).value();
   return {};
@@ -75,8 +75,8 @@ Status build_path(PathJob& job, Reaper* reaper, Device& d, int slot, int send_de
 Status connect_path(PathJob& job, const net::Endpoint& remote) {
   Path& p = *job.path;
   p.remote = remote;
-  if (auto s = net::connect_rc_qp(p.qp.get(), p.local, remote, rc_attrs(p)); !s) return s;
-  if (int rc = post_recvs(p, 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+  if (auto s = connect_path(p, remote); !s) return s;
+  if (int rc = post_control_recvs(p, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
   return {};
 }
 

@@ -58,21 +58,37 @@ void refresh_send(SendComm& c, Request& r, int slot) {
 
 // Receiver: what it has, re-armed on the new path; then the report.
 // A path that carried traffic before (kept by a failback, or re-synchronised in place) still has
-// receive WRs posted: only the difference is posted, any excess is the path's spare_recvs.
+// receive WRs posted: on each QP only the difference is posted, any excess is that QP's
+// spare_recvs. The parts of a buffer that landed on the old path count for nothing: the sender
+// sends the whole buffer again, in the new path's parts.
 Status announce_recv(RecvComm& c, Path& p) {
-  std::uint32_t needed = kCtlRecvs;
-  for (const Request& r : c.reqs)
-    if (r.type == ReqType::recv && !r.buffers_gone) needed += static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
-  std::uint32_t deficit = needed > p.recvs_out ? needed - p.recvs_out : 0;
-  p.spare_recvs = p.recvs_out > needed ? p.recvs_out - needed : 0;
+  std::array<std::uint32_t, net::kMaxEndpointQps> needed{};
+  needed[0] = kCtlRecvs;
+  for (Request& r : c.reqs) {
+    if (r.type != ReqType::recv || r.buffers_gone) continue;
+    const auto missing = static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
+    for (int q = 0; q < p.nqps; ++q)
+      if (p.split || q == p.qp_of(r.seq)) needed[static_cast<std::size_t>(q)] += missing;
+    for (int i = 0; i < r.nreqs; ++i)
+      if (!(r.done_mask & (1u << i))) {
+        r.parts[i] = 0;
+        r.sizes[i] = 0;
+      }
+  }
+  for (int q = 0; q < p.nqps; ++q) {
+    const auto i = static_cast<std::size_t>(q);
+    const std::uint32_t have = p.qp_recvs_out[i];
+    p.spare_recvs[i] = have > needed[i] ? have - needed[i] : 0;
+    for (std::uint32_t deficit = needed[i] > have ? needed[i] - have : 0; deficit > 0;) {
+      const std::uint32_t n = std::min<std::uint32_t>(deficit, kMaxRecvs);
+      if (int rc = post_recvs(p, q, static_cast<int>(n)); rc != 0)
+        return make_error(Errc::verbs, std::string("posting receives on the new path: ") + std::strerror(rc));
+      deficit -= n;
+    }
+  }
   for (std::uint64_t slot = 0; slot < kMaxRequests; ++slot) {
     const Request& r = c.reqs[slot];
     if (r.type != ReqType::recv || r.buffers_gone) continue;  // NCCL freed its buffer: never published again
-    const auto missing = static_cast<std::uint32_t>(r.nreqs - std::popcount(r.done_mask));
-    const std::uint32_t n = std::min(missing, deficit);
-    deficit -= n;
-    if (int rc = post_recvs(p, slot, static_cast<int>(n)); rc != 0)
-      return make_error(Errc::verbs, std::string("posting receives on the new path: ") + std::strerror(rc));
     refresh_entry(c.outbox[slot], r);
     if (int rc = post_cts(c, p, slot); rc != 0)
       return make_error(Errc::verbs, std::string("re-publishing a clear-to-send: ") + std::strerror(rc));

@@ -23,7 +23,7 @@ void standby_failed(CommBase& c, Path& sb, const std::string& why) {
   ++h_of(c).failures;
   sb.fault_gen = sb.dev->fault_gen.load(std::memory_order_relaxed);
   sb.link.store(Path::failed, std::memory_order_relaxed);
-  if (auto s = net::qp_to_error(sb.qp.get()); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
+  if (auto s = path_to_error(sb); !s) HA_DEBUG("NET/HA: %s: %s", c.id.c_str(), s.error().message.c_str());
   set_standby(c, StandbyHealth::down, why);
 }
 

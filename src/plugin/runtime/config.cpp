@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "nccl_ha/net/env.hpp"
+#include "nccl_ha/net/qp.hpp"
 #include "nccl_ha/net/socket_if.hpp"
 #include "nccl_ha/reactor/log.hpp"
 
@@ -88,6 +89,22 @@ void read_registration(const net::EnvLookup& env, Config& c) {
   c.gdr_flush_disable = net::env_int(env, {"HA_NCCL_IB_GDR_FLUSH_DISABLE", "NCCL_IB_GDR_FLUSH_DISABLE"}, 0, 0, 1) != 0;
   c.ece_enable = net::env_int(env, {"HA_NCCL_IB_ECE_ENABLE", "NCCL_IB_ECE_ENABLE"}, 1,
                               std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()) != 0;
+}
+
+// Several QPs per path as net_ib reads NCCL_IB_QPS_PER_CONNECTION (a count, default 1) and
+// NCCL_IB_SPLIT_DATA_ON_QPS (0/1); a count beyond what an endpoint carries is taken as the most it does.
+void read_qps(const net::EnvLookup& env, Config& c) {
+  const char* which = nullptr;
+  const auto n = net::env_int(env, {"HA_NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"}, 1, 1,
+                              std::numeric_limits<std::int32_t>::max());
+  if (n > net::kMaxEndpointQps) {
+    (void)net::env_string(env, {"HA_NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"}, &which);
+    HA_WARN("NET/HA: %s=%lld: this plugin connects at most %d QPs per path; %d are used", which ? which : "",
+            static_cast<long long>(n), net::kMaxEndpointQps, net::kMaxEndpointQps);
+  }
+  c.qps_per_connection = static_cast<int>(std::min<long long>(n, net::kMaxEndpointQps));
+  c.split_data_on_qps =
+      net::env_int(env, {"HA_NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_SPLIT_DATA_ON_QPS"}, 0, 0, 1) != 0;
 }
 
 // Adaptive routing as net_ib reads it: -2 is its "not set" (the link layer decides), any other
@@ -183,6 +200,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
   }
   c.ib_device_pci_order = net::env_int(env, {"HA_NCCL_IB_DEVICE_PCI_ORDER", "NCCL_IB_DEVICE_PCI_ORDER"}, 1, 0, 1) != 0;
   read_registration(env, c);
+  read_qps(env, c);
   return c;
 }
 
@@ -219,8 +237,6 @@ std::vector<std::string> unhonoured_nccl_settings(const net::EnvLookup& env) {
     const char* instead;
   };
   static constexpr Unhonoured kList[] = {
-      {"NCCL_IB_QPS_PER_CONNECTION", "1", "one QP per path; its standby is one QP too"},
-      {"NCCL_IB_SPLIT_DATA_ON_QPS", "", "one QP per path: nothing to split"},
       {"NCCL_IB_USE_INLINE", "0", "no inline data"},
       {"NCCL_IB_ADDR_FAMILY", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
       {"NCCL_IB_ADDR_RANGE", "", "the GID: HA_NCCL_IB_GID_INDEX / NCCL_IB_GID_INDEX, else RoCE v2 IPv4 first"},
@@ -306,6 +322,8 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));
   add("HA_NCCL_IB_ECE_ENABLE", b(c.ece_enable));
+  add("HA_NCCL_IB_QPS_PER_CONNECTION", std::to_string(c.qps_per_connection));
+  add("HA_NCCL_IB_SPLIT_DATA_ON_QPS", b(c.split_data_on_qps));
   add("HA_NCCL_IB_ADAPTIVE_ROUTING", c.adaptive_routing == -2 ? std::string("auto") : b(c.adaptive_routing != 0));
   add("HA_NCCL_IB_AR_THRESHOLD", std::to_string(c.ar_threshold));
   return s;

@@ -95,6 +95,14 @@ struct Config {
   // the ECE its device reports and agrees on it with the peer's (net/ece.hpp). Off on either side:
   // the connection goes without (net_ib reads it on the connecting side only).
   bool ece_enable = true;
+  // HA_NCCL_IB_QPS_PER_CONNECTION, else NCCL_IB_QPS_PER_CONNECTION (net_ib's: default 1): the RC
+  // QPs of each path (primary, standby, every re-protected path), at most 8 (net_ib's 128: a
+  // larger value is WARNed about and 8 taken); messages go round robin over them (seq % count),
+  // or with HA_NCCL_IB_SPLIT_DATA_ON_QPS, else NCCL_IB_SPLIT_DATA_ON_QPS (0/1, default 0), each
+  // split across them. The two sides agree on the smaller count (net_ib: the larger) and split
+  // only when both ask.
+  int qps_per_connection = 1;
+  bool split_data_on_qps = false;
   // HA_NCCL_IB_ADAPTIVE_ROUTING, else NCCL_IB_ADAPTIVE_ROUTING (net_ib's): -2 (default) on for
   // InfiniBand ports, off for RoCE; 0 off; 1 on. With it, a message larger than
   // HA_NCCL_IB_AR_THRESHOLD, else NCCL_IB_AR_THRESHOLD (bytes, default 8192), goes as a plain RDMA

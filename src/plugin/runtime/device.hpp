@@ -26,6 +26,15 @@ struct DmaBuf {
   std::uint64_t offset = 0;
 };
 
+// The QPs of each data path of a comm (core/path.hpp): how many (NCCL_IB_QPS_PER_CONNECTION,
+// 1..net::kMaxEndpointQps) and whether this side asks for messages split across them
+// (NCCL_IB_SPLIT_DATA_ON_QPS). The peer's plan is met halfway: the smaller count, a split only
+// when both ask.
+struct QpPlan {
+  int count = 1;
+  bool split = false;
+};
+
 // Deregisters through the table that registered it (mr_ops.hpp).
 struct OpsMrDeleter {
   const MrOps* ops = nullptr;
@@ -96,6 +105,7 @@ struct Device {
   // write and a size notice (path_ops.cpp post_data); kNoAdaptiveRouting: off.
   std::uint64_t ar_threshold = kNoAdaptiveRouting;
   bool offer_ece = true;  // HA_NCCL_IB_ECE_ENABLE / NCCL_IB_ECE_ENABLE: each new QP offers its ECE (comm.cpp make_path)
+  QpPlan qp_plan;  // the QPs of every comm's data path on this port (Config::qps_per_connection)
   // What getProperties reports, as NCCL's own IB transport would (init.cpp assign_nccl_identity):
   std::string pci_path;  // storage behind Props::pci_path: net::nccl_pci_path() of port.pci_path
   int nccl_port = 0;     // Props::port: port number + NCCL's real port (net::nccl_real_ports())

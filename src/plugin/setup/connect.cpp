@@ -118,12 +118,12 @@ void log_connected(const SendComm& c, const Device& dev, const tcp::endpoint& pe
   if (!home_down.empty())
     HA_INFO("NET/HA: connected %s -> %s on the pair through %s QP %u: %s (tc %u sl %u)%s", dev.port.id().c_str(),
             peer.address().to_string().c_str(), c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn, home_down.c_str(),
-            c.qos.traffic_class, c.qos.service_level, ece_note(c.paths[1]->local.ece).c_str());
+            c.qos.traffic_class, c.qos.service_level, path_note(*c.paths[1]).c_str());
   else
     HA_INFO("NET/HA: connected %s QP %u -> %s QP %u%s%s (tc %u sl %u)%s", dev.port.id().c_str(), c.paths[0]->local.qpn,
             peer.address().to_string().c_str(), remote.qpn, c.paths[1] ? ", standby on " : ", single path",
             c.paths[1] ? c.devs[1]->port.id().c_str() : "", c.qos.traffic_class, c.qos.service_level,
-            ece_note(c.paths[0]->local.ece).c_str());
+            path_note(*c.paths[0]).c_str());
 }
 
 // Coroutine parameters are references or trivially destructible values: GCC 12 may destroy
@@ -179,8 +179,8 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   const net::Endpoint* remote = &rep.primary;
   c.paths[0]->remote = *remote;
   auto connect_primary = [&c, &remote]() -> Status {  // verbs work: on a reactor worker
-    if (auto s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, *remote, rc_attrs(*c.paths[0])); !s) return s;
-    if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
+    if (auto s = connect_path(*c.paths[0], *remote); !s) return s;
+    if (int rc = post_control_recvs(*c.paths[0], kCtlRecvs); rc != 0) return errno_error(Errc::verbs, "posting control receives", rc);
     return {};
   };
   if (home_down.empty()) {

@@ -43,7 +43,9 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // sizes it announces (rdma_records.hpp, #32): a v6 receiver would misread a v7 sender's notices.
 // 8: every endpoint carries its QP's ECE (net/wire.hpp: 44 bytes), and a connector's standby_up
 // its endpoint when both standby QPs offer ECE (handshake_common.hpp, #32).
-constexpr std::uint16_t kHandleVersion = 8;
+// 9: an endpoint names up to 8 QPs and whether its side splits data across them (72 bytes;
+// NCCL_IB_QPS_PER_CONNECTION, #32): a v8 peer would refuse every message that carries one.
+constexpr std::uint16_t kHandleVersion = 9;
 
 struct Handle {
   std::uint32_t magic;

@@ -137,10 +137,12 @@ asio::awaitable<Status> start_on_standby(Channel& ch, CommBase& c, const net::En
   co_return Status{};
 }
 
-std::string ece_note(const net::Ece& ece) {
-  if (!ece.supported) return {};
-  char s[48];
-  std::snprintf(s, sizeof s, " ECE 0x%x", ece.options);
+std::string path_note(const Path& p) {
+  char s[64];
+  int n = 0;
+  if (p.nqps > 1) n = std::snprintf(s, sizeof s, " %d QPs%s", p.nqps, p.split ? " split" : "");
+  if (p.local.ece.supported) std::snprintf(s + n, sizeof s - static_cast<std::size_t>(n), " ECE 0x%x", p.local.ece.options);
+  else if (n == 0) return {};
   return s;
 }
 
@@ -190,9 +192,9 @@ asio::awaitable<void> run_standby(Channel& ch, Path& path, const net::Endpoint& 
     (void)ec;
   }
   auto connect_standby = [&path, &peer] {  // verbs work: on a reactor worker
-    auto done = net::connect_rc_qp(path.qp.get(), path.local, peer, rc_attrs(path));
+    auto done = connect_path(path, peer);
     if (done)
-      if (int rc = post_recvs(path, 0, kCtlRecvs); rc != 0) done = errno_error(Errc::verbs, "posting control receives", rc);
+      if (int rc = post_control_recvs(path, kCtlRecvs); rc != 0) done = errno_error(Errc::verbs, "posting control receives", rc);
     return done;
   };
   Status local = make_error(Errc::closed, why);  // the peer's end did not come up: ours is not tried

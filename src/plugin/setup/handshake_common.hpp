@@ -119,9 +119,10 @@ inline constexpr const char* kPeerPrimaryFailed = "the peer could not connect it
 // naming every port of both sides with its state.
 Error no_live_pair(std::span<const Candidate> mine, std::span<const Candidate> theirs, const std::string& why);
 
-// " ECE 0x<options>" for a QP connected with ECE (net/ece.hpp), "" otherwise: the tail of the
-// connected / accepted INFO lines.
-std::string ece_note(const net::Ece& ece);
+// The tail of the connected / accepted INFO lines for a connected path: " <n> QPs" when it has
+// more than one (" split" when messages are split across them), " ECE 0x<options>" when its QPs
+// were connected with ECE (net/ece.hpp); "" for one QP without ECE.
+std::string path_note(const Path& p);
 
 // Which end of the handshake runs phase two (the listener's standby endpoint goes first).
 enum class StandbySide { listener, connector };

@@ -141,13 +141,13 @@ void log_accepted(const ListenState& ls, const RecvComm& c, const ConnRequest& r
   if (!start.home_down.empty()) {
     HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)%s",
             ls.dev->port.id().c_str(), req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn,
-            start.home_down.c_str(), c.qos.traffic_class, c.qos.service_level, ece_note(c.paths[1]->local.ece).c_str());
+            start.home_down.c_str(), c.qos.traffic_class, c.qos.service_level, path_note(*c.paths[1]).c_str());
     return;
   }
   if (!start.unprotected.empty()) note_unprotected(*ls.dev, "recv", start.unprotected);
   HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)%s", ls.dev->port.id().c_str(), c.paths[0]->local.qpn,
           req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
-          c.qos.traffic_class, c.qos.service_level, ece_note(c.paths[0]->local.ece).c_str());
+          c.qos.traffic_class, c.qos.service_level, path_note(*c.paths[0]).c_str());
 }
 
 // HA_NCCL_TEST_ACK_DELAY_MS (tests only): the window in which closeListen() may come.
@@ -169,9 +169,9 @@ asio::awaitable<Status> connect_primary(const Device& dev, RecvComm& c, const Co
   std::string failed;
   auto work = [&c, &req, &failed]() -> Status {  // verbs work: on a reactor worker
     if (c.active() == 0) {
-      Status s = net::connect_rc_qp(c.paths[0]->qp.get(), c.paths[0]->local, req.primary, rc_attrs(*c.paths[0]));
+      Status s = connect_path(*c.paths[0], req.primary);
       if (s)
-        if (int rc = post_recvs(*c.paths[0], 0, kCtlRecvs); rc != 0) s = errno_error(Errc::verbs, "posting control receives", rc);
+        if (int rc = post_control_recvs(*c.paths[0], kCtlRecvs); rc != 0) s = errno_error(Errc::verbs, "posting control receives", rc);
       if (!s && !c.paths[1]) return s;
       if (!s) {
         failed = s.error().message;

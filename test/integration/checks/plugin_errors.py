@@ -345,11 +345,10 @@ def check(run):
         rto = [w for w in warns(r) if re.search(r"HA_NCCL_RTO_MS=1000 is below twice the hardware retry window "
                                                  r"\(6442 ms = 4\.096 us x 2\^18 x \(5 \+ 1\)\)", w)]
         unhonoured = [w for w in warns(r) if re.search(r"NET/HA: NCCL settings this plugin does not honour: "
-                                                       r"NCCL_IB_QPS_PER_CONNECTION=4 \(one QP per path; its standby is "
-                                                       r"one QP too\)$", w)]
+                                                       r"NCCL_IB_USE_INLINE=1 \(no inline data\)$", w)]
         expect(len(rto) == 1 and len(unhonoured) == 1 and len(warns(r)) == 2,
-               f"{tag}: two WARNs: the soft RTO against that window, NCCL_IB_QPS_PER_CONNECTION=4 not honoured "
-               f"({warns(r)})")
+               f"{tag}: two WARNs: the soft RTO against that window, NCCL_IB_USE_INLINE=1 not honoured "
+               f"(no inline data) ({warns(r)})")
         no_crash(run, role, "bad-pkey")
         r = run.report(role, "bad-pkey")
         tag = f"bad-pkey: rank {r['rank']}"

@@ -62,12 +62,12 @@ bool same(const Endpoint& a, const Endpoint& b) {
   return a.qpn == b.qpn && a.psn == b.psn && std::memcmp(a.gid.raw, b.gid.raw, 16) == 0 && a.lid == b.lid &&
          a.port == b.port && a.gid_index == b.gid_index && a.link_layer == b.link_layer && a.mtu == b.mtu &&
          a.ece.supported == b.ece.supported && a.ece.vendor_id == b.ece.vendor_id && a.ece.options == b.ece.options &&
-         a.ece.comp_mask == b.ece.comp_mask;
+         a.ece.comp_mask == b.ece.comp_mask && a.qpns == b.qpns && a.split == b.split && a.more_qpn == b.more_qpn;
 }
 
 // Endpoint payload offsets.
 constexpr std::size_t kEpQpn = 0, kEpPsn = 4, kEpPort = 26, kEpLinkLayer = 28, kEpMtu = 29, kEpEce = 30,
-                      kEpReserved = 31, kEpEceVendor = 32;
+                      kEpQps = 31, kEpEceVendor = 32, kEpMoreQpn = 44;
 
 }  // namespace
 
@@ -253,15 +253,50 @@ BOOST_AUTO_TEST_CASE(layout_and_round_trip) {
                        2,           // link layer (Ethernet)
                        5,           // mtu (4096)
                        1,           // ECE offered
-                       0,           // reserved
+                       0,           // one QP, no split
                        0xb3, 0x15, 0, 0,  // ECE vendor id
                        0x01, 0, 0, 0x30,  // ECE options
-                       0, 0, 0, 0};       // ECE comp_mask
+                       0, 0, 0, 0,        // ECE comp_mask
+                       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,   // no more QPs
+                       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   BOOST_TEST(b == expected, boost::test_tools::per_element());
   BOOST_TEST(b.size() == kEndpointSize);
   auto d = decode_endpoint(b);
   BOOST_REQUIRE(d.ok());
   BOOST_TEST(same(*d, ep));
+}
+
+BOOST_AUTO_TEST_CASE(several_qps_layout_and_round_trip) {
+  Endpoint ep = sample_endpoint();
+  ep.qpns = 3;
+  ep.split = true;
+  ep.more_qpn[0] = 0x000102;
+  ep.more_qpn[1] = 0xffffff;
+  const Bytes b = encode_endpoint(ep);
+  BOOST_TEST(b.size() == kEndpointSize);
+  BOOST_TEST(b[kEpQps] == 0x82);  // count - 1, split on top
+  const Bytes more(b.begin() + kEpMoreQpn, b.begin() + kEpMoreQpn + 12);
+  BOOST_TEST(more == (Bytes{0x02, 0x01, 0, 0, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0}), boost::test_tools::per_element());
+  auto d = decode_endpoint(b);
+  BOOST_REQUIRE(d.ok());
+  BOOST_TEST(same(*d, ep));
+  BOOST_TEST(d->qpn_at(0) == 0x123456u);
+  BOOST_TEST(d->qpn_at(2) == 0xffffffu);
+  const Endpoint two = d->single(2);  // what QP 2 is connected to
+  BOOST_TEST(two.qpn == 0xffffffu);
+  BOOST_TEST(two.qpns == 1);
+  BOOST_TEST(!two.split);
+  BOOST_TEST(two.psn == ep.psn);
+  BOOST_TEST(two.ece.options == ep.ece.options);
+  // Every count 1..8 round-trips.
+  for (int n = 1; n <= kMaxEndpointQps; ++n) {
+    Endpoint e = sample_endpoint();
+    e.qpns = static_cast<std::uint8_t>(n);
+    for (int i = 1; i < n; ++i) e.more_qpn[static_cast<std::size_t>(i - 1)] = 0x100u + static_cast<std::uint32_t>(i);
+    auto r = decode_endpoint(encode_endpoint(e));
+    BOOST_TEST_REQUIRE(r.ok(), n << " QPs: " << test::err_msg(r));
+    BOOST_TEST(same(*r, e));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(round_trip_at_the_edges_of_every_range) {
@@ -319,8 +354,20 @@ BOOST_AUTO_TEST_CASE(field_validation) {
       {"mtu code 255", [](Bytes& b) { b[kEpMtu] = 255; }},
       {"link layer 3", [](Bytes& b) { b[kEpLinkLayer] = 3; }},
       {"link layer 255", [](Bytes& b) { b[kEpLinkLayer] = 255; }},
-      {"reserved byte 1", [](Bytes& b) { b[kEpReserved] = 1; }},
-      {"reserved byte 0x80", [](Bytes& b) { b[kEpReserved] = 0x80; }},
+      {"QP count byte 0x08", [](Bytes& b) { b[kEpQps] = 0x08; }},
+      {"QP count byte 0x40", [](Bytes& b) { b[kEpQps] = 0x40; }},
+      {"two QPs, the second's number 0", [](Bytes& b) { b[kEpQps] = 1; }},
+      {"two QPs, the second's number 2^24", [](Bytes& b) {
+         b[kEpQps] = 1;
+         put_u32(b, kEpMoreQpn, 0x1000000u);
+       }},
+      {"one QP and a second QP number", [](Bytes& b) { put_u32(b, kEpMoreQpn, 7); }},
+      {"three QPs and a fourth QP number", [](Bytes& b) {
+         b[kEpQps] = 0x82;
+         put_u32(b, kEpMoreQpn, 5);
+         put_u32(b, kEpMoreQpn + 4, 6);
+         put_u32(b, kEpMoreQpn + 24, 9);
+       }},
       {"ECE flag 2", [](Bytes& b) { b[kEpEce] = 2; }},
       {"ECE flag 0xff", [](Bytes& b) { b[kEpEce] = 0xff; }},
       {"ECE fields without ECE", [](Bytes& b) { b[kEpEce] = 0; }},
@@ -340,7 +387,7 @@ BOOST_AUTO_TEST_CASE(field_validation) {
   // No ECE: the flag and every ECE field 0.
   auto none = with([](Bytes& b) {
     b[kEpEce] = 0;
-    for (std::size_t i = kEpEceVendor; i < kEndpointSize; ++i) b[i] = 0;
+    for (std::size_t i = kEpEceVendor; i < kEpMoreQpn; ++i) b[i] = 0;
   });
   BOOST_TEST_REQUIRE(none.ok());
   BOOST_TEST(!none->ece.supported);

@@ -146,8 +146,8 @@ void expect_path(const CommBase& c, int slot, const Device& d, int send_depth, i
     BOOST_TEST(p->cq->cqe >= send_depth + recv_depth);
     BOOST_TEST(p->cq->channel == d.channel.get());  // the comm's control plane is woken by it
     BOOST_TEST(p->cq->cq_context == static_cast<const void*>(&p->owner));
-    BOOST_TEST_REQUIRE(static_cast<bool>(p->qp));
-    ibv_qp* qp = p->qp.get();
+    BOOST_TEST_REQUIRE(p->qp() != nullptr);
+    ibv_qp* qp = p->qp();
     BOOST_TEST(qp->qp_type == IBV_QPT_RC);
     BOOST_TEST(qp->pd == d.pd.get());
     BOOST_TEST(qp->send_cq == p->cq.get());

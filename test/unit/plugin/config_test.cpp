@@ -633,7 +633,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_FIFO_TC=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
              "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0 HA_NCCL_IB_ECE_ENABLE=1 "
-             "HA_NCCL_IB_ADAPTIVE_ROUTING=auto HA_NCCL_IB_AR_THRESHOLD=8192");
+             "HA_NCCL_IB_QPS_PER_CONNECTION=1 HA_NCCL_IB_SPLIT_DATA_ON_QPS=0 HA_NCCL_IB_ADAPTIVE_ROUTING=auto HA_NCCL_IB_AR_THRESHOLD=8192");
 }
 
 BOOST_AUTO_TEST_CASE(qos_follows_nccl_names_and_rules) {
@@ -683,9 +683,47 @@ BOOST_AUTO_TEST_CASE(unhonoured_nccl_settings_are_named) {
   m.vars = {{"NCCL_IB_QPS_PER_CONNECTION", "4"}, {"NCCL_IB_ADAPTIVE_ROUTING", "1"}, {"NCCL_IB_ROCE_VERSION_NUM", "2"},
             {"NCCL_IB_TIMEOUT", "22"}, {"NCCL_IB_ECE_ENABLE", "0"}};
   const auto u = unhonoured_nccl_settings(m.lookup());
-  BOOST_TEST_REQUIRE(u.size() == 2u);  // adaptive routing and ECE are honoured (*_as_net_ib)
-  BOOST_TEST(u[0] == "NCCL_IB_QPS_PER_CONNECTION=4 (one QP per path; its standby is one QP too)");
-  BOOST_TEST(contains(u[1], "NCCL_IB_ROCE_VERSION_NUM=2 (the GID: HA_NCCL_IB_GID_INDEX"), u[1]);
+  BOOST_TEST_REQUIRE(u.size() == 1u);  // QPs per connection, adaptive routing and ECE are honoured (*_as_net_ib)
+  BOOST_TEST(contains(u[0], "NCCL_IB_ROCE_VERSION_NUM=2 (the GID: HA_NCCL_IB_GID_INDEX"), u[0]);
+  m.vars = {{"NCCL_IB_USE_INLINE", "1"}, {"NCCL_IB_SPLIT_DATA_ON_QPS", "1"}};
+  const auto v = unhonoured_nccl_settings(m.lookup());
+  BOOST_TEST_REQUIRE(v.size() == 1u);
+  BOOST_TEST(v[0] == "NCCL_IB_USE_INLINE=1 (no inline data)");
+}
+
+// NCCL_IB_QPS_PER_CONNECTION / NCCL_IB_SPLIT_DATA_ON_QPS (HA_ names first) with net_ib's meaning:
+// 1 QP and no split by default; a count beyond the 8 an endpoint carries is WARNed about and 8
+// taken; a count below 1, or no integer, is WARNed about and 1 taken; the split 0/1.
+BOOST_AUTO_TEST_CASE(qps_per_connection_as_net_ib) {
+  CleanEnv clean;
+  Config c = Config::from_env();
+  BOOST_TEST(c.qps_per_connection == 1);
+  BOOST_TEST(!c.split_data_on_qps);
+  clean.env.set("NCCL_IB_QPS_PER_CONNECTION", "4");
+  clean.env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
+  c = Config::from_env();
+  BOOST_TEST(c.qps_per_connection == 4);
+  BOOST_TEST(c.split_data_on_qps);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_IB_QPS_PER_CONNECTION=4 HA_NCCL_IB_SPLIT_DATA_ON_QPS=1"), describe(c));
+  BOOST_TEST(clean.log.count(LogLevel::warn, {}) == 0u, clean.log.dump());
+  clean.env.set("HA_NCCL_IB_QPS_PER_CONNECTION", "2");  // the HA_ names win
+  clean.env.set("HA_NCCL_IB_SPLIT_DATA_ON_QPS", "0");
+  c = Config::from_env();
+  BOOST_TEST(c.qps_per_connection == 2);
+  BOOST_TEST(!c.split_data_on_qps);
+  clean.env.set("HA_NCCL_IB_QPS_PER_CONNECTION", "128");  // net_ib's most
+  BOOST_TEST(Config::from_env().qps_per_connection == 8);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_QPS_PER_CONNECTION=128", "at most 8 QPs"}) == 1u,
+             clean.log.dump());
+  clean.env.set("HA_NCCL_IB_QPS_PER_CONNECTION", "0");
+  BOOST_TEST(Config::from_env().qps_per_connection == 1);
+  clean.env.set("HA_NCCL_IB_QPS_PER_CONNECTION", "four");
+  BOOST_TEST(Config::from_env().qps_per_connection == 1);
+  clean.env.set("HA_NCCL_IB_SPLIT_DATA_ON_QPS", "2");
+  BOOST_TEST(!Config::from_env().split_data_on_qps);
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_QPS_PER_CONNECTION", "'0'"}) == 1u, clean.log.dump());
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_QPS_PER_CONNECTION", "'four'"}) >= 1u, clean.log.dump());
+  BOOST_TEST(clean.log.count(LogLevel::warn, {"HA_NCCL_IB_SPLIT_DATA_ON_QPS", "'2'"}) >= 1u, clean.log.dump());
 }
 
 // NCCL_IB_ADAPTIVE_ROUTING / NCCL_IB_AR_THRESHOLD (HA_ names first) with net_ib's meaning: -2 (the

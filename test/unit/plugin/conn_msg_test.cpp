@@ -100,8 +100,8 @@ std::uint32_t get_u32(const std::vector<std::uint8_t>& b, std::size_t off) {
 }
 
 // Offsets of the layouts documented in conn_msg.hpp.
-constexpr std::size_t kFlagsOff = 44, kFifoOff = 48, kReqCtrlOff = 64, kTcOff = 80, kSlOff = 81, kReqCountOff = 82;
-constexpr std::size_t kReplyCtrlOff = 48, kOfferOff = 64, kOfferRkeyOff = 68, kOfferEpOff = 72, kReplyCountOff = 116;
+constexpr std::size_t kFlagsOff = 72, kFifoOff = 76, kReqCtrlOff = 92, kTcOff = 108, kSlOff = 109, kReqCountOff = 110;
+constexpr std::size_t kReplyCtrlOff = 76, kOfferOff = 92, kOfferRkeyOff = 96, kOfferEpOff = 100, kReplyCountOff = 172;
 std::size_t req_cand(std::size_t i) { return kRequestHeadSize + i * kCandidateSize; }
 std::size_t rep_cand(std::size_t i) { return kReplyHeadSize + i * kCandidateSize; }
 // Within a candidate.
@@ -184,9 +184,9 @@ BOOST_AUTO_TEST_SUITE(conn_msg)
 
 BOOST_AUTO_TEST_CASE(sizes_and_layout_are_the_wire_format) {
   BOOST_TEST(kCandidateSize == 52u);
-  BOOST_TEST(kRequestHeadSize == 84u);
-  BOOST_TEST(kReplyHeadSize == 120u);
-  BOOST_TEST(kReadySize == 56u);
+  BOOST_TEST(kRequestHeadSize == 112u);
+  BOOST_TEST(kReplyHeadSize == 176u);
+  BOOST_TEST(kReadySize == 84u);
   const auto b = encode_request(request(true));
   BOOST_TEST(kRescueSize == 12u);
   BOOST_REQUIRE(b.size() == kRequestHeadSize + 4 * kCandidateSize + kRescueSize);
@@ -239,8 +239,8 @@ BOOST_AUTO_TEST_CASE(sizes_and_layout_are_the_wire_format) {
   BOOST_REQUIRE(y.size() == kReadySize);
   BOOST_TEST(y[0] == kOfferStandby);
   BOOST_TEST(y[4] == 0x55);
-  BOOST_TEST(get_u32(y, 48) == 0xbbbbu);
-  BOOST_TEST(get_u32(y, 52) == 0xddddu);
+  BOOST_TEST(get_u32(y, 76) == 0xbbbbu);
+  BOOST_TEST(get_u32(y, 80) == 0xddddu);
   const auto none = encode_ready(ready(false));
   BOOST_TEST(none == std::vector<std::uint8_t>(kReadySize, 0), boost::test_tools::per_element());
 }
@@ -325,7 +325,7 @@ BOOST_AUTO_TEST_CASE(bad_request_fields_are_refused_by_name) {
       {"primary port 0", [](auto& b) { b[26] = 0; }, "primary endpoint"},
       {"primary link layer 3", [](auto& b) { b[28] = 3; }, "primary endpoint"},
       {"primary MTU code 6", [](auto& b) { b[29] = 6; }, "primary endpoint"},
-      {"primary reserved bytes", [](auto& b) { b[31] = 1; }, "primary endpoint"},
+      {"primary: two QPs, one QP number", [](auto& b) { b[31] = 1; }, "primary endpoint"},
       {"unknown flag bits", [](auto& b) { put_u32(b, kFlagsOff, 3); }, "unknown flags 0x00000002"},
       {"high flag bit", [](auto& b) { put_u32(b, kFlagsOff, 0x80000001u); }, "unknown flags"},
       {"FIFO address 0", [](auto& b) { put_u64(b, kFifoOff, 0); }, "FIFO address 0"},
@@ -405,8 +405,8 @@ BOOST_AUTO_TEST_CASE(bad_ready_fields_are_refused_by_name) {
       {"unknown flags", [](auto& b) { put_u32(b, 0, 5); }, "unknown flags 0x00000004"},
       {"start on a standby without one", [](auto& b) { put_u32(b, 0, kStartOnStandby); }, "start on a standby without one"},
       {"standby endpoint", [](auto& b) { put_u32(b, 4, 0); }, "standby endpoint"},
-      {"FIFO rkey 0", [](auto& b) { put_u32(b, 48, 0); }, "standby FIFO rkey 0"},
-      {"control block rkey 0", [](auto& b) { put_u32(b, 52, 0); }, "standby control block rkey 0"},
+      {"FIFO rkey 0", [](auto& b) { put_u32(b, 76, 0); }, "standby FIFO rkey 0"},
+      {"control block rkey 0", [](auto& b) { put_u32(b, 80, 0); }, "standby control block rkey 0"},
       {"no flag", [](auto& b) { put_u32(b, 0, 0); }, "standby bytes without the standby flag"},
   });
   check_refusals(encode_ready(ready(false)), [](auto b) { return decode_ready(b); }, "connection ready", {

@@ -106,6 +106,42 @@ BOOST_AUTO_TEST_CASE(rto_allowance_is_a_tenth_of_the_port_rate) {
   BOOST_TEST(write_allowance_ns(64 * MiB, -1) == write_allowance_ns(64 * MiB, 2500));
 }
 
+// Several QPs per path (path.hpp, path_ops.hpp post_data): net_ib's mapping of messages to QPs.
+// Unsplit, receive n goes on QP n mod count; split, each message in count parts of
+// split_chunk bytes (size / count rounded up to 128), part j at j chunks: the parts cover the
+// message exactly once, in order, and the ones past its end are empty.
+BOOST_AUTO_TEST_CASE(several_qps_map_messages_as_net_ib) {
+  Path p;
+  BOOST_TEST(p.parts() == 1);
+  BOOST_TEST(p.qp_of(7) == 0);
+  p.nqps = 4;
+  BOOST_TEST(p.parts() == 1);  // not split: each message whole, round robin
+  for (std::uint64_t seq = 0; seq < 12; ++seq) BOOST_TEST(p.qp_of(seq) == static_cast<int>(seq % 4));
+  BOOST_TEST(p.qp_of((1ull << 40) + 3) == 3);
+  p.split = true;
+  BOOST_TEST(p.parts() == 4);
+
+  BOOST_TEST(split_chunk(1u << 20, 4) == 262144u);  // 1 MiB on 4 QPs: 256 KiB each
+  BOOST_TEST(split_chunk(4096, 4) == 1024u);
+  BOOST_TEST(split_chunk(8, 4) == 128u);              // one part of 8 bytes, three empty
+  BOOST_TEST(split_chunk(0, 4) == 0u);
+  BOOST_TEST(split_chunk(1000, 3) == 384u);           // 333.3 -> 334 -> 384
+  BOOST_TEST(split_chunk(0x7fffffffu, 8) == 0x10000000u);
+  for (std::uint32_t n = 1; n <= 8; ++n)
+    for (std::uint32_t size : {0u, 1u, 8u, 127u, 128u, 129u, 1000u, 4096u, 65536u, 65537u, (1u << 20) + 3, 0x7fffffffu}) {
+      const std::uint32_t chunk = split_chunk(size, n);
+      BOOST_TEST(chunk % 128 == 0u, size << " on " << n);
+      std::uint64_t covered = 0;
+      for (std::uint32_t j = 0; j < n; ++j) {  // post_data's parts
+        const std::uint32_t offset = std::min(size, j * chunk);
+        const std::uint32_t len = std::min(chunk, size - offset);
+        BOOST_TEST(offset == covered, size << " on " << n << ": part " << j << " at " << offset);
+        covered += len;
+      }
+      BOOST_TEST(covered == size, size << " on " << n);
+    }
+}
+
 // Records written by one RDMA write are accepted only whole (comm.hpp: record_check, read_record).
 BOOST_AUTO_TEST_SUITE(control_records)
 

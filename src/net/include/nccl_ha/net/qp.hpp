@@ -3,6 +3,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <cstdint>
 
 #include "nccl_ha/net/discovery.hpp"
@@ -11,6 +12,8 @@
 #include "nccl_ha/net/verbs.hpp"
 
 namespace nccl_ha::net {
+
+constexpr int kMaxEndpointQps = 8;  // QPs one endpoint can name (a path's QPs: NCCL_IB_QPS_PER_CONNECTION)
 
 // What one side tells the other to connect an RC QP (sent in the handshake).
 struct Endpoint {
@@ -25,6 +28,24 @@ struct Endpoint {
   // The requester's offer, or the responder's reduced ECE (ece.hpp); not supported by default: a
   // QP offers ECE only when its owner queried it (query_ece).
   Ece ece{};
+  // A connection of several QPs on the same port (NCCL_IB_QPS_PER_CONNECTION): `qpns` of them,
+  // `qpn` the first, `more_qpn` the others in order; all start at `psn`, one ECE for all. QP i
+  // connects to the peer's QP i. `split`: this side asks for each message to be split across them
+  // (NCCL_IB_SPLIT_DATA_ON_QPS).
+  std::uint8_t qpns = 1;  // 1..kMaxEndpointQps
+  bool split = false;
+  std::array<std::uint32_t, kMaxEndpointQps - 1> more_qpn{};
+
+  std::uint32_t qpn_at(int i) const { return i == 0 ? qpn : more_qpn[static_cast<std::size_t>(i - 1)]; }
+  // The endpoint of its QP i alone (what connect_rc_qp connects to).
+  Endpoint single(int i) const {
+    Endpoint e = *this;
+    e.qpn = qpn_at(i);
+    e.qpns = 1;
+    e.split = false;
+    e.more_qpn = {};
+    return e;
+  }
 };
 
 struct QpTimeouts {

@@ -30,7 +30,8 @@ constexpr std::uint32_t kWireMagic = 0x4148434Eu;
 constexpr std::uint16_t kWireVersion = 1;
 constexpr std::size_t kHeaderSize = 24;
 constexpr std::size_t kMaxPayload = 4096;
-constexpr std::size_t kEndpointSize = 44;  // 30 bytes of address, ECE flag + reserved byte, ECE (3 x u32)
+// 30 bytes of address, ECE flag, QP count and split flag, ECE (3 x u32), 7 more QP numbers (u32)
+constexpr std::size_t kEndpointSize = 72;
 
 enum class MsgType : std::uint16_t {
   endpoint = 1,  // payload: Endpoint (kEndpointSize bytes)

@@ -18,6 +18,7 @@
 #   split  NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_SPLIT_DATA_ON_QPS=1: every message in 4 parts of
 #          ceil(ceil(size/4)/128)*128 bytes, part j at offset j*chunk on QP j (1 MiB: 4 x 256 KiB;
 #          8 B: 8 B on QP 0 and zero-length writes with immediate data on QPs 1..3); faults as rr
+#   calm   as split, without a fault: every byte verified with 4 QPs per connection, unfaulted
 #   min    a: NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_SPLIT_DATA_ON_QPS=1; b: NCCL_IB_QPS_PER_CONNECTION=8
 #          HA_NCCL_IB_QPS_PER_CONNECTION=2 (the HA_ variable wins): both use 2 QPs, round robin (b
 #          does not split); no fault
@@ -104,5 +105,7 @@ PL_FAULTS=("a 3000 rail-down 0" "a 6000 rail-up 0")
 qps_case split 18798 "NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_SPLIT_DATA_ON_QPS=1" \
   "NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_SPLIT_DATA_ON_QPS=1" -- --messages 300 --min-seconds 12
 vm_fault clear 0 >/dev/null 2>&1 || true
+qps_case calm 18789 "NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_SPLIT_DATA_ON_QPS=1" \
+  "NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_SPLIT_DATA_ON_QPS=1" -- --messages 300 --min-seconds 4
 qps_case min 18799 "NCCL_IB_QPS_PER_CONNECTION=4 NCCL_IB_SPLIT_DATA_ON_QPS=1" \
   "NCCL_IB_QPS_PER_CONNECTION=8 HA_NCCL_IB_QPS_PER_CONNECTION=2" -- --messages 300 --min-seconds 4

@@ -27,6 +27,7 @@ NCCL_IB_SPLIT_DATA_ON_QPS), on real Soft-RoCE QPs. a is rank 0 (the listener, th
            immediate data (the 8 B messages' empty parts) on 3 of the 4 QPs, never on the fourth
            (QP 0); the parts' target addresses give each QP one part index, 0..3, the part at
            offset 0 on QP 0 (on rail 0 the QP the accept line names): part j at j * 262144 on QP j
+    calm   as split, on rail 0 only: the same stream without a fault
     min    as rr with 2 QPs, no fault: a asks for 4 and a split, b for 2 (HA_NCCL_IB_QPS_PER_CONNECTION=2
            over NCCL_IB_QPS_PER_CONNECTION=8) without: the smaller count, no split
 """
@@ -44,6 +45,7 @@ CASES = {
     "one": (1, False, 4, False),
     "rr": (4, False, 12, True),
     "split": (4, True, 12, True),
+    "calm": (4, True, 4, False),
     "min": (2, False, 4, False),
 }
 # case: {side: (HA_NCCL_IB_QPS_PER_CONNECTION, HA_NCCL_IB_SPLIT_DATA_ON_QPS) on its settings line}
@@ -51,6 +53,7 @@ SETTINGS = {
     "one": {"a": (1, 0), "b": (1, 0)},
     "rr": {"a": (4, 0), "b": (4, 0)},
     "split": {"a": (4, 1), "b": (4, 1)},
+    "calm": {"a": (4, 1), "b": (4, 1)},
     "min": {"a": (4, 1), "b": (2, 0)},
 }
 BIG_SIZES = (4096, 65536, 1048576)  # the stream's sizes but 8 B (--sizes 8,4K,64K,1M)

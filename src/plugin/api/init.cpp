@@ -43,17 +43,19 @@ std::atomic<State*> g_state_ptr{nullptr};
 // element (std::list: stable addresses).
 std::list<CommParams> g_contexts;
 
-// Budget: every comm will own 2 QPs (primary + standby), NCCL runs ~16 channels per peer,
-// each connection keeps up to 64 work requests in flight and the send side must absorb maxRecvs
-// completions per request. Flush QPs (HA_NCCL_FORCE_FLUSH, GPU memory) add a loopback QP per
-// device to every receive comm: 3 QPs per comm on average.
-int compute_max_comms(const net::PortInfo& p, bool flush_qps, bool log) {
-  const long kQpsPerComm = flush_qps ? 3 : 2;
+// Budget: every comm will own 2 paths (primary + standby) of `qps.count` QPs each and one CQ each,
+// NCCL runs ~16 channels per peer, each connection keeps up to 64 work requests in flight and the
+// send side must absorb maxRecvs completions per request (a split message: one per QP). Flush QPs
+// (HA_NCCL_FORCE_FLUSH, GPU memory) add a loopback QP and CQ per device to every receive comm: 3
+// per comm on average.
+int compute_max_comms(const net::PortInfo& p, bool flush_qps, QpPlan qps, bool log) {
+  const long kCqsPerComm = flush_qps ? 3 : 2;
+  const long kQpsPerComm = 2L * qps.count + (flush_qps ? 1 : 0);
   constexpr long kChannels = 16, kWrPerConn = 64;
   const long qp_limit = static_cast<long>(p.max_qp) / (kQpsPerComm * kChannels);
-  const long cqe_per_comm = kWrPerConn * kMaxRecvs + kWrPerConn;
+  const long cqe_per_comm = (kWrPerConn * kMaxRecvs + kWrPerConn) * (qps.split ? qps.count : 1);
   const long cqe_budget = static_cast<long>(p.max_cqe) * std::max<long>(1, std::min<long>(p.max_cq, 1024));
-  const long cqe_limit = cqe_budget / (cqe_per_comm * kQpsPerComm * kChannels);
+  const long cqe_limit = cqe_budget / (cqe_per_comm * kCqsPerComm * kChannels);
   const long mr_limit = static_cast<long>(p.max_mr) / (4 * kChannels);  // FIFO MRs + user buffers
   const long result = std::max<long>(1, std::min({qp_limit, cqe_limit, mr_limit, 256L}));
   if (log)
@@ -311,7 +313,7 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
             "until it is ACTIVE", port.id().c_str(), net::port_state_name(port.state), d->index);
   d->port = std::move(port);
   decide_registration(s.config, real_mr_ops(), *d, s.devices.empty());  // dma-buf probe, relaxed ordering
-  d->max_comms = compute_max_comms(d->port, s.flush_qps(*d), s.config.debug || log_enabled(LogLevel::info));
+  d->max_comms = compute_max_comms(d->port, s.flush_qps(*d), d->qp_plan, s.config.debug || log_enabled(LogLevel::info));
   return d;
 }
 

@@ -8,11 +8,15 @@ devices probed dma-buf as supported and offered NCCL_PTR_DMABUF without NCCL_PTR
 two regMrDmaBuf per rank; a's receive comm built flush QPs (net_ib's rule: peer memory *or*
 dma-buf) and read back every flush (CommStats::flush_reads), through rxe1 after the failover. Before
 issue #32 the plugin built no flush QPs there and test() of the first flush dereferenced a request
-whose comm was never set: a crashed."""
+whose comm was never set: a crashed.
+
+gdr-off: the same node with NCCL_IB_GDR_FLUSH_DISABLE=1 (net_ib's meaning), an unfaulted stream of
+groups flushed and waited for: every byte verified, DMABUF still offered, the settings line says
+so, and not one flush READ (the flush QPs are not built; each iflush completes at once)."""
 import re
 
 from check import expect
-from failover_common import STANDBY_PORT, data_comm, log_text, stats
+from failover_common import STANDBY_PORT, data_comm, expect_counters, expect_no_crash, expect_stream_ok, log_text, stats
 from failover_sequence import check_sequence
 
 NAME = "fault"
@@ -48,3 +52,18 @@ def check(run):
     expect(after > 0, f"a {NAME}: {after} flush reads through rxe1 after the failover (the NIC that wrote)")
     bad = FLUSH_FAILED_WARN.findall(log_text(run, "a", NAME))
     expect(not bad, f"a {NAME}: no 'flush ... failed' WARN ({len(bad)})")
+    check_gdr_off(run)
+
+
+def check_gdr_off(run):
+    name = "gdr-off"
+    expect_no_crash(run, name)
+    a, b = expect_stream_ok(run, name, 3)
+    expect(a["properties"]["ptrSupport"] & PTR_DMABUF, f"a {name}: ptrSupport 0x{a['properties']['ptrSupport']:x} offers DMABUF")
+    said = re.findall(r"HA_NCCL_IB_GDR_FLUSH_DISABLE=(\d)", log_text(run, "a", name))
+    expect(said and set(said) == {"1"}, f"a {name}: the settings line says HA_NCCL_IB_GDR_FLUSH_DISABLE=1 ({said})")
+    got = a["integrity"]
+    expect(got["flushes"] > 0 and got["flush"] == "completed", f"a {name}: {got['flushes']} flushes waited for")
+    _, last = data_comm(run, "a", name, stats(run, "a", name))
+    expect_counters("a", name, last, a, 0)
+    expect(last["flush_reads"] == [0, 0], f"a {name}: no flush READ ({last['flush_reads']} on rxe0, rxe1)")

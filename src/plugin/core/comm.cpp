@@ -158,19 +158,21 @@ Expected<std::shared_ptr<Path>> make_path(Reaper* reaper, Device& dev, int slot,
 Status connect_path(Path& p, const net::Endpoint& remote) {
   const int n = std::min(p.nqps, static_cast<int>(remote.qpns));
   const net::QpTimeouts t = rc_attrs(p);
-  net::Endpoint agreed = p.local;
+  net::Ece agreed;
   for (int i = 0; i < n; ++i) {
     net::Endpoint mine = p.local.single(i);
     if (auto s = net::connect_rc_qp(p.qp(i), mine, remote.single(i), t); !s) return s;
-    if (i == 0) agreed.ece = mine.ece;
+    if (i == 0) agreed = mine.ece;
   }
-  for (int i = n; i < p.nqps; ++i) p.qps[static_cast<std::size_t>(i)].reset();  // still in RESET: never used
+  for (int i = n; i < p.nqps; ++i) {  // still in RESET: never used
+    p.qps[static_cast<std::size_t>(i)].reset();
+    p.local.more_qpn[static_cast<std::size_t>(i - 1)] = 0;
+  }
   p.nqps = n;
-  p.split = p.local.split && remote.split && n > 1;
-  agreed.qpns = static_cast<std::uint8_t>(n);
-  agreed.split = p.local.split && n > 1;  // what this side asks for, as it asked
-  for (int i = std::max(n, 1); i < net::kMaxEndpointQps; ++i) agreed.more_qpn[static_cast<std::size_t>(i - 1)] = 0;
-  p.local = agreed;
+  p.local.qpns = static_cast<std::uint8_t>(n);
+  p.local.ece = agreed;
+  p.local.split = p.local.split && n > 1;  // what this side asks for, as it asked
+  p.split = p.local.split && remote.split;
   return {};
 }
 

@@ -50,11 +50,7 @@ namespace {
 // writes lands anywhere, from now on. Never blocks.
 void stop_traffic(Path& p) noexcept {
   for (const auto& qp : p.qps)
-    if (qp) {
-      ibv_qp_attr attr{};
-      attr.qp_state = IBV_QPS_ERR;
-      (void)ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE);
-    }
+    if (qp) (void)net::qp_to_error(qp.get());
 }
 
 // A path destroyed: counts it on its device and, after finish(), closes the handed-over devices

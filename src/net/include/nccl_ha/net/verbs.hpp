@@ -29,13 +29,13 @@ using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
 using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;  // a CQ without completion channel (polled)
 
-// Opens the device called `name` (e.g. "rxe0", "mlx5_0").
 // A symbol of the libibverbs this process already loaded (the plugin may be loaded RTLD_LOCAL:
 // not through RTLD_DEFAULT), with `version` (dlvsym) or without (dlsym); nullptr when the library
 // or the symbol is absent: what rdma-core added later is resolved at run time, so an older library
 // still loads the plugin.
 void* loaded_verbs_symbol(const char* name, const char* version = nullptr);
 
+// Opens the device called `name` (e.g. "rxe0", "mlx5_0").
 Expected<ContextPtr> open_device(const std::string& name);
 Expected<PdPtr> alloc_pd(ibv_context* ctx);
 Expected<MrPtr> register_mr(ibv_pd* pd, void* addr, std::size_t length, int access);

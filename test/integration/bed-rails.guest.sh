@@ -5,7 +5,9 @@
 # and fails across islands, fault.sh acts per rail. First, the plugin's view of the four rails
 # (ha-ping --list --json: railId, planeId, speed per device) into $VM_OUT/list.json, and again
 # with NCCL_IB_HCA naming each device's rail (10 + the bed's rail) and plane (its island) into
-# list-hca.json, before smoke-rails takes a rail down. Checked by checks/bed_rails.py.
+# list-hca.json, before smoke-rails takes a rail down; that run also asks makeVDevice to fuse
+# ports (--fuse: inside an island, across islands, all four, a port twice, a port that is not
+# there), and once more with NCCL_IB_MERGE_NICS=0 (list-nomerge.json). Checked by checks/bed_rails.py.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
@@ -18,6 +20,11 @@ while read -r rail _ dev _ _ _ island; do
   [[ $rail == \#* ]] || hca+=${hca:+,}$dev:1:$((10 + rail)):$island
 done <"$VM_OUT/rails.txt"
 NCCL_IB_HCA=$hca "$BUILD/tools/ha-ping/ha-ping" --list --json --plugin "$BUILD/src/plugin/libnccl-net-ha.so" \
-  >"$VM_OUT/list-hca.json" 2>"$VM_OUT/list-hca.log" || rc=$?
+  --fuse 0,1 --fuse 0,2 --fuse 0,1,2,3 --fuse 1,1 --fuse 0,9 >"$VM_OUT/list-hca.json" 2>"$VM_OUT/list-hca.log" || rc=$?
 echo "$rc" >"$VM_OUT/list-hca.rc"
+rc=0
+NCCL_IB_HCA=$hca NCCL_IB_MERGE_NICS=0 "$BUILD/tools/ha-ping/ha-ping" --list --json \
+  --plugin "$BUILD/src/plugin/libnccl-net-ha.so" --fuse 0,1 >"$VM_OUT/list-nomerge.json" 2>"$VM_OUT/list-nomerge.log" \
+  || rc=$?
+echo "$rc" >"$VM_OUT/list-nomerge.rc"
 exec "$REPO/test/vm/smoke-rails.sh" "$@"

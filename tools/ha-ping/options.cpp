@@ -147,6 +147,19 @@ const Spec kSpecs[] = {
        return o.max_size = s->front(), Status{};
      }},
     {0, "list", false, [](Options& o, const std::string&) -> Status { return o.list = true, Status{}; }},
+    {0, "fuse", true,
+     [](Options& o, const std::string& v) -> Status {
+       std::vector<int> devs;
+       for (auto item : split(v, ',')) {
+         auto n = nccl_ha::net::parse_int(std::string(item));
+         if (!n || *n < 0 || *n > 1024)
+           return make_error(Errc::invalid_argument, "--fuse: '" + v + "' is not a list of device numbers (0,1)");
+         devs.push_back(static_cast<int>(*n));
+       }
+       if (devs.empty()) return make_error(Errc::invalid_argument, "--fuse: empty list");
+       o.fuse.push_back(std::move(devs));
+       return Status{};
+     }},
     {0, "plugin", true,
      [](Options& o, const std::string& v) -> Status {
        if (v.empty()) return make_error(Errc::invalid_argument, "--plugin: empty path");
@@ -230,6 +243,7 @@ const char* usage() {
          "      --json-file=F     also write the JSON report to F (server: one line per client)\n"
          "      --list            load the plugin, print its devices, standby ports, budgets and settings\n"
          "      --plugin=PATH     plugin for --list (default: libnccl-net-ha.so next to ha-ping)\n"
+         "      --fuse=A,B[,..]   with --list: ask makeVDevice to fuse those devices (repeatable)\n"
          "      --version         print the version\n"
          "\n"
          "A server drops a connection that does not prove the token or says nothing within 5 s (it\n"
@@ -308,6 +322,7 @@ nccl_ha::Expected<Options> parse_options(int argc, char** argv, const EnvLookup&
   if (o.sl_source == "default")
     if (auto s = env_qos(env, "HA_NCCL_IB_SL", "NCCL_IB_SL", 15, o.sl, o.sl_source); !s) return std::move(s).error();
   if (o.duration_s == 0 && o.window > o.bw_iters) o.window = o.bw_iters;
+  if (!o.fuse.empty() && !o.list) return make_error(Errc::invalid_argument, "--fuse is a --list option");
   if (o.list && !o.peer.empty())
     return make_error(Errc::invalid_argument, "--list takes no HOST ('" + o.peer + "')");
   if (o.count != 1 && !o.peer.empty())

@@ -41,6 +41,7 @@ struct Options {
   std::string json_file;             // also write the JSON report here
   bool list = false;                 // --list: the plugin's view, no traffic
   std::string plugin;                // --plugin PATH for --list ("" : the default search)
+  std::vector<std::vector<int>> fuse;  // --fuse A,B[,...] (repeatable) for --list: makeVDevice of those devices
   bool help = false;
   bool version = false;
 };

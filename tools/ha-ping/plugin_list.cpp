@@ -49,9 +49,35 @@ struct Device {
   std::optional<int> rail_id, plane_id;  // v12 only; unset: NCCL_NET_ID_UNDEF or an older table
 };
 
-// init, devices and getProperties; finalize (v11+) when init succeeded. "" or an error; a
-// mandatory slot still NULL after init throws ha_loader::LoadError.
-std::string init_and_query(ha_loader::NetPlugin& plugin, std::vector<Device>& out) {
+// One --fuse request: the devices asked for, makeVDevice's answer and, when it made one, the
+// device's number and its getProperties.
+struct Fused {
+  std::vector<int> devs;
+  int result = -1;  // ncclResult_t; -1: the table has no makeVDevice
+  int index = -1;
+  std::optional<Device> device;
+  std::vector<int> vdevs;  // its vProps.devs
+};
+
+Device device_of(const ha_loader::Properties& p) {
+  Device d;
+  d.name = p.name;
+  d.pci = p.pci_path.value_or("");
+  d.port = p.port;
+  d.speed = p.speed;
+  d.ptr = p.ptr_support;
+  d.max_comms = p.max_comms;
+  d.max_recvs = p.max_recvs;
+  d.guid = static_cast<unsigned long long>(p.guid);
+  d.latency = p.latency;
+  if (p.rail_id && *p.rail_id != NCCL_NET_ID_UNDEF) d.rail_id = p.rail_id;  // nullopt (an older table) stays so
+  if (p.plane_id && *p.plane_id != NCCL_NET_ID_UNDEF) d.plane_id = p.plane_id;
+  return d;
+}
+
+// init, devices and getProperties, makeVDevice for each --fuse; finalize (v11+) when init
+// succeeded. "" or an error; a mandatory slot still NULL after init throws ha_loader::LoadError.
+std::string init_and_query(ha_loader::NetPlugin& plugin, std::vector<Device>& out, std::vector<Fused>& fused) {
   if (plugin.init(ha_loader::InitArgs{&capture, nullptr, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF}) != ncclSuccess)
     return "init failed";
   auto& net = plugin.net();
@@ -61,19 +87,20 @@ std::string init_and_query(ha_loader::NetPlugin& plugin, std::vector<Device>& ou
     for (int i = 0; i < n; ++i) {
       ha_loader::Properties p;
       if (net.getProperties(i, &p) != ncclSuccess) return "getProperties(" + std::to_string(i) + ") failed";
-      Device d;
-      d.name = p.name;
-      d.pci = p.pci_path.value_or("");
-      d.port = p.port;
-      d.speed = p.speed;
-      d.ptr = p.ptr_support;
-      d.max_comms = p.max_comms;
-      d.max_recvs = p.max_recvs;
-      d.guid = static_cast<unsigned long long>(p.guid);
-      d.latency = p.latency;
-      if (p.rail_id != NCCL_NET_ID_UNDEF) d.rail_id = p.rail_id;  // nullopt (an older table) stays so
-      if (p.plane_id != NCCL_NET_ID_UNDEF) d.plane_id = p.plane_id;
-      out.push_back(d);
+      out.push_back(device_of(p));
+    }
+    for (auto& f : fused) {
+      if (!net.has_makeVDevice() || out.empty()) continue;  // nothing to fuse without ports
+      f.result = net.makeVDevice(f.devs, &f.index);
+      if (f.result != ncclSuccess) {
+        f.index = -1;
+        continue;
+      }
+      ha_loader::Properties p;
+      if (net.getProperties(f.index, &p) != ncclSuccess)
+        return "getProperties(" + std::to_string(f.index) + ") of a made virtual device failed";
+      f.device = device_of(p);
+      f.vdevs = p.vdevs.value_or(std::vector<int>{});
     }
     return "";
   };
@@ -219,6 +246,7 @@ struct Listing {
   std::string path, table_name;
   int version = 0;
   std::vector<Device> devices;
+  std::vector<Fused> fused;
   std::vector<LogLine> log;
   bool ok = false;
   std::string message;  // why not ok
@@ -260,6 +288,18 @@ void print_json(const Listing& l, const PluginNotes& n) {
     j.close('}');
   }
   j.close(']');
+  ha_tools::objects(j, "fused", l.fused, [&](const Fused& f) {
+    j.kv_list("devs", f.devs);
+    j.kv("result", f.result);
+    j.kv("index", f.index);
+    if (f.device) {
+      j.kv("name", f.device->name);
+      j.kv("speed_mbps", f.device->speed);
+      j.kv("rail_id", f.device->rail_id);
+      j.kv("plane_id", f.device->plane_id);
+      j.kv_list("vdevs", f.vdevs);
+    }
+  });
   ha_tools::objects(j, "log", l.log, [&](const LogLine& line) {
     j.kv("level", line.level == NCCL_LOG_WARN ? "WARN" : line.level == NCCL_LOG_INFO ? "INFO" : "TRACE");
     j.kv("text", line.text);
@@ -289,6 +329,16 @@ void print_text(const Listing& l, const PluginNotes& n) {
     if (!bud.empty()) std::printf("  maxComms budget: %s\n", bud.c_str());
     if (const auto db = n.get(n.dmabuf, id); !db.empty()) std::printf("  dma-buf: %s\n", db.c_str());
   }
+  for (const auto& f : l.fused) {
+    std::string devs;
+    for (int d : f.devs) devs += (devs.empty() ? "" : ",") + std::to_string(d);
+    if (f.result < 0) std::printf("fuse %s: the table has no makeVDevice\n", devs.c_str());
+    else if (!f.device) std::printf("fuse %s: not made (result %d)\n", devs.c_str(), f.result);
+    else
+      std::printf("fuse %s: dev %d: %s speed %d Mbps railId %s planeId %s\n", devs.c_str(), f.index,
+                  f.device->name.c_str(), f.device->speed, id_text(f.device->rail_id).c_str(),
+                  id_text(f.device->plane_id).c_str());
+  }
   for (const auto& line : l.log)
     if (line.level == NCCL_LOG_WARN) std::printf("plugin WARN: %s\n", line.text.c_str());
 }
@@ -307,7 +357,12 @@ int run_list(const Options& o) {
   l.table_name = plugin->table_name();
   std::string err;
   try {
-    err = init_and_query(*plugin, l.devices);
+    for (const auto& devs : o.fuse) {
+      Fused f;
+      f.devs = devs;
+      l.fused.push_back(std::move(f));
+    }
+    err = init_and_query(*plugin, l.devices, l.fused);
   } catch (const ha_loader::LoadError& e) {  // a mandatory slot init left NULL
     err = e.what();
   }

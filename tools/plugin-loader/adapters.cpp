@@ -4,6 +4,7 @@
 //   v9      size_t isend/irecv sizes; NCCL_NET_OPTIONAL_RECV_COMPLETION hint allowed
 //   v10     init(logger, profiler); connect(dev, config, ...); isend/irecv profiler handles
 //   v11/v12 init(&ctx, commId, config, logger, profiler); listen/connect(ctx, ...); finalize(ctx)
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -238,6 +239,23 @@ class AdapterImpl final : public Adapter {
       return t_->setNetAttr(ctx_, &attr);
     } else {
       return ncclSuccess;
+    }
+  }
+
+  bool has_makeVDevice() const override {
+    if constexpr (V >= 9) return t_->makeVDevice != nullptr;
+    else return false;
+  }
+  ncclResult_t makeVDevice(const std::vector<int>& devs, int* d) override {
+    if constexpr (V >= 9) {
+      decltype(typename Abi<V>::Props{}.vProps) props{};  // ncclNetVDeviceProps_vN_t
+      constexpr std::size_t cap = sizeof(props.devs) / sizeof(props.devs[0]);
+      if (devs.size() > cap) return ncclInvalidArgument;  // NCCL never asks for more than the version holds
+      props.ndevs = static_cast<int>(devs.size());
+      std::copy(devs.begin(), devs.end(), props.devs);
+      return t_->makeVDevice(d, &props);
+    } else {
+      return ncclInvalidUsage;
     }
   }
 

@@ -83,6 +83,10 @@ class Adapter {
   virtual ncclResult_t irecvConsumed(void*, int, void*) { return ncclSuccess; }
   virtual bool has_setNetAttr() const { return false; }
   virtual ncclResult_t setNetAttr() { return ncclSuccess; }  // all fields NCCL_NET_ATTR_UNDEF
+  // makeVDevice (v9+, optional): the device fusing `devs` (more than the version's vProps holds:
+  // ncclInvalidArgument without a call).
+  virtual bool has_makeVDevice() const { return false; }
+  virtual ncclResult_t makeVDevice(const std::vector<int>&, int*) { return ncclInvalidUsage; }
   virtual bool has_finalize() const { return false; }
   virtual ncclResult_t finalize() { return ncclSuccess; }
 };

@@ -1,6 +1,8 @@
 // The exported tables: ncclNetPlugin_v6 ... ncclNetPlugin_v12, each a thin adapter over the
 // C++ calls (init.hpp, setup.hpp, p2p.hpp). NCCL dlsyms the newest version it knows (v12 first).
 #include <algorithm>
+#include <iterator>
+#include <span>
 
 #include "api/init.hpp"
 #include "datapath/p2p.hpp"
@@ -37,8 +39,9 @@ void fill_v9(const Props& p, P* out) {
   fill_v7(p, out);
   out->regIsGlobal = p.reg_is_global;
   out->forceFlush = p.force_flush;
-  out->vProps.ndevs = 1;
-  out->vProps.devs[0] = p.dev;
+  constexpr int kRoom = static_cast<int>(std::size(decltype(out->vProps.devs){}));
+  out->vProps.ndevs = std::min(p.ndevs, kRoom);
+  std::copy_n(p.devs, out->vProps.ndevs, out->vProps.devs);
   out->maxP2pBytes = p.max_p2p_bytes;
   out->maxCollBytes = p.max_coll_bytes;
 }
@@ -144,14 +147,16 @@ ncclResult_t get_device_mr(void*, void*, void** dptr) {
   return ncclSuccess;
 }
 
-// NIC fusion is not offered: nccl-ha handles multiple NICs itself (standby paths).
+// NCCL's fused NICs: as many members as this version's vProps holds (4 before v12, 8 in v12).
 template <class V>
-ncclResult_t make_vdevice(int* d, V* props) {
-  if (d && props && props->ndevs == 1) {
-    *d = props->devs[0];
-    return ncclSuccess;
+ncclResult_t make_vdevice_v(int* d, V* props) {
+  constexpr int kRoom = static_cast<int>(std::size(decltype(props->devs){}));
+  if (!d || !props) return ncclInvalidArgument;
+  if (props->ndevs < 0 || props->ndevs > kRoom) {
+    HA_WARN("NET/HA: makeVDevice: %d devices, this API version's vProps holds %d", props->ndevs, kRoom);
+    return ncclInvalidUsage;
   }
-  return ncclInvalidUsage;
+  return make_vdevice(std::span<const int>(props->devs, static_cast<std::size_t>(props->ndevs)), kRoom, d);
 }
 
 ncclResult_t init_v6(ncclDebugLogger_t logger) { return init(logger); }
@@ -195,21 +200,21 @@ HA_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
 HA_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     kName, init_v6, devices, properties<ncclNetProperties_v9_t>, listen_v6, connect_v7, accept_v7, reg_mr,
     reg_mr_dmabuf, dereg_mr, isend_sz, irecv_sz, iflush_api, test, close_send, close_recv, close_listen,
-    get_device_mr, nullptr, make_vdevice<ncclNetVDeviceProps_v9_t>};
+    get_device_mr, nullptr, make_vdevice_v<ncclNetVDeviceProps_v9_t>};
 
 HA_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     kName, init_v10, devices, properties<ncclNetProperties_v10_t>, listen_v6, connect_v10, accept_v7, reg_mr,
     reg_mr_dmabuf, dereg_mr, isend_prof, irecv_sz_prof, iflush_api, test, close_send, close_recv, close_listen,
-    get_device_mr, nullptr, make_vdevice<ncclNetVDeviceProps_v10_t>};
+    get_device_mr, nullptr, make_vdevice_v<ncclNetVDeviceProps_v10_t>};
 
 HA_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     kName, init_v11<ncclNetCommConfig_v11_t>, devices, properties<ncclNetProperties_v11_t>, listen_v11, connect_v11,
     accept_v7, reg_mr, reg_mr_dmabuf, dereg_mr, isend_prof, irecv_sz_prof, iflush_api, test, close_send, close_recv,
-    close_listen, get_device_mr, nullptr, make_vdevice<ncclNetVDeviceProps_v11_t>, context_finalize,
+    close_listen, get_device_mr, nullptr, make_vdevice_v<ncclNetVDeviceProps_v11_t>, context_finalize,
     set_net_attr<ncclNetAttr_v11_t>};
 
 HA_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
     kName, init_v11<ncclNetCommConfig_v12_t>, devices, properties<ncclNetProperties_v12_t>, listen_v11, connect_v11,
     accept_v7, reg_mr, reg_mr_dmabuf, dereg_mr, isend_prof, irecv_sz_prof, iflush_api, test, close_send, close_recv,
-    close_listen, get_device_mr, nullptr, make_vdevice<ncclNetVDeviceProps_v12_t>, context_finalize,
+    close_listen, get_device_mr, nullptr, make_vdevice_v<ncclNetVDeviceProps_v12_t>, context_finalize,
     set_net_attr<ncclNetAttr_v12_t>};

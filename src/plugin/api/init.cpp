@@ -30,6 +30,7 @@
 #include "nccl_ha/reactor/fd_watcher.hpp"
 #include "runtime/gdr.hpp"
 #include "runtime/log.hpp"
+#include "runtime/vdevice.hpp"
 #include "setup/setup.hpp"
 #include "setup/standby_map.hpp"
 
@@ -187,6 +188,11 @@ void assign_nccl_identity(State& s, const net::DeviceFilter& filter) {
     d.rail_id = entry && entry->rail ? *entry->rail : std::int16_t{-1};
     d.plane_id = entry && entry->plane ? *entry->plane : std::int16_t{-1};
   }
+  std::vector<std::int16_t> planes;
+  for (const auto& d : s.devices) planes.push_back(d->plane_id);
+  auto idx = plane_indices(planes);
+  if (!idx) HA_WARN("NET/HA: NCCL_IB_HCA's planes: %s; no ports will be fused", idx.error().message.c_str());
+  for (std::size_t i = 0; i < s.devices.size(); ++i) s.devices[i]->plane_idx = idx ? (*idx)[i] : -1;
 }
 
 // Port errors and device-fatal events reach the data path at once through Device::fault_gen.
@@ -558,10 +564,46 @@ ncclResult_t get_properties(int dev, Props* props) {
   props->max_recvs = kMaxRecvs;
   props->max_p2p_bytes = 1ull << 30;
   props->max_coll_bytes = 1ull << 30;
-  props->dev = dev;
+  props->ndevs = 1;
+  props->devs[0] = dev;
   props->rail_id = d->rail_id;
   props->plane_id = d->plane_id;
   return ncclSuccess;
+}
+
+ncclResult_t make_vdevice(std::span<const int> devs, int max_members, int* out) {
+  State* s = state();
+  if (!s) {
+    HA_WARN("NET/HA: makeVDevice called before init");
+    return ncclInvalidUsage;
+  }
+  if (!out) return ncclInvalidArgument;
+  std::vector<MemberFacts> ports;
+  for (const auto& d : s->devices)
+    ports.push_back({d->name, d->port.speed_mbps, d->port.link_layer, d->rail_id, d->plane_id, d->plane_idx});
+  std::string asked;
+  for (int d : devs) asked += (asked.empty() ? "" : ",") + std::to_string(d);
+  auto v = merge_ports(ports, devs, max_members);
+  if (!v) {
+    HA_WARN("NET/HA: makeVDevice [%s]: %s", asked.c_str(), v.error().message.c_str());
+    return ncclInvalidUsage;
+  }
+  if (v->count == 1) {  // a port as it is (NCCL asks for no such device, but may)
+    *out = v->members[0];
+    return ncclSuccess;
+  }
+  if (!s->config.ib_merge_nics) {
+    HA_INFO("NET/HA: makeVDevice %s: not made, NCCL_IB_MERGE_NICS=0", v->name.c_str());
+    return ncclInvalidUsage;
+  }
+  // A fused device reports its members' summed speed: NCCL would plan for that bandwidth, so it is
+  // made only once a connection on it stripes over every member (issue #33). Until then NCCL uses
+  // each port as a device of its own, and every connection still has its standby on another NIC.
+  HA_INFO(
+          "NET/HA: makeVDevice %s (speed %d, rail %d, plane %d): not made: connections are not striped over "
+          "several ports yet; NCCL uses the ports one by one",
+          v->name.c_str(), v->speed, v->rail_id, v->plane_id);
+  return ncclInvalidUsage;
 }
 
 }  // namespace nccl_ha::plugin

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "core/comm_params.hpp"
 #include "nccl_net_abi.h"
@@ -55,7 +56,9 @@ struct Props {
   int max_recvs = 0;
   std::size_t max_p2p_bytes = 0;
   std::size_t max_coll_bytes = 0;
-  int dev = 0;  // for vProps: the physical device itself
+  // vProps: the physical devices behind it (a port: itself)
+  int ndevs = 1;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC] = {};
   std::int16_t rail_id = -1;   // v12 railId, -1 = NCCL_NET_ID_UNDEF
   std::int16_t plane_id = -1;  // v12 planeId
 };
@@ -63,6 +66,10 @@ struct Props {
 ncclResult_t init(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler = nullptr);
 ncclResult_t devices(int* ndev);
 ncclResult_t get_properties(int dev, Props* props);
+// makeVDevice (v9+): the device fusing ports `devs` (at most `max_members`, the API version's
+// NCCL_NET_MAX_DEVS_PER_NIC), merged and checked as net_ib does (runtime/vdevice.hpp). One port:
+// that port. Several: refused with an INFO line until connections stripe over fused ports.
+ncclResult_t make_vdevice(std::span<const int> devs, int max_members, int* out);
 
 // v11+: per-communicator context: the communicator's CommParams, given to its listen/connect.
 // The contexts also count users, so the last finalize() releases the process-wide state before

@@ -77,6 +77,23 @@ int post_part(SendComm& c, Request& r, Path& p, int q, std::uint32_t offset, std
 // protocols need), part j at j chunks; a part past the end is an empty write with immediate
 // data (the receiver counts one completion per QP). The request completes with its last part's
 // completion (p2p.cpp); r.parts_done counts them.
+void weighted_offsets(std::uint64_t size, std::span<const std::uint32_t> weights,
+                      std::span<std::uint64_t> offsets) noexcept {
+  constexpr std::uint64_t kAlign = 128;
+  std::uint64_t total = 0;
+  for (std::uint32_t w : weights) total += w;
+  const bool equal = total == 0;
+  if (equal) total = weights.size();
+  std::uint64_t before = 0;  // the weights of the parts before part i
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    // size < 2^40 and total <= 8 x 2^20: the product fits in 64 bits
+    const std::uint64_t share = (size * before + total - 1) / total;
+    offsets[i] = std::min(size, (share + kAlign - 1) / kAlign * kAlign);
+    before += equal ? 1 : weights[i];
+  }
+  offsets[weights.size()] = size;
+}
+
 int post_data(SendComm& c, Request& r, Path& p) {
   r.parts_done = 0;
   const auto size = static_cast<std::uint32_t>(r.sizes[0]);

@@ -199,6 +199,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
               merge->c_str());
   }
   c.ib_device_pci_order = net::env_int(env, {"HA_NCCL_IB_DEVICE_PCI_ORDER", "NCCL_IB_DEVICE_PCI_ORDER"}, 1, 0, 1) != 0;
+  c.ib_merge_nics = net::env_int(env, {"HA_NCCL_IB_MERGE_NICS", "NCCL_IB_MERGE_NICS"}, 1, 0, 1) != 0;
   read_registration(env, c);
   read_qps(env, c);
   return c;
@@ -318,6 +319,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_FIFO_TC", c.ib_fifo_tc < 0 ? std::string("unset") : std::to_string(c.ib_fifo_tc));
   add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
   add("HA_NCCL_IB_DEVICE_PCI_ORDER", b(c.ib_device_pci_order));
+  add("HA_NCCL_IB_MERGE_NICS", b(c.ib_merge_nics));
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));

@@ -79,6 +79,9 @@ struct Config {
   // HA_NCCL_IB_DEVICE_PCI_ORDER, else NCCL_IB_DEVICE_PCI_ORDER (0/1, default 1, NCCL's): devices
   // numbered in PCI-address order (net::sort_pci_order), so every rank numbers its NICs alike; 0: by name.
   bool ib_device_pci_order = true;
+  // HA_NCCL_IB_MERGE_NICS, else NCCL_IB_MERGE_NICS (0/1, default 1, net_ib's): makeVDevice may fuse
+  // several ports into one virtual device (vdevice.hpp); 0: it refuses any fusion, as net_ib does.
+  bool ib_merge_nics = true;
   // HA_NCCL_DMABUF_ENABLE, else NCCL_DMABUF_ENABLE (0/1, default 1): ptrSupport may offer DMABUF
   // (where the device's probe says it can register dma-bufs: mr_ops.hpp). `_var`: where it came from.
   int dmabuf_enable = 1;

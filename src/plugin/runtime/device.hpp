@@ -111,6 +111,7 @@ struct Device {
   int nccl_port = 0;     // Props::port: port number + NCCL's real port (net::nccl_real_ports())
   std::int16_t rail_id = -1;   // railId (v12): NCCL_IB_HCA's rail, else NCCL_NET_ID_UNDEF (as net_ib)
   std::int16_t plane_id = -1;  // planeId (v12): NCCL_IB_HCA's plane, else NCCL_NET_ID_UNDEF
+  int plane_idx = 0;           // its bit in a fused device's planeId (vdevice.hpp plane_indices; -1: none)
   std::string name;      // storage behind Props::name
 
   // Written by the async-event pump on the progress thread, read by the data path (relaxed:

@@ -8,7 +8,12 @@ speed > 0, railId and planeId undefined, as net_ib reports them (the plugin's ow
 addresses are never reported: on one flat subnet they would put every NIC on one rail); with
 NCCL_IB_HCA naming each device's rail and plane (list-hca.json: rail 10 + the bed's rail, plane
 its island) exactly those, so the same rail has the same railId on both hosts whatever the
-device numbering."""
+device numbering. makeVDevice (the same run's --fuse, on each guest's real ports): every fusion
+refused with ncclInvalidUsage (connections are not striped yet), and its INFO line names the
+device net_ib would make - the names joined by '+', the speeds summed, no rail (each port has its
+own), the virtual plane bit with each member's plane bit (planes numbered in device order, as
+net_ib does); a port named twice and a port that is not there refused with a WARN naming it; with
+NCCL_IB_MERGE_NICS=0 refused as net_ib does, with its INFO line."""
 from check import expect
 
 
@@ -57,3 +62,51 @@ def check_list(run, maps):
             expect(got == want, f"{name}: {role}: railId / planeId as NCCL_IB_HCA names them {got} (expected {want})")
             ids[role] = {rail_of[n]: got[n][0] for n in got}
     expect(ids["a"] == ids["b"], f"list-hca: the same rail has the same railId on a and b ({ids['a']})")
+    for role in ("a", "b"):
+        check_fuse(run, role)
+
+
+INVALID_USAGE = 5  # ncclInvalidUsage
+VIRT_PLANE = 1 << 14  # net_ib's NCCL_IB_PLANE_VIRT_BIT
+
+
+def lines(report, level, text):
+    return [l["text"] for l in report["log"] if l["level"] == level and text in l["text"]]
+
+
+def check_fuse(run, role):
+    r = run.report(role, "list-hca")
+    devs = r["devices"]
+    planes = []  # net_ib's plane indices: the undefined plane first, then each plane as it appears
+    plane_idx = []
+    for d in devs:
+        p = d["plane_id"]
+        if p not in [None] + planes:
+            planes.append(p)
+        plane_idx.append(0 if p is None else planes.index(p) + 1)
+    fused = {tuple(f["devs"]): f for f in r["fused"]}
+    expect(sorted(fused) == sorted([(0, 1), (0, 2), (0, 1, 2, 3), (1, 1), (0, 9)]),
+           f"list-hca: {role}: every --fuse answered ({sorted(fused)})")
+    for want in ((0, 1), (0, 2), (0, 1, 2, 3)):
+        f = fused[want]
+        expect(f["result"] == INVALID_USAGE and f["index"] == -1,
+               f"list-hca: {role}: makeVDevice {list(want)} refused, nothing made ({f})")
+        name = "+".join(devs[i]["name"] for i in want)
+        speed = sum(devs[i]["speed_mbps"] for i in want)
+        plane = VIRT_PLANE
+        for i in want:
+            plane |= 1 << plane_idx[i]
+        line = f"NET/HA: makeVDevice {name} (speed {speed}, rail -1, plane {plane}): not made: connections are not striped"
+        expect(lines(r, "INFO", line), f"list-hca: {role}: INFO '{line}'")
+    twice = f"makeVDevice [1,1]: port 1 ({devs[1]['name']}) named twice"
+    expect(fused[(1, 1)]["result"] == INVALID_USAGE and lines(r, "WARN", twice), f"list-hca: {role}: WARN '{twice}'")
+    absent = "makeVDevice [0,9]: device 9 is no port of this plugin (it has 4)"
+    expect(fused[(0, 9)]["result"] == INVALID_USAGE and lines(r, "WARN", absent), f"list-hca: {role}: WARN '{absent}'")
+    expect(len(lines(r, "WARN", "makeVDevice")) == 2, f"list-hca: {role}: no other makeVDevice WARN")
+    expect(run.rc(role, "list-nomerge") == 0, f"list-nomerge: {role}: ha-ping --list --json exit 0")
+    n = run.report(role, "list-nomerge")
+    f = n["fused"][0]
+    off = f"NET/HA: makeVDevice {devs[0]['name']}+{devs[1]['name']}: not made, NCCL_IB_MERGE_NICS=0"
+    expect(f["devs"] == [0, 1] and f["result"] == INVALID_USAGE and lines(n, "INFO", off),
+           f"list-nomerge: {role}: refused with INFO '{off}' ({f})")
+    expect("HA_NCCL_IB_MERGE_NICS=0" in n["settings"], f"list-nomerge: {role}: the settings line says it")

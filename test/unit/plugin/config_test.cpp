@@ -265,6 +265,23 @@ BOOST_FIXTURE_TEST_CASE(device_pci_order_setting, CleanEnv) {
   BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_DEVICE_PCI_ORDER", "'2'"}) == 1u, log.dump());
 }
 
+// HA_NCCL_IB_MERGE_NICS over NCCL_IB_MERGE_NICS (0/1, default 1, net_ib's): said in the settings
+// line; a bad value is WARNed about and the default (fusion allowed) kept.
+BOOST_FIXTURE_TEST_CASE(merge_nics_setting, CleanEnv) {
+  BOOST_TEST(Config::from_env().ib_merge_nics);
+  BOOST_TEST(contains(describe(Config::from_env()), "HA_NCCL_IB_MERGE_NICS=1"));
+  env.set("NCCL_IB_MERGE_NICS", "0");
+  Config c = Config::from_env();
+  BOOST_TEST(!c.ib_merge_nics);
+  BOOST_TEST(contains(describe(c), "HA_NCCL_IB_MERGE_NICS=0"), describe(c));
+  env.set("HA_NCCL_IB_MERGE_NICS", "1");
+  BOOST_TEST(Config::from_env().ib_merge_nics);
+  BOOST_TEST(log.count_at_or_above(LogLevel::warn) == 0u, log.dump());
+  env.set("HA_NCCL_IB_MERGE_NICS", "on");
+  BOOST_TEST(Config::from_env().ib_merge_nics);
+  BOOST_TEST(log.count(LogLevel::warn, {"HA_NCCL_IB_MERGE_NICS", "'on'"}) == 1u, log.dump());
+}
+
 // HA_NCCL_DMABUF_ENABLE over NCCL_DMABUF_ENABLE (0/1, default 1) and HA_NCCL_IB_PCI_RELAXED_ORDERING
 // over NCCL_IB_PCI_RELAXED_ORDERING (0/1/2, default 2): the HA variable wins, the source is kept
 // for the log lines, a bad value is WARNed about (variable, value, default) and the default used.
@@ -632,7 +649,7 @@ BOOST_AUTO_TEST_CASE(describe_lists_every_setting_once) {
              "HA_NCCL_USE_PROGRESS_THREAD=1 HA_NCCL_FAILOVER_TIMEOUT_MS=1000 HA_NCCL_RESCUE_TIMEOUT_MS=10000 HA_NCCL_STANDBY_MAP=\"\" "
              "HA_NCCL_ISLAND_PREFIX_LEN=unset HA_NCCL_STATS_FILE=\"\" HA_NCCL_PROM_FILE=\"\" HA_NCCL_PROM_INTERVAL_MS=10000 "
              "HA_NCCL_FORCE_IB_TIMEOUT=0 HA_NCCL_FORCE_FLUSH=0 HA_NCCL_IB_TC=unset HA_NCCL_IB_SL=unset HA_NCCL_IB_FIFO_TC=unset HA_NCCL_IB_MERGE_VFS=1 HA_NCCL_IB_DEVICE_PCI_ORDER=1 "
-             "HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0 HA_NCCL_IB_ECE_ENABLE=1 "
+             "HA_NCCL_IB_MERGE_NICS=1 HA_NCCL_DMABUF_ENABLE=1 HA_NCCL_IB_PCI_RELAXED_ORDERING=2 HA_NCCL_IB_GDR_FLUSH_DISABLE=0 HA_NCCL_IB_ECE_ENABLE=1 "
              "HA_NCCL_IB_QPS_PER_CONNECTION=1 HA_NCCL_IB_SPLIT_DATA_ON_QPS=0 HA_NCCL_IB_ADAPTIVE_ROUTING=auto HA_NCCL_IB_AR_THRESHOLD=8192");
 }
 

@@ -106,6 +106,43 @@ BOOST_AUTO_TEST_CASE(init_without_devices_and_bad_device_indices) {
   BOOST_TEST(net->finalize(ctx) == ncclInvalidArgument, "a context is finalized once");
 }
 
+// makeVDevice through the exported tables: more members than the version's vProps holds (4 before
+// v12, 8 in v12), a port that is not there, null arguments: refused, each with its WARN, nothing made.
+BOOST_AUTO_TEST_CASE(make_vdevice_refuses_what_it_cannot_fuse) {
+  Loaded p;
+  BOOST_REQUIRE(p.lib);
+  auto* v12 = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  auto* v9 = p.sym<ncclNet_v9_t>("ncclNetPlugin_v9");
+  void* ctx = nullptr;
+  BOOST_REQUIRE_EQUAL(v12->init(&ctx, 1, nullptr, capture, nullptr), ncclSuccess);
+  auto warned = [](const std::string& text) {
+    for (const auto& l : g_lines)
+      if (l.rfind(std::to_string(NCCL_LOG_WARN) + " ", 0) == 0 && l.find(text) != std::string::npos) return true;
+    return false;
+  };
+  int d = -7;
+  ncclNetVDeviceProps_v12_t p12{};
+  p12.ndevs = 9;
+  g_lines.clear();
+  BOOST_TEST(v12->makeVDevice(&d, &p12) == ncclInvalidUsage);
+  BOOST_TEST(warned("makeVDevice: 9 devices, this API version's vProps holds 8"));
+  ncclNetVDeviceProps_v9_t p9{};
+  p9.ndevs = 5;
+  BOOST_TEST(v9->makeVDevice(&d, &p9) == ncclInvalidUsage);
+  BOOST_TEST(warned("makeVDevice: 5 devices, this API version's vProps holds 4"));
+  p9.ndevs = -1;
+  BOOST_TEST(v9->makeVDevice(&d, &p9) == ncclInvalidUsage);
+  p12.ndevs = 2;
+  p12.devs[0] = 0;
+  p12.devs[1] = 1;
+  BOOST_TEST(v12->makeVDevice(&d, &p12) == ncclInvalidUsage);
+  BOOST_TEST(warned("makeVDevice [0,1]: device 0 is no port of this plugin (it has 0)"));
+  BOOST_TEST(v12->makeVDevice(nullptr, &p12) == ncclInvalidArgument);
+  BOOST_TEST(v12->makeVDevice(&d, nullptr) == ncclInvalidArgument);
+  BOOST_TEST(d == -7, "nothing made");
+  BOOST_TEST(v12->finalize(ctx) == ncclSuccess);
+}
+
 BOOST_AUTO_TEST_CASE(v6_table_initializes_too) {
   Loaded p;
   BOOST_REQUIRE(p.lib);

@@ -2,6 +2,8 @@
 // Exactly-once rests on these two functions: a buffer reported received is never replayed, a
 // buffer not reported is always replayed.
 #include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <vector>
 
 #include <cstring>
 
@@ -140,6 +142,57 @@ BOOST_AUTO_TEST_CASE(several_qps_map_messages_as_net_ib) {
       }
       BOOST_TEST(covered == size, size << " on " << n);
     }
+}
+
+// Striping by weight (path_ops.hpp weighted_offsets): the parts cover the message once, in order,
+// every boundary a multiple of 128 bytes, each part within 128 bytes of its weight's share; a
+// zero weight carries nothing; all zero: equal parts; the same weights give the same boundaries.
+BOOST_AUTO_TEST_CASE(weighted_parts_cover_each_message_once) {
+  std::uint64_t off[9] = {};
+  const std::uint32_t even[] = {1, 1};
+  weighted_offsets(1u << 20, even, off);
+  BOOST_TEST(off[0] == 0u);
+  BOOST_TEST(off[1] == 524288u);
+  BOOST_TEST(off[2] == 1048576u);
+  const std::uint32_t three_to_one[] = {3, 1};  // 400G + 100G-ish members: 3/4 and 1/4
+  weighted_offsets(1u << 20, three_to_one, off);
+  BOOST_TEST(off[1] == 786432u);
+  const std::uint32_t idle[] = {5, 0, 5};
+  weighted_offsets(4096, idle, off);
+  BOOST_TEST(off[1] == 2048u);
+  BOOST_TEST(off[2] == 2048u);  // the member of weight 0: an empty part
+  BOOST_TEST(off[3] == 4096u);
+  const std::uint32_t none[] = {0, 0, 0, 0};
+  weighted_offsets(1024, none, off);
+  BOOST_TEST(off[1] == 256u);
+  BOOST_TEST(off[3] == 768u);
+  weighted_offsets(8, even, off);  // smaller than one alignment unit: all on the first part
+  BOOST_TEST(off[1] == 8u);
+  BOOST_TEST(off[2] == 8u);
+
+  const std::vector<std::vector<std::uint32_t>> weight_sets = {
+      {1}, {1, 1}, {3, 1}, {1, 3}, {0, 1}, {1, 0}, {7, 0, 2}, {100000, 200000, 400000, 25000},
+      {1u << 20, 1, 1u << 20, 1, 1u << 20, 1, 1u << 20, 1}, {0, 0, 0, 0, 0, 0, 0, 1}};
+  for (const auto& w : weight_sets) {
+    std::uint64_t total = 0;
+    for (auto x : w) total += x;
+    for (std::uint64_t size : {0ull, 1ull, 127ull, 128ull, 129ull, 1000ull, 4096ull, 65537ull, (1ull << 20) + 3,
+                               (1ull << 30), (1ull << 40) - 1}) {
+      weighted_offsets(size, w, off);
+      BOOST_TEST(off[0] == 0u);
+      BOOST_TEST(off[w.size()] == size);
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        BOOST_TEST(off[i] <= off[i + 1], size << ": part " << i);
+        BOOST_TEST((off[i] % 128 == 0 || off[i] == size), size << ": part " << i << " at " << off[i]);
+        if (w[i] == 0 && total > 0 && off[i] < size) BOOST_TEST(off[i + 1] == off[i], size << ": part " << i);
+        // its share, give or take the 128-byte rounding at both ends
+        const long double want = static_cast<long double>(size) * w[i] / static_cast<long double>(total ? total : 1);
+        if (total > 0)
+          BOOST_TEST(std::abs(static_cast<long double>(off[i + 1] - off[i]) - want) <= 256.0L,
+                     size << ": part " << i << " " << (off[i + 1] - off[i]) << " for " << want);
+      }
+    }
+  }
 }
 
 // Records written by one RDMA write are accepted only whole (comm.hpp: record_check, read_record).

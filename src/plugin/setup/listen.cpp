@@ -12,9 +12,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "core/comm.hpp"
 #include "core/conn_msg.hpp"
@@ -103,6 +106,49 @@ std::optional<PortPair> choose_standby_pair(const Device& dev, const ConnRequest
           explain_pair(req.candidates, mine, pair, primaries).c_str());
   return pair;
 }
+
+// Standbys this process chose on a connector's ports that the connector does not count yet (it
+// counts its standby once it built it, just before its conn_ready), by connector - its address and
+// rescue port: one process - and device. Added to the loads its requests carry, so that handshakes
+// running at once (NCCL opens its channels together) spread over the connector's ports as the
+// reservations in Device::standby_comms spread them over ours. Progress thread only.
+struct PeerPort {
+  std::string host;
+  std::uint16_t rescue_port = 0;
+  int dev = -1;
+  friend auto operator<=>(const PeerPort&, const PeerPort&) = default;
+};
+std::map<PeerPort, int>& chosen_on_peers() {
+  static std::map<PeerPort, int> chosen;
+  return chosen;
+}
+
+// The connector's candidates with our choices on its ports not yet counted there added to their loads.
+std::vector<Candidate> with_our_choices(std::vector<Candidate> theirs, const std::string& host, std::uint16_t rescue_port) {
+  for (auto& c : theirs) {
+    auto it = chosen_on_peers().find(PeerPort{host, rescue_port, c.dev});
+    if (it != chosen_on_peers().end()) c.load = candidate_load(std::size_t{c.load} + static_cast<std::size_t>(it->second));
+  }
+  return theirs;
+}
+
+// One choice on a connector's port, counted in chosen_on_peers() while the handshake runs.
+class ChosenOnPeer {
+ public:
+  ChosenOnPeer(std::string host, std::uint16_t rescue_port, int dev) : key_{std::move(host), rescue_port, dev} {
+    if (dev >= 0) ++chosen_on_peers()[key_];
+  }
+  ~ChosenOnPeer() {
+    if (key_.dev < 0) return;
+    auto it = chosen_on_peers().find(key_);
+    if (it != chosen_on_peers().end() && --it->second <= 0) chosen_on_peers().erase(it);
+  }
+  ChosenOnPeer(const ChosenOnPeer&) = delete;
+  ChosenOnPeer& operator=(const ChosenOnPeer&) = delete;
+
+ private:
+  PeerPort key_;
+};
 
 // conn_reply: our primary's endpoint, the standby offer (when we built one), our control block's
 // keys and our candidate ports.
@@ -204,10 +250,14 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
   if (!decoded) co_return std::move(decoded).error();
   const ConnRequest& req = *decoded;
   const std::vector<Candidate> mine = local_candidates(*ls->dev);
-  auto decided = decide_start(*ls->dev, req, mine, peer_name(sock.remote_endpoint(peer_ec).address()));
+  const std::string from = peer_name(sock.remote_endpoint(peer_ec).address());
+  ConnRequest ranked = req;  // the loads of the connector's ports as they will be, with our choices for it
+  ranked.candidates = with_our_choices(req.candidates, from, req.rescue.port);
+  auto decided = decide_start(*ls->dev, ranked, mine, from);
   if (!decided) co_return std::move(decided).error();
   Start& start = *decided;
   const std::optional<PortPair>& pair = start.pair;
+  const ChosenOnPeer chosen(from, req.rescue.port, pair ? pair->a : -1);  // until its conn_ready (the handshake's end)
   const std::string& home_down = start.home_down;
   Device* const standby = pair ? state()->devices[static_cast<std::size_t>(pair->b)].get() : nullptr;
   // The port counts as carrying this standby from the decision on (the comm counts itself once it

@@ -17,6 +17,8 @@
 //   FAKE_LEAK_CLOSE=1     closeRecv leaks the comm's socket (an fd leak for the resource checks to find)
 //   FAKE_CONNECT_FAIL_EVERY=N  every Nth connection (its first connect call) fails with ncclSystemError
 //   FAKE_LAZY_NULL=SLOT,...    FAKE_NET_LAZY: mandatory slots (devices, isend, ...) init leaves NULL
+//   FAKE_DEVICES=N        N devices fake0 .. fake<N-1> (1..4, default 1), all on the same loopback
+//   FAKE_VDEVICE_REFUSE=1 makeVDevice (v10) refuses every fusion of several devices
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -29,6 +31,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -59,6 +62,17 @@ unsigned long g_connects = 0;
 long g_fail_after = -1;           // FAKE_FAIL_AFTER (-1: off)
 unsigned long g_completed = 0;   // requests test() reported done
 long g_retry_every = 0;
+// Devices: g_ndev physical ones, then the virtual ones makeVDevice made (v10).
+int g_ndev = 1;
+bool g_vdevice_refuse = false;
+struct FusedDev {
+  int ndevs = 0;
+  int devs[4] = {};
+  char name[64] = {};
+};
+FusedDev g_fused[8];
+int g_nfused = 0;
+bool dev_ok(int dev) { return dev >= 0 && dev < g_ndev + g_nfused; }
 unsigned long g_post_calls = 0, g_nonempty_received = 0;
 
 // Listen handle (inside the 128-byte NCCL handle). `stage` is the connecting side's state,
@@ -257,6 +271,8 @@ ncclResult_t fake_init_common(ncclDebugLogger_t logger) {
   }
   if (const char* c = std::getenv("FAKE_CORRUPT")) g_corrupt = std::strcmp(c, "1") == 0;
   if (const char* r = std::getenv("FAKE_RETRY_EVERY")) g_retry_every = std::strtol(r, nullptr, 10);
+  if (const char* n = std::getenv("FAKE_DEVICES")) g_ndev = std::clamp(static_cast<int>(std::strtol(n, nullptr, 10)), 1, 4);
+  if (const char* r = std::getenv("FAKE_VDEVICE_REFUSE")) g_vdevice_refuse = std::strcmp(r, "1") == 0;
   g_hang = std::getenv("FAKE_HANG");
   if (const char* f = std::getenv("FAKE_FAIL_AFTER")) g_fail_after = std::strtol(f, nullptr, 10);
   if (const char* l = std::getenv("FAKE_LEAK_CLOSE")) g_leak_close = std::strcmp(l, "1") == 0;
@@ -270,20 +286,21 @@ ncclResult_t fake_init_common(ncclDebugLogger_t logger) {
 }
 
 ncclResult_t fake_devices(int* ndev) {
-  *ndev = 1;
+  *ndev = g_ndev;
   return ncclSuccess;
 }
 
 template <class P>
 ncclResult_t fake_props(int dev, P* p) {
-  if (dev != 0) return ncclInvalidArgument;
+  if (!dev_ok(dev)) return ncclInvalidArgument;
   std::memset(p, 0, sizeof *p);
-  static char name[] = "fake0";
-  p->name = name;
+  static char names[4][8] = {"fake0", "fake1", "fake2", "fake3"};
+  const FusedDev* fused = dev >= g_ndev ? &g_fused[dev - g_ndev] : nullptr;
+  p->name = fused ? g_fused[dev - g_ndev].name : names[dev];
   p->pciPath = nullptr;
   p->guid = 0x66616b6500000001ull;
   p->ptrSupport = NCCL_PTR_HOST;
-  p->speed = 10000;
+  p->speed = 10000 * (fused ? fused->ndevs : 1);
   p->port = 1;
   p->latency = 0;
   p->maxComms = 65536;
@@ -291,8 +308,8 @@ ncclResult_t fake_props(int dev, P* p) {
   p->netDeviceType = NCCL_NET_DEVICE_HOST;
   p->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
   if constexpr (requires { p->vProps; }) {
-    p->vProps.ndevs = 1;
-    p->vProps.devs[0] = 0;
+    p->vProps.ndevs = fused ? fused->ndevs : 1;
+    for (int i = 0; i < p->vProps.ndevs; ++i) p->vProps.devs[i] = fused ? fused->devs[i] : dev;
     p->maxP2pBytes = NCCL_HA_NET_LEGACY_MAX_P2P_BYTES;
     p->maxCollBytes = NCCL_HA_NET_LEGACY_MAX_COLL_BYTES;
   }
@@ -300,7 +317,7 @@ ncclResult_t fake_props(int dev, P* p) {
 }
 
 ncclResult_t fake_listen(int dev, void* handle, void** listenComm) {
-  if (dev != 0) return ncclInvalidArgument;
+  if (!dev_ok(dev)) return ncclInvalidArgument;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return ncclSystemError;
   sockaddr_in sa{};
@@ -329,7 +346,7 @@ ncclResult_t fake_listen(int dev, void* handle, void** listenComm) {
 ncclResult_t fake_connect(int dev, void* handle, void** sendComm) {
   *sendComm = nullptr;
   maybe_hang("connect");
-  if (dev != 0) return ncclInvalidArgument;
+  if (!dev_ok(dev)) return ncclInvalidArgument;
   Handle h;
   std::memcpy(&h, handle, sizeof h);
   if (h.magic != kMagic) {
@@ -595,10 +612,40 @@ ncclResult_t v10_irecv(void* recvComm, int n, void** data, std::size_t* sizes, i
   return fake_irecv(recvComm, n, data, sizes, tags, mhandles, request);
 }
 
+// Fuses up to 4 distinct physical devices into a new one (its number after the physical ones and
+// those made before), as net_ib does; one device is that device; FAKE_VDEVICE_REFUSE=1 refuses.
+ncclResult_t v10_make_vdevice(int* d, ncclNetVDeviceProps_v10_t* props) {
+  if (!d || !props || props->ndevs < 1 || props->ndevs > 4) return ncclInvalidArgument;
+  for (int i = 0; i < props->ndevs; ++i) {
+    if (props->devs[i] < 0 || props->devs[i] >= g_ndev) return ncclInvalidArgument;
+    for (int k = 0; k < i; ++k)
+      if (props->devs[k] == props->devs[i]) return ncclInvalidArgument;
+  }
+  if (props->ndevs == 1) {
+    *d = props->devs[0];
+    return ncclSuccess;
+  }
+  if (g_vdevice_refuse) {
+    FAKE_INFO("makeVDevice: refused (FAKE_VDEVICE_REFUSE=1)");
+    return ncclInvalidUsage;
+  }
+  if (g_nfused == 8) return ncclInvalidUsage;
+  FusedDev& f = g_fused[g_nfused];
+  f.ndevs = props->ndevs;
+  std::string name;
+  for (int i = 0; i < f.ndevs; ++i) {
+    f.devs[i] = props->devs[i];
+    name += (i ? "+fake" : "fake") + std::to_string(f.devs[i]);
+  }
+  std::snprintf(f.name, sizeof f.name, "%s", name.c_str());
+  *d = g_ndev + g_nfused++;
+  return ncclSuccess;
+}
+
 constexpr ncclNet_v10_t kV10 = {
     "Fake", v10_init, fake_devices, v10_props, fake_listen, v10_connect, v10_accept, fake_regmr, fake_regmr_dmabuf,
     fake_deregmr, v10_isend, v10_irecv, fake_iflush, fake_test, close_comm, close_comm, fake_close_listen,
-    /*getDeviceMr=*/nullptr, fake_irecv_consumed, /*makeVDevice=*/nullptr};
+    /*getDeviceMr=*/nullptr, fake_irecv_consumed, v10_make_vdevice};
 #ifdef FAKE_NET_LAZY
 ncclResult_t lazy_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof);
 // What the lazy library exports: name and init, every other slot NULL until init.

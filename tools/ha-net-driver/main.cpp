@@ -239,6 +239,35 @@ Properties read_properties(const Options& o, Report& rep, Plugin& net, int ndev)
   return props;
 }
 
+// --fuse: the virtual device of those devices (makeVDevice, as NCCL asks for the ports it merges),
+// checked as net_ib reports one - its vProps name the members in order, its speed is theirs
+// summed - and the usual property checks. Its number; a refusal ends the run (exit 3).
+int fuse_devices(const Options& o, Report& rep, Plugin& net, int ndev) {
+  std::string list;
+  for (int d : o.fuse) {
+    list += (list.empty() ? "" : ",") + std::to_string(d);
+    if (d >= ndev) fail(Fail::usage, strf("--fuse: device %d but the plugin has %d device(s)", d, ndev));
+  }
+  if (!net.has_makeVDevice()) fail(Fail::usage, strf("--fuse %s: the v%d table has no makeVDevice", list.c_str(), rep.api));
+  int vd = -1;
+  check(net.makeVDevice(o.fuse, &vd), strf("makeVDevice(%s)", list.c_str()).c_str());
+  Properties p;
+  check(net.getProperties(vd, &p), strf("getProperties(%d) of the virtual device", vd).c_str());
+  for (const auto& c : property_checks(p, rep.api)) rep.check("virtual device: " + c.name, c.ok, c.detail);
+  std::string vdevs;
+  for (int d : p.vdevs.value_or(std::vector<int>{})) vdevs += (vdevs.empty() ? "" : ",") + std::to_string(d);
+  rep.check("virtual device: vProps are the fused devices", p.vdevs && *p.vdevs == o.fuse,
+            strf("device %d: vProps.devs [%s], fused [%s]", vd, vdevs.c_str(), list.c_str()));
+  int sum = 0;
+  for (int d : o.fuse) sum += rep.all_props[static_cast<std::size_t>(d)].speed;
+  rep.check("virtual device: speed is the members' sum", p.speed == sum,
+            strf("device %d (%s): %d Mbps, members %d", vd, p.name.c_str(), p.speed, sum));
+  log::info("fused devices %s into device %d (%s, %d Mbps)", list.c_str(), vd, p.name.c_str(), p.speed);
+  rep.props = p;
+  rep.dev = vd;
+  return vd;
+}
+
 // Limits the traffic must respect; the largest message.
 std::size_t check_limits(const Options& o, const Report& rep, const Properties& props) {
   std::size_t max_size = 0;
@@ -361,7 +390,8 @@ void fault_phase(const Options& o, Report& rep, Mgmt& mgmt, Plugin& net) {
   finish(o, rep, net);
 }
 
-void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_ptr<Plugin>& net) {
+void run(const Options& given, Report& rep, std::optional<Mgmt>& mgmt, std::unique_ptr<Plugin>& net) {
+  Options o = given;  // --fuse: the run's device becomes the virtual one
   connect_and_load(o, rep, mgmt, net);
   const std::uint64_t comm_id = hello(o, rep, *mgmt);
   const int ndev = init_devices(o, rep, *net, comm_id);
@@ -377,6 +407,11 @@ void run(const Options& o, Report& rep, std::optional<Mgmt>& mgmt, std::unique_p
   if (!bad_dev) rep.props = props;
   if (net->has_setNetAttr()) check(net->setNetAttr(), "setNetAttr");
   if (bad_dev) return fault_phase(o, rep, *mgmt, *net);  // no limits from a --dev that does not exist
+  if (!o.fuse.empty()) {
+    if (!o.fault.empty()) fail(Fail::usage, "--fuse and --fault: a fault scenario runs on --dev");
+    o.dev = fuse_devices(o, rep, *net, ndev);
+    props = *rep.props;
+  }
   const std::size_t max_size = check_limits(o, rep, props);
   if (!o.fault.empty()) return fault_phase(o, rep, *mgmt, *net);
 

@@ -51,6 +51,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
                        proof. Without a token ANY PROCESS THAT REACHES RANK 0'S PORT CAN BE RANK 1.
                        Prefer the variable: a command line is visible to every local user
   --dev N              plugin device index (default 0)
+  --fuse A,B[,...]     fuse those devices into one (makeVDevice, as NCCL does for the ports it merges)
+                       and run on the virtual device instead of --dev; refused: exit 3
   --sizes LIST         message sizes, e.g. 0,1,8,4K,64K,1M,4M (default); message k has size sizes[k % n]
   --messages N         integrity phase: messages per direction (default 1000, 0: skip)
   --one-way            integrity phase: only rank 1 sends and only rank 0 receives
@@ -225,6 +227,16 @@ bool parse_valued(const std::string& a, Value&& val, Options& o) {
   else if (a == "--port-file") o.port_file = val();
   else if (a == "--peer") parse_peer(val(), o);
   else if (a == "--dev") o.dev = static_cast<int>(parse_num(a, val(), 0, 1 << 20));
+  else if (a == "--fuse") {
+    o.fuse.clear();
+    std::string list = val();
+    for (std::size_t pos = 0;;) {
+      const auto comma = list.find(',', pos);
+      o.fuse.push_back(static_cast<int>(parse_num(a, list.substr(pos, comma - pos), 0, 1 << 20)));
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
   else if (a == "--sizes") o.sizes = parse_sizes(val());
   else if (a == "--messages") o.messages = static_cast<std::uint64_t>(parse_num(a, val(), 0, kMaxCount));
   else if (a == "--inflight") o.inflight = static_cast<int>(parse_num(a, val(), 1, 4096));

@@ -27,6 +27,7 @@ struct Options {
   std::string peer_host;              // rank 1: --peer HOST:PORT
   std::uint16_t peer_port = 0;
   int dev = 0;                        // --dev N
+  std::vector<int> fuse;              // --fuse A,B[,...]: makeVDevice of those devices; the run uses it
   std::vector<std::size_t> sizes{0, 1, 8, 4096, 65536, 1 << 20, 4 << 20};  // --sizes
   std::uint64_t messages = 1000;      // --messages N per direction (0: no integrity phase)
   int inflight = 8;                   // --inflight W: isend requests in flight per direction

@@ -38,6 +38,7 @@ const char* entry_name(Entry e) noexcept {
     case Entry::closeListen: return "closeListen";
     case Entry::irecvConsumed: return "irecvConsumed";
     case Entry::setNetAttr: return "setNetAttr";
+    case Entry::makeVDevice: return "makeVDevice";
     case Entry::finalize: return "finalize";
     case Entry::kCount: break;
   }
@@ -141,6 +142,9 @@ ncclResult_t Plugin::irecvConsumed(void* rc, int n, void* req) {
   return timed(Entry::irecvConsumed, [&] { return a_->irecvConsumed(rc, n, req); });
 }
 ncclResult_t Plugin::setNetAttr() { return timed(Entry::setNetAttr, [&] { return a_->setNetAttr(); }); }
+ncclResult_t Plugin::makeVDevice(const std::vector<int>& devs, int* d) {
+  return timed(Entry::makeVDevice, [&] { return a_->makeVDevice(devs, d); });
+}
 ncclResult_t Plugin::finalize() { return timed(Entry::finalize, [&] { return a_->finalize(); }); }
 
 void Plugin::start_watchdog(double seconds, void (*on_hang)(const char* entry)) {

@@ -15,7 +15,7 @@ namespace hnd {
 
 enum class Entry : int {
   init, devices, getProperties, listen, connect, accept, regMr, regMrDmaBuf, deregMr, isend, irecv, iflush, test,
-  closeSend, closeRecv, closeListen, irecvConsumed, setNetAttr, finalize, kCount
+  closeSend, closeRecv, closeListen, irecvConsumed, setNetAttr, makeVDevice, finalize, kCount
 };
 constexpr std::size_t kEntries = static_cast<std::size_t>(Entry::kCount);
 const char* entry_name(Entry e) noexcept;
@@ -48,6 +48,7 @@ class Plugin {
   bool has_irecvConsumed() const { return a_->has_irecvConsumed(); }
   bool has_regMrDmaBuf() const { return a_->has_regMrDmaBuf(); }
   bool has_setNetAttr() const { return a_->has_setNetAttr(); }
+  bool has_makeVDevice() const { return a_->has_makeVDevice(); }
   bool has_finalize() const { return a_->has_finalize(); }
 
   // init; once it returned ncclSuccess, a mandatory slot still NULL is DriverError(plugin)
@@ -74,6 +75,7 @@ class Plugin {
   ncclResult_t closeListen(void* c);
   ncclResult_t irecvConsumed(void* recvComm, int n, void* request);
   ncclResult_t setNetAttr();
+  ncclResult_t makeVDevice(const std::vector<int>& devs, int* d);
   ncclResult_t finalize();
 
   const std::array<CallStat, kEntries>& stats() const { return stats_; }

@@ -53,6 +53,18 @@ check_json corrupt-sampled '(r["rank"] == 1) == (r["integrity"]["mismatches"] ==
 run_pair api-missing 3 3 "$FAKE10" --api 9 --messages 10 --timeout 30
 check_json api-missing 'r["exit_code"] == 3 and "ncclNetPlugin_v9" in r["errors"][0]'
 
+# --fuse: the run on the virtual device the plugin makes of two of its devices (the fake fuses as
+# net_ib reports: vProps the members, speed their sum); a refusal ends the run with exit 3.
+RANK0_ENV=FAKE_DEVICES=2 RANK1_ENV=FAKE_DEVICES=2 \
+  run_pair fuse 0 0 "$FAKE10" --fuse 0,1 --messages 20 --sizes 0,4K,64K --timeout 30
+check_json fuse 'r["ok"] and r["dev"] == 2 and r["properties"]["name"] == "fake0+fake1"' \
+  'r["properties"]["speed"] == 20000 and r["properties"]["vProps"]["devs"] == [0, 1]' \
+  'r["calls"]["makeVDevice"]["count"] == 1 and r["integrity"]["messages_received"] == 20' \
+  'len([c for c in r["checks"] if c["name"].startswith("virtual device") and c["ok"]]) >= 3'
+RANK0_ENV="FAKE_DEVICES=2 FAKE_VDEVICE_REFUSE=1" RANK1_ENV="FAKE_DEVICES=2 FAKE_VDEVICE_REFUSE=1" \
+  run_pair fuse-refused 3 3 "$FAKE10" --fuse 0,1 --messages 10 --timeout 30
+check_json fuse-refused 'r["exit_code"] == 3 and "makeVDevice(0,1)" in r["errors"][0]'
+
 # --one-way + --min-seconds: rank 1 streams to rank 0 for at least 1.5 s, counts agreed over mgmt.
 RANK1_ENV=FAKE_RETRY_EVERY=3 RANK0_ARGS="--phase-file $WORK/one-way-timed/phase0" \
   run_pair one-way-timed 0 0 "$FAKE10" --one-way --min-seconds 1.5 --messages 20 --sizes 0,1,4K,64K,1M \

@@ -243,21 +243,23 @@ Properties read_properties(const Options& o, Report& rep, Plugin& net, int ndev)
 // checked as net_ib reports one - its vProps name the members in order, its speed is theirs
 // summed - and the usual property checks. Its number; a refusal ends the run (exit 3).
 int fuse_devices(const Options& o, Report& rep, Plugin& net, int ndev) {
-  std::string list;
-  for (int d : o.fuse) {
-    list += (list.empty() ? "" : ",") + std::to_string(d);
+  auto joined = [](const std::vector<int>& devs) {
+    std::string s;
+    for (int d : devs) s += (s.empty() ? "" : ",") + std::to_string(d);
+    return s;
+  };
+  const std::string list = joined(o.fuse);
+  for (int d : o.fuse)
     if (d >= ndev) fail(Fail::usage, strf("--fuse: device %d but the plugin has %d device(s)", d, ndev));
-  }
   if (!net.has_makeVDevice()) fail(Fail::usage, strf("--fuse %s: the v%d table has no makeVDevice", list.c_str(), rep.api));
   int vd = -1;
   check(net.makeVDevice(o.fuse, &vd), strf("makeVDevice(%s)", list.c_str()).c_str());
   Properties p;
   check(net.getProperties(vd, &p), strf("getProperties(%d) of the virtual device", vd).c_str());
   for (const auto& c : property_checks(p, rep.api)) rep.check("virtual device: " + c.name, c.ok, c.detail);
-  std::string vdevs;
-  for (int d : p.vdevs.value_or(std::vector<int>{})) vdevs += (vdevs.empty() ? "" : ",") + std::to_string(d);
   rep.check("virtual device: vProps are the fused devices", p.vdevs && *p.vdevs == o.fuse,
-            strf("device %d: vProps.devs [%s], fused [%s]", vd, vdevs.c_str(), list.c_str()));
+            strf("device %d: vProps.devs [%s], fused [%s]", vd, joined(p.vdevs.value_or(std::vector<int>{})).c_str(),
+                 list.c_str()));
   int sum = 0;
   for (int d : o.fuse) sum += rep.all_props[static_cast<std::size_t>(d)].speed;
   rep.check("virtual device: speed is the members' sum", p.speed == sum,

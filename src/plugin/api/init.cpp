@@ -599,8 +599,7 @@ ncclResult_t make_vdevice(std::span<const int> devs, int max_members, int* out) 
   // A fused device reports its members' summed speed: NCCL would plan for that bandwidth, so it is
   // made only once a connection on it stripes over every member (issue #33). Until then NCCL uses
   // each port as a device of its own, and every connection still has its standby on another NIC.
-  HA_INFO(
-          "NET/HA: makeVDevice %s (speed %d, rail %d, plane %d): not made: connections are not striped over "
+  HA_INFO("NET/HA: makeVDevice %s (speed %d, rail %d, plane %d): not made: connections are not striped over "
           "several ports yet; NCCL uses the ports one by one",
           v->name.c_str(), v->speed, v->rail_id, v->plane_id);
   return ncclInvalidUsage;

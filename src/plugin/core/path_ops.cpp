@@ -72,11 +72,6 @@ int post_part(SendComm& c, Request& r, Path& p, int q, std::uint32_t offset, std
 
 }  // namespace
 
-// One write (with its notice in adaptive-routing mode) on QP r.seq % nqps, or, split, a part on
-// each QP: net_ib's chunks of size / nqps rounded up to 128 bytes (what NCCL's LL and LL128
-// protocols need), part j at j chunks; a part past the end is an empty write with immediate
-// data (the receiver counts one completion per QP). The request completes with its last part's
-// completion (p2p.cpp); r.parts_done counts them.
 void weighted_offsets(std::uint64_t size, std::span<const std::uint32_t> weights,
                       std::span<std::uint64_t> offsets) noexcept {
   constexpr std::uint64_t kAlign = 128;
@@ -94,6 +89,11 @@ void weighted_offsets(std::uint64_t size, std::span<const std::uint32_t> weights
   offsets[weights.size()] = size;
 }
 
+// One write (with its notice in adaptive-routing mode) on QP r.seq % nqps, or, split, a part on
+// each QP: net_ib's chunks of size / nqps rounded up to 128 bytes (what NCCL's LL and LL128
+// protocols need), part j at j chunks; a part past the end is an empty write with immediate
+// data (the receiver counts one completion per QP). The request completes with its last part's
+// completion (p2p.cpp); r.parts_done counts them.
 int post_data(SendComm& c, Request& r, Path& p) {
   r.parts_done = 0;
   const auto size = static_cast<std::uint32_t>(r.sizes[0]);

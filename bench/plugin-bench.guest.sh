@@ -31,14 +31,16 @@ run_driver() { # NAME ARGS...
 }
 
 # NAME ARGS...: this tree's plugin as NAME; with a baseline (NCCL_HA_BENCH_BEFORE_PLUGIN) also the
-# baseline's as before-NAME, and with NCCL_HA_BENCH_HA_OFF=1 this tree's with HA off
-# (HA_NCCL_ENABLE_STANDBY=0: no standby pair, no heartbeats) as off-NAME; their order turns by one
-# each round, so that no variant always runs first after perftest.
+# baseline's as before-NAME, with NCCL_HA_BENCH_HA_OFF=1 this tree's with HA off
+# (HA_NCCL_ENABLE_STANDBY=0: no standby pair, no heartbeats) as off-NAME, and with
+# NCCL_HA_BENCH_FUSE=1 this tree's on the fused device of rails 0 and 1 as fused-NAME; their order
+# turns by one each round, so that no variant always runs first after perftest.
 BEFORE=${NCCL_HA_BENCH_BEFORE_PLUGIN:-}
 AFTER=$PLUGIN
 VARIANTS=(after)
 [[ -z $BEFORE ]] || VARIANTS+=(before)
 [[ ${NCCL_HA_BENCH_HA_OFF:-0} != 1 ]] || VARIANTS+=(off)
+[[ ${NCCL_HA_BENCH_FUSE:-0} != 1 ]] || VARIANTS+=(fused)
 driver() {
   local name=$1 i n=${#VARIANTS[@]} which
   shift
@@ -48,6 +50,12 @@ driver() {
       after) PLUGIN=$AFTER run_driver "$name" "$@" ;;
       before) PLUGIN=$BEFORE run_driver "before-$name" "$@" ;;
       off) PL_ENV=(HA_NCCL_ENABLE_STANDBY=0); PLUGIN=$AFTER run_driver "off-$name" "$@"; PL_ENV=() ;;
+      # rails 0 and 1 fused (makeVDevice): each message striped over a connection on each, every
+      # member's bytes in the stats file (the members' shares)
+      fused)
+        PL_ENV=("HA_NCCL_IB_HCA==rxe0,rxe1" "HA_NCCL_STATS_FILE=$VM_OUT/fused-$name.stats.jsonl")
+        PLUGIN=$AFTER run_driver "fused-$name" "$@" --fuse 0,1
+        PL_ENV=() ;;
     esac
   done
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): the plugin against perftest on the same rail, in one two-VM boot.
-#   bench/plugin-bench.sh [--baseline REV] [--ha-off]   -> bench/results/plugin-<date>.{json,md,svg}
+#   bench/plugin-bench.sh [--baseline REV] [--ha-off] [--fuse]   -> bench/results/plugin-<date>.{json,md,svg}
 # Rounds interleave perftest and the plugin so both see the same emulator drift. Absolute figures
 # are emulation artefacts (TCG); the ratios measured in the same run are what counts.
 # --baseline REV (or NCCL_HA_BASELINE_REV): also the plugin at REV ("before", built by
@@ -10,6 +10,9 @@
 # --ha-off: also this tree's plugin with HA off (HA_NCCL_ENABLE_STANDBY=0: single path, no
 # heartbeats), interleaved the same way; the report adds HA on / HA off ratios (what HA costs the
 # data path).
+# --fuse: also this tree's plugin on the fused device of rails 0 and 1 (makeVDevice, issue #33:
+# each message striped over both), interleaved the same way; the report adds fused / one port and
+# each member's share of the bytes (the members' stats records).
 # Environment: NCCL_HA_BENCH_ROUNDS (2; 3 with a baseline), NCCL_HA_BENCH_OUT (output prefix),
 # NCCL_HA_BENCH_NO_BUILD=1 (use the builds as they are), NCCL_HA_BUILD_DIR (build/).
 set -euo pipefail
@@ -21,8 +24,9 @@ while (($#)); do
     --baseline) REV=${2:?--baseline needs a revision}; shift 2 ;;
     --baseline=*) REV=${1#*=}; shift ;;
     --ha-off) export NCCL_HA_BENCH_HA_OFF=1 NCCL_HA_BENCH_ROUNDS=${NCCL_HA_BENCH_ROUNDS:-3}; shift ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "plugin-bench: unknown argument '$1' (usage: $0 [--baseline REV] [--ha-off])" >&2; exit 2 ;;
+    --fuse) export NCCL_HA_BENCH_FUSE=1 NCCL_HA_BENCH_ROUNDS=${NCCL_HA_BENCH_ROUNDS:-3}; shift ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "plugin-bench: unknown argument '$1' (usage: $0 [--baseline REV] [--ha-off] [--fuse])" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$BUILD"

@@ -70,10 +70,29 @@ def before_after(a, rounds, pre="before-", names=("before", "after")):
     return rows
 
 
+def member_shares(out):
+    """{side: {member: (port, bytes sent)}} over the fused runs' stats records (close events of the
+    fused send comms' members, the "member" key)."""
+    shares = {}
+    for side in ("a", "b"):
+        per = shares.setdefault(side, {})
+        for f in sorted((out / side / "out").glob("fused-*.stats.jsonl")):
+            for line in f.read_text().splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("event") == "close" and e.get("kind") == "send" and e.get("member"):
+                    port, n = per.get(e["member"], (e["primary"], 0))
+                    per[e["member"]] = (port, n + e["bytes_sent"])
+    return shares
+
+
 def comparison_md(rows, names, bad, bad_text, ok_text):
     """One comparison's table (rows of before_after with these names) and its verdict line."""
     base, cur = names
-    title = {"before": "before", "after": "after", "off": "HA off", "on": "HA on"}
+    title = {"before": "before", "after": "after", "off": "HA off", "on": "HA on", "port": "one port",
+             "fused": "fused rxe0+rxe1"}
     md = [f"| figure | size | {title[base]} | {title[cur]} | {cur} / {base} | spread | |", "|---|---:|---:|---:|---:|---:|---|"]
     md += [f"| {r['figure']} | {r['size']} | {r[base]:.1f} | {r[cur]:.1f} | {r[f'{cur}_over_{base}']:.3f} | "
            f"{r['spread']:.3f} | {'**worse beyond spread**' if r['worse_beyond_spread'] else 'within spread'} |"
@@ -88,6 +107,8 @@ def main(logdir, prefix, meta_path=None):
     meta = json.loads(Path(meta_path).read_text()) if meta_path else None
     ba = before_after(a, rounds) if meta else []
     ha = before_after(a, rounds, "off-", ("off", "on")) if any(a.glob("off-r*-plugin-bw.json")) else []
+    fu = before_after(a, rounds, "fused-", ("port", "fused")) if any(a.glob("fused-r*-plugin-bw.json")) else []
+    shares = member_shares(out) if fu else {}
     bw, lat, jit = {}, {}, {}
     for r in rounds:
         for side in (a,):
@@ -154,6 +175,10 @@ def main(logdir, prefix, meta_path=None):
     if ha:
         result["ha_on_off"] = ha
         result["verdict"]["ha_on_worse_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in ha if r["worse_beyond_spread"]]
+    if fu:
+        result["fused_one_port"] = fu
+        result["member_shares"] = shares
+        result["verdict"]["fused_worse_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in fu if r["worse_beyond_spread"]]
     v = result["verdict"]
     Path(prefix + ".json").write_text(json.dumps(result, indent=2) + "\n")
 
@@ -207,6 +232,22 @@ def main(logdir, prefix, meta_path=None):
         md += comparison_md(ha, ("off", "on"), result["verdict"]["ha_on_worse_beyond_spread"],
                             "HA on is slower than HA off beyond the spread at: ",
                             "HA on is as fast as HA off (every figure within the run-to-run spread or better).")
+    if fu:
+        md += ["", "## A fused device of two ports against one port (same boot, same plugin)", "",
+               "fused: `--fuse 0,1` with rxe0 and rxe1 visible (makeVDevice; each message split over a connection on",
+               "each port by their weights, equal speeds here); one port: rxe0 alone (`HA_NCCL_IB_HCA==rxe0`). Runs",
+               "interleaved (the order turns each round); spread as above. Both rails are emulated by the same host",
+               "cores (TCG, one vCPU per guest, rxe in the guest kernel): a second port adds no capacity here, so this",
+               "shows what striping costs or gains on this bed, not what two real ports give.", ""]
+        md += comparison_md(fu, ("port", "fused"), result["verdict"]["fused_worse_beyond_spread"],
+                            "fused is slower than one port beyond the spread at: ",
+                            "fused is as fast as one port or faster (every figure within the spread or better).")
+        md += ["", "Each member's share of the bytes its side's fused send comms sent (the members' close records in",
+               "the stats file, every fused run summed; weights 1:1):", "", "| side | member | port | bytes sent | share |",
+               "|---|---|---|---:|---:|"]
+        for side, per in sorted(shares.items()):
+            total = sum(n for _, n in per.values()) or 1
+            md += [f"| {side} | {m} | {port} | {n} | {n / total:.1%} |" for m, (port, n) in sorted(per.items())]
     md += ["", f"Plot: `{Path(prefix).name}.svg`.", ""]
     Path(prefix + ".md").write_text("\n".join(md))
     Path(prefix + ".svg").write_text(svg(bw_rows))

@@ -5,7 +5,7 @@ streams, environment settings, specs and command lines), plus a few near misses.
 checked in; rerun this script after a wire-format change (it rewrites only seed-*.bin/.txt).
 
 Layouts: src/net/include/nccl_ha/net/wire.hpp (frames, endpoints), src/plugin/core/conn_msg.hpp
-(request, reply, ready, candidates, rescue point: v5), src/plugin/setup/handle.hpp (handle, version 9),
+(request, reply, ready, candidates, rescue point: v5), src/plugin/setup/handle.hpp (handle, version 10),
 src/plugin/setup/handshake_auth.hpp (hello), src/plugin/ha/rescue_wire.hpp (rescue requests),
 tools/ha-ping/protocol.hpp (ha-ping's control messages, protocol 4), tools/ha-net-driver/mgmt_wire.hpp
 (the driver's management stream), src/plugin/core/comm.hpp
@@ -79,11 +79,11 @@ def rescue(port=0x5151, token=0x1122334455667788):
     return struct.pack("<HHQ", port, 0, token)
 
 
-def request(standby=True, tc=96, sl=5, cands=None):
+def request(standby=True, tc=96, sl=5, cands=None, member=0):
     cands = rails(4) if cands is None else cands
     n, body = candidates(cands)
     return (endpoint() + struct.pack("<I", 1 if standby else 0) + keys(0x7F0000001000, 0x1234)
-            + keys(0x7F0000002000, 0x9ABC) + bytes([tc, sl]) + n + b"\0" + body + rescue())
+            + keys(0x7F0000002000, 0x9ABC) + bytes([tc, sl]) + n + bytes([member]) + body + rescue())
 
 
 def reply(pair=(1, 1), cands=None, link=2):
@@ -101,9 +101,9 @@ def ready(standby=True):
 
 
 def handle(family=socket.AF_INET, addr="10.30.0.1", port=18700, token=0x0123456789ABCDEF, scope=0, flags=1,
-           secret=bytes(range(1, 33))):
+           secret=bytes(range(1, 33)), members=1):
     raw = socket.inet_pton(family, addr).ljust(16, b"\0")
-    h = struct.pack("<IHHIHH16sQQI32s", 0x31484148, 9, 128, flags, family, port, raw, token, 0, scope, secret)
+    h = struct.pack("<IHHIHH16sQQI32sB", 0x31484148, 10, 128, flags, family, port, raw, token, 0, scope, secret, members)
     return h.ljust(128, b"\0")
 
 
@@ -279,6 +279,7 @@ def main():
     write("conn_msg", "seed-request.bin", request())
     write("conn_msg", "seed-request-single.bin", request(standby=False, tc=0, sl=0, cands=rails(1)))
     write("conn_msg", "seed-request-sl16.bin", request(sl=16))
+    write("conn_msg", "seed-request-member.bin", request(member=3))
     write("conn_msg", "seed-request-max.bin", request(cands=[cand(i, UP | (PRIMARY if i == 3 else 0) | (PREFERRED if i == 5 else 0),
                                                                  f"10.{20 + i % 8}.0.0", 24, i % 25, load=i * 100)
                                                             for i in range(32)]))
@@ -303,6 +304,7 @@ def main():
     write("handle", "seed-v6-link-local.bin", handle(socket.AF_INET6, "fe80::5054:ff:fe12:3456", scope=3))
     write("handle", "seed-unspecified.bin", handle(addr="0.0.0.0"))
     write("handle", "seed-staged.bin", handle()[:40] + struct.pack("<Q", 0xFEEDFACE) + handle()[48:])
+    write("handle", "seed-fused.bin", handle(members=2))
     # listener_hello: what a stranger (or a connector) sends a listener first
     write("listener_hello", "seed-hello.bin", hello())
     write("listener_hello", "seed-hello-then-frames.bin", hello() + frame(CONN_REQUEST, bytes(40)) + frame(ERROR, b"x" * 20))

@@ -30,6 +30,7 @@
 #include "nccl_ha/reactor/fd_watcher.hpp"
 #include "runtime/gdr.hpp"
 #include "runtime/log.hpp"
+#include "runtime/stripe_weights.hpp"
 #include "runtime/vdevice.hpp"
 #include "setup/setup.hpp"
 #include "setup/standby_map.hpp"
@@ -372,6 +373,7 @@ ncclResult_t create_state() {
   const std::vector<net::IfAddr> addrs = host_addresses();
   assign_standby_ports(*s, addrs);
   assign_nccl_identity(*s, opts.filter);
+  s->vdevices = std::make_unique<VDeviceTable>(static_cast<int>(s->devices.size()));
   if (ncclResult_t rc = pick_handshake_address(*s, addrs); rc != ncclSuccess) return rc;
   log_devices(*s);
   log_init_line(init_summary(*s));
@@ -383,6 +385,7 @@ ncclResult_t create_state() {
   g_state_ptr.store(g_state.get(), std::memory_order_release);
   for (auto& d : g_state->devices) watch_channel(*d);
   start_monitoring(*g_state);
+  start_stripe_weights(g_state->reactor, g_state->config.stripe_weights_file, g_state->devices);
   if (g_state->config.enable_standby) {
     if (auto r = RescueService::start(g_state->handshake_ip))
       g_state->rescue = std::move(r).value();
@@ -495,6 +498,22 @@ Device* device_or_warn(int dev, const char* what) noexcept {
   return s->devices[static_cast<std::size_t>(dev)].get();
 }
 
+std::optional<DeviceMembers> members_or_warn(int dev, const char* what) noexcept {
+  State* s = state();
+  DeviceMembers m;
+  const VDevice* v = s && s->vdevices ? s->vdevices->find(dev) : nullptr;
+  if (!v) {
+    Device* d = device_or_warn(dev, what);
+    if (!d) return std::nullopt;
+    m.ports[0] = d;
+    m.count = 1;
+    return m;
+  }
+  for (int i = 0; i < v->count; ++i) m.ports[static_cast<std::size_t>(i)] = s->devices[static_cast<std::size_t>(v->members[static_cast<std::size_t>(i)])].get();
+  m.count = v->count;
+  return m;
+}
+
 ncclResult_t init(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
   install_nccl_logger(logger);
   install_profiler(profiler);
@@ -546,28 +565,57 @@ ncclResult_t devices(int* ndev) {
   return ncclSuccess;
 }
 
-ncclResult_t get_properties(int dev, Props* props) {
-  Device* d = device_or_warn(dev, "getProperties");
-  if (!d || !props) return ncclInvalidArgument;
+namespace {
+
+// One port as NCCL sees it.
+void port_properties(const State& s, int dev, Device& d, Props* props) {
   *props = Props{};
-  props->name = d->name.data();
-  props->pci_path = d->pci_path.empty() ? nullptr : d->pci_path.data();
-  props->guid = d->port.sys_image_guid;  // NCCL's: one adapter, one guid (its ports merge in NCCL's topology)
-  props->ptr_support = NCCL_PTR_HOST | (state()->gpu_memory ? NCCL_PTR_CUDA : 0) |  // detected (gdr.hpp)
-                       (d->dmabuf_offered ? NCCL_PTR_DMABUF : 0);                 // probed (mr_ops.hpp)
+  props->name = d.name.data();
+  props->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.data();
+  props->guid = d.port.sys_image_guid;  // NCCL's: one adapter, one guid (its ports merge in NCCL's topology)
+  props->ptr_support = NCCL_PTR_HOST | (s.gpu_memory ? NCCL_PTR_CUDA : 0) |  // detected (gdr.hpp)
+                       (d.dmabuf_offered ? NCCL_PTR_DMABUF : 0);            // probed (mr_ops.hpp)
   props->reg_is_global = 1;            // registrations are cached per device and shared by all comms
-  props->force_flush = state()->config.force_flush ? 1 : 0;
-  props->speed = d->port.speed_mbps;
-  props->port = d->nccl_port;
+  props->force_flush = s.config.force_flush ? 1 : 0;
+  props->speed = d.port.speed_mbps;
+  props->port = d.nccl_port;
   props->latency = 0;
-  props->max_comms = d->max_comms;
+  props->max_comms = d.max_comms;
   props->max_recvs = kMaxRecvs;
   props->max_p2p_bytes = 1ull << 30;
   props->max_coll_bytes = 1ull << 30;
   props->ndevs = 1;
   props->devs[0] = dev;
-  props->rail_id = d->rail_id;
-  props->plane_id = d->plane_id;
+  props->rail_id = d.rail_id;
+  props->plane_id = d.plane_id;
+}
+
+}  // namespace
+
+ncclResult_t get_properties(int dev, Props* props) {
+  const auto m = members_or_warn(dev, "getProperties");
+  if (!m || !props) return ncclInvalidArgument;
+  State& s = *state();
+  const VDevice* v = s.vdevices->find(dev);
+  if (!v) {
+    port_properties(s, dev, m->first(), props);
+    return ncclSuccess;
+  }
+  // A fused device, as net_ib reports one: the first member's facts, with the merged name, speed,
+  // rail and plane (vdevice.hpp); memory kinds every member takes; the comms each member can hold
+  // (a connection on it has a path on every member).
+  port_properties(s, v->members[0], m->first(), props);
+  props->name = const_cast<char*>(v->name.c_str());  // NCCL's field is char*; it never writes it
+  props->speed = v->speed;
+  props->rail_id = v->rail_id;
+  props->plane_id = v->plane_id;
+  props->ndevs = v->count;
+  for (int i = 0; i < m->count; ++i) {
+    const Device& d = *m->ports[static_cast<std::size_t>(i)];
+    props->devs[i] = v->members[static_cast<std::size_t>(i)];
+    props->max_comms = std::min(props->max_comms, d.max_comms);
+    if (!d.dmabuf_offered) props->ptr_support &= ~NCCL_PTR_DMABUF;
+  }
   return ncclSuccess;
 }
 
@@ -596,13 +644,19 @@ ncclResult_t make_vdevice(std::span<const int> devs, int max_members, int* out) 
     HA_INFO("NET/HA: makeVDevice %s: not made, NCCL_IB_MERGE_NICS=0", v->name.c_str());
     return ncclInvalidUsage;
   }
-  // A fused device reports its members' summed speed: NCCL would plan for that bandwidth, so it is
-  // made only once a connection on it stripes over every member (issue #33). Until then NCCL uses
-  // each port as a device of its own, and every connection still has its standby on another NIC.
-  HA_INFO("NET/HA: makeVDevice %s (speed %d, rail %d, plane %d): not made: connections are not striped over "
-          "several ports yet; NCCL uses the ports one by one",
-          v->name.c_str(), v->speed, v->rail_id, v->plane_id);
-  return ncclInvalidUsage;
+  VDevice made = *v;
+  auto index = s->vdevices->add(std::move(made));
+  if (!index) {
+    HA_WARN("NET/HA: makeVDevice %s: %s", v->name.c_str(), index.error().message.c_str());
+    return ncclInvalidUsage;
+  }
+  // Each connection on it has a connection on every member pair and splits each message between
+  // them by the members' speeds (datapath/fused.hpp); each of those keeps its own standby.
+  HA_INFO("NET/HA: makeVDevice %s is device %d (speed %d, rail %d, plane %d): each connection on it stripes over "
+          "its %d ports",
+          v->name.c_str(), *index, v->speed, v->rail_id, v->plane_id, v->count);
+  *out = *index;
+  return ncclSuccess;
 }
 
 }  // namespace nccl_ha::plugin

@@ -90,7 +90,16 @@ struct CommEnv {
   const TestHooks* hooks = nullptr;  // the test builds' fault injection (test_hooks.hpp); none: off
 };
 
-struct CommBase : std::enable_shared_from_this<CommBase> {
+// What the comm pointers NCCL holds point to: one connection's comm (CommBase), or a connection on
+// a fused device, striped over several of them (datapath/fused.hpp). Handed to NCCL and taken
+// back only as a CommHead (to_nccl / from_nccl), and told apart by `fused`.
+struct CommHead {
+  bool fused = false;
+};
+inline void* to_nccl(CommHead* c) noexcept { return c; }
+inline CommHead& from_nccl(void* comm) noexcept { return *static_cast<CommHead*>(comm); }
+
+struct CommBase : CommHead, std::enable_shared_from_this<CommBase> {
   CommKind kind;
   Reaper* reaper = nullptr;  // where every path of the comm goes when dropped (CommEnv), or none
   // The hand-off between NCCL's thread and the progress thread: held (true) by whoever works on
@@ -133,7 +142,15 @@ struct CommBase : std::enable_shared_from_this<CommBase> {
   // request posted (HA writes it, isend / irecv take it).
   ncclProfilerNetHaDescr_v1_t prof_descr{};
   std::atomic<std::uint64_t> prof_note{0};
-  std::string id;  // "send comm 0x..." for log lines
+  std::string id;  // "send comm 0x..." for log lines (a fused device's member: with `member`)
+  // A fused device's member (datapath/fused.hpp): "rxe0+rxe1 2/2" - the device's ports, which of
+  // its connections this is; "" for a connection of its own. Set by the handshake before the comm
+  // is shared; in log lines, stats records ("member") and the fused comm's INFO line.
+  std::string member;
+  // A fused device's member: the next member's port (member i's is i + 1's, the last's the first's),
+  // its standby's preferred port unless HA_NCCL_STANDBY_MAP names one: a member's traffic moves onto
+  // the device's other ports first (topology.hpp rank_standby_pairs, "preferred"). Null otherwise.
+  const Device* sibling = nullptr;
   CommParams params;  // NCCL's communicator id and traffic class (comm_params.hpp)
   Qos qos;            // traffic class and service level of all its paths (config.hpp resolve_qos)
   // The peer's ports as its handshake listed them (topology.hpp): with our own, where later

@@ -23,9 +23,10 @@ void write_keys(net::ByteWriter& w, const RemoteKeys& k) {
   for (std::uint32_t key : k.rkey) w.u32(key);
 }
 
-void write_candidates(net::ByteWriter& w, const std::vector<Candidate>& list, std::size_t pad) {
+// The list's count, `pad` bytes (the first one `first`: the request's member), the list.
+void write_candidates(net::ByteWriter& w, const std::vector<Candidate>& list, std::size_t pad, std::uint8_t first = 0) {
   w.u8(static_cast<std::uint8_t>(list.size()));
-  for (std::size_t i = 0; i < pad; ++i) w.u8(0);
+  for (std::size_t i = 0; i < pad; ++i) w.u8(i == 0 ? first : 0);
   for (const Candidate& c : list) {
     const PortTopo& t = c.topo;
     w.u8(c.dev);
@@ -245,7 +246,7 @@ std::vector<std::uint8_t> encode_request(const ConnRequest& r) {
   write_keys(w, r.ctrl);
   w.u8(r.qos.traffic_class);
   w.u8(r.qos.service_level);
-  write_candidates(w, r.candidates, 1);
+  write_candidates(w, r.candidates, 1, r.member);
   write_rescue(w, r.rescue);
   return out;
 }
@@ -273,7 +274,9 @@ Expected<ConnRequest> decode_request(std::span<const std::uint8_t> payload) {
   if (r.qos.service_level > kMaxServiceLevel)
     return malformed(kWhat, "service level " + std::to_string(r.qos.service_level) + " (0..15)");
   in.u8();  // the count
-  if (auto s = expect_zero(in, 1, kWhat, "byte 71 not 0"); !s) return std::move(s).error();
+  r.member = in.u8();
+  if (r.member >= kMaxRequestMembers)
+    return malformed(kWhat, "member " + std::to_string(r.member) + " (0.." + std::to_string(kMaxRequestMembers - 1) + ")");
   auto list = read_candidates(in, *n, r.primary, kWhat);
   if (!list) return std::move(list).error();
   r.candidates = std::move(list).value();
@@ -422,7 +425,8 @@ bool same_endpoint(const net::Endpoint& a, const net::Endpoint& b) {
 
 bool operator==(const ConnRequest& a, const ConnRequest& b) {
   return same_endpoint(a.primary, b.primary) && a.offer_standby == b.offer_standby && a.fifo == b.fifo &&
-         a.ctrl == b.ctrl && a.qos == b.qos && a.candidates == b.candidates && a.rescue == b.rescue;
+         a.ctrl == b.ctrl && a.qos == b.qos && a.candidates == b.candidates && a.rescue == b.rescue &&
+         a.member == b.member;
 }
 
 bool operator==(const StandbyOffer& a, const StandbyOffer& b) {

@@ -54,7 +54,8 @@ enum class ReqType : std::uint8_t {
   free,   // slot unused: never used, or finished (test() reported it done, or its flush failed)
   send,   // an isend until test() reports it done (a failover replays it unless delivered)
   recv,   // an irecv group until test() reports it done (receive WRs and clear-to-send posted)
-  flush   // an iflush READ until test() reports it done; also RecvComm::flushed (done at once)
+  flush,  // an iflush READ until test() reports it done; also RecvComm::flushed (done at once)
+  fused   // the head of a fused device's request (datapath/fused.hpp): its parts are requests of the members
 };
 
 struct CommBase;

@@ -2,8 +2,10 @@
 // (v11+) or at unload.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "runtime/monitor.hpp"
 #include "runtime/output_file.hpp"
 #include "runtime/test_hooks.hpp"
+#include "runtime/vdevice.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -67,6 +70,8 @@ struct State {
   // in a build without -DNCCL_HA_TEST_HOOKS=ON.
   TestHooks hooks;
   std::vector<std::unique_ptr<Device>> devices;
+  // NCCL's fused NICs (makeVDevice), numbered after the ports (set once the ports are numbered).
+  std::unique_ptr<VDeviceTable> vdevices;
   Reaper reaper;  // after `devices`: finished (joined) before they are closed
   std::string handshake_ip;  // the address listen() advertises in handles ("fe80::1%eth0" if link-local)
   std::string handshake_if;  // its interface
@@ -102,5 +107,13 @@ struct State {
 State* state() noexcept;
 // The device `dev`, or nullptr (with a WARN naming `what`) for an index out of range.
 Device* device_or_warn(int dev, const char* what) noexcept;
+// The ports of device `dev`: the port itself, or a fused device's members in NCCL's order (makeVDevice);
+// none (with a WARN naming `what`) for a number that is neither.
+struct DeviceMembers {
+  std::array<Device*, kMaxVDeviceMembers> ports{};
+  int count = 0;
+  Device& first() const noexcept { return *ports[0]; }
+};
+std::optional<DeviceMembers> members_or_warn(int dev, const char* what) noexcept;
 
 }  // namespace nccl_ha::plugin

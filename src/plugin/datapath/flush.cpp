@@ -32,6 +32,8 @@
 
 #include "core/path_ops.hpp"
 #include "core/state.hpp"
+#include "datapath/fused.hpp"
+#include "datapath/one_comm.hpp"
 #include "datapath/p2p.hpp"
 
 namespace nccl_ha::plugin {
@@ -171,7 +173,12 @@ ncclResult_t poll_flush(RecvComm& c, int slot) {
 }
 
 ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request) {
-  auto& c = *static_cast<RecvComm*>(recv_comm);
+  CommHead& h = from_nccl(recv_comm);
+  if (h.fused) return fused_iflush(static_cast<FusedComm&>(h), n, data, sizes, mhandles, request);
+  return flush_on(static_cast<RecvComm&>(h), n, data, sizes, mhandles, request);
+}
+
+ncclResult_t flush_on(RecvComm& c, int n, void** data, const int* sizes, void** mhandles, void** request) {
   *request = nullptr;
   int last = -1;  // NCCL's rule: one read, of the last receive that carried data
   for (int i = 0; i < n; ++i)

@@ -13,6 +13,8 @@
 #include "core/path_ops.hpp"
 #include "core/reaper.hpp"
 #include "core/state.hpp"
+#include "datapath/fused.hpp"
+#include "datapath/one_comm.hpp"
 #include "datapath/p2p.hpp"
 #include "ha/face.hpp"
 
@@ -235,9 +237,8 @@ void on_success(CommBase& c, Path& p, const ibv_wc& wc) {
   }
 }
 
-ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void* phandle,
-                   void** request) {
-  auto& c = *static_cast<SendComm*>(send_comm);
+ncclResult_t send_on(SendComm& c, void* data, std::size_t size, int tag, void* mhandle, void* phandle,
+                     std::size_t remote_offset, void** request) {
   *request = nullptr;
   Hold hold(c);
   if (!hold) return ncclSuccess;  // the control plane is on the comm: not yet
@@ -261,9 +262,10 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   const std::uint32_t nreqs = e.nreqs;
   const std::uint32_t index = match_cts(e, c.matched, tag);
   if (index == nreqs) return ncclSuccess;  // this slot has no receive for that tag (yet)
-  if (size > e.size[index]) {
-    HA_WARN("NET/HA: %s on %s: message of %zu bytes (tag %d) is larger than the receive buffer of %llu bytes",
-            c.id.c_str(), c.device().port.id().c_str(), size, tag, static_cast<unsigned long long>(e.size[index]));
+  if (size > e.size[index] || remote_offset > e.size[index] - size) {
+    HA_WARN("NET/HA: %s on %s: message of %zu bytes at offset %zu (tag %d) does not fit the receive buffer of %llu bytes",
+            c.id.c_str(), c.device().port.id().c_str(), size, remote_offset, tag,
+            static_cast<unsigned long long>(e.size[index]));
     return ncclInvalidUsage;
   }
   if (c.nfree == 0) return ncclSuccess;
@@ -278,7 +280,7 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   r.seq = c.seq;
   r.sizes[0] = static_cast<int>(size);
   r.laddr = reinterpret_cast<std::uint64_t>(data);
-  r.raddr = e.addr[index];
+  r.raddr = e.addr[index] + remote_offset;
   const auto* mh = static_cast<const RegHandle*>(mhandle);
   r.mh[0] = mh;
   for (int s = 0; s < kSlots; ++s) {
@@ -298,9 +300,8 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
   return ncclSuccess;
 }
 
-ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
-                   void** phandles, void** request) {
-  auto& c = *static_cast<RecvComm*>(recv_comm);
+ncclResult_t recv_on(RecvComm& c, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
+                     void** phandles, void** request) {
   *request = nullptr;
   if (n < 1 || n > kMaxRecvs) {
     HA_WARN("NET/HA: irecv of %d buffers (1..%d supported)", n, kMaxRecvs);
@@ -349,8 +350,27 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes
   return ncclSuccess;
 }
 
+ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void* phandle,
+                   void** request) {
+  CommHead& h = from_nccl(send_comm);
+  if (h.fused) return fused_isend(static_cast<FusedComm&>(h), data, size, tag, mhandle, phandle, request);
+  return send_on(static_cast<SendComm&>(h), data, size, tag, mhandle, phandle, 0, request);
+}
+
+ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
+                   void** phandles, void** request) {
+  CommHead& h = from_nccl(recv_comm);
+  if (h.fused) return fused_irecv(static_cast<FusedComm&>(h), n, data, sizes, tags, mhandles, phandles, request);
+  return recv_on(static_cast<RecvComm&>(h), n, data, sizes, tags, mhandles, phandles, request);
+}
+
 ncclResult_t test(void* request, int* done, int* sizes) {
   auto& r = *static_cast<Request*>(request);
+  if (r.type == ReqType::fused) return fused_test(r, done, sizes);
+  return test_one(r, done, sizes);
+}
+
+ncclResult_t test_one(Request& r, int* done, int* sizes) {
   *done = 0;
   CommBase& c = *r.comm;
   Hold hold(c);
@@ -375,25 +395,19 @@ ncclResult_t test(void* request, int* done, int* sizes) {
   return ncclSuccess;
 }
 
-ncclResult_t close_send(void* send_comm) {
-  auto& c = *static_cast<SendComm*>(send_comm);
+ncclResult_t close_one(CommBase& c) {
   const std::shared_ptr<CommBase> nccl_ref = std::move(c.self);  // the comm goes with the last reference
   close_comm(c);
   return ncclSuccess;
 }
 
-ncclResult_t close_recv(void* recv_comm) {
-  auto& c = *static_cast<RecvComm*>(recv_comm);
-  const std::shared_ptr<CommBase> nccl_ref = std::move(c.self);
-  close_comm(c);
-  return ncclSuccess;
+ncclResult_t close_send(void* send_comm) {
+  CommHead& h = from_nccl(send_comm);
+  return h.fused ? fused_close(static_cast<FusedComm&>(h)) : close_one(static_cast<CommBase&>(h));
 }
 
-void close_at_finalize(CommBase& c) {
-  if (c.kind == CommKind::send)
-    close_send(&c);
-  else
-    close_recv(&c);
-}
+ncclResult_t close_recv(void* recv_comm) { return close_send(recv_comm); }
+
+void close_at_finalize(CommBase& c) { close_one(c); }
 
 }  // namespace nccl_ha::plugin

@@ -31,6 +31,7 @@ struct Request;
 // (NCCL's reference dropped too). The reactor is stopped by then.
 void close_at_finalize(CommBase& c);
 
+
 // ---- within the data path
 // test(): poll the active path; an error goes to the control plane. Returns the comm's sticky
 // error (poll.cpp).

@@ -9,6 +9,8 @@
 
 #include "core/comm.hpp"
 #include "core/state.hpp"
+#include "datapath/fused.hpp"
+#include "datapath/one_comm.hpp"
 #include "datapath/p2p.hpp"
 #include "core/path_ops.hpp"
 #include "core/reg_ops.hpp"
@@ -170,31 +172,37 @@ ncclResult_t register_handle(CommBase& c, std::unique_ptr<RegHandle> h, void** m
 }  // namespace
 
 ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle) {
+  return reg_mr_dmabuf(comm, data, size, type, 0, -1, mhandle);
+}
+
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                           void** mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
   *mhandle = nullptr;
-  const State* st = state();
-  const bool gpu = type == NCCL_PTR_CUDA && st && st->gpu_memory;
-  if (type != NCCL_PTR_HOST && !gpu) {
-    HA_WARN("NET/HA: regMr of memory type %d: not offered in ptrSupport (%s)", type,
-            type == NCCL_PTR_CUDA ? "no GPU peer-memory client is loaded" : "host and, with peer memory, CUDA only");
-    return ncclInvalidArgument;
-  }
-  auto h = std::make_unique<RegHandle>();
-  h->gpu = gpu;
-  h->data = data;
-  h->size = size;
-  return register_handle(*static_cast<CommBase*>(comm), std::move(h), mhandle);
+  CommHead& h = from_nccl(comm);
+  if (h.fused) return fused_reg_mr(static_cast<FusedComm&>(h), data, size, type, offset, fd, mhandle);
+  return reg_on(static_cast<CommBase&>(h), data, size, type, offset, fd, mhandle);
 }
 
 // fd -1: ordinary memory (host, or CUDA through peer memory), as regMr. Else a dma-buf (NCCL's
 // GPU memory when ptrSupport offers DMABUF): registered from a private copy of the fd on every
 // device of the comm, with `offset` the offset of `data` in the dma-buf.
-ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
-                           void** mhandle) {
-  if (fd < 0) return reg_mr(comm, data, size, type, mhandle);
-  if (!comm || !mhandle) return ncclInvalidArgument;
+ncclResult_t reg_on(CommBase& c, void* data, std::size_t size, int type, std::uint64_t offset, int fd, void** mhandle) {
   *mhandle = nullptr;
-  auto& c = *static_cast<CommBase*>(comm);
+  if (fd < 0) {
+    const State* st = state();
+    const bool gpu = type == NCCL_PTR_CUDA && st && st->gpu_memory;
+    if (type != NCCL_PTR_HOST && !gpu) {
+      HA_WARN("NET/HA: regMr of memory type %d: not offered in ptrSupport (%s)", type,
+              type == NCCL_PTR_CUDA ? "no GPU peer-memory client is loaded" : "host and, with peer memory, CUDA only");
+      return ncclInvalidArgument;
+    }
+    auto h = std::make_unique<RegHandle>();
+    h->gpu = gpu;
+    h->data = data;
+    h->size = size;
+    return register_handle(c, std::move(h), mhandle);
+  }
   if (!c.devs[0] || !c.devs[0]->dmabuf_offered) {
     HA_WARN("NET/HA: regMrDmaBuf(fd %d, offset %llu, %zu bytes) on %s: dma-buf is not offered in ptrSupport", fd,
             static_cast<unsigned long long>(offset), size, c.devs[0] ? c.devs[0]->port.id().c_str() : "?");
@@ -249,7 +257,13 @@ void forget_in_flight(CommBase& c, const RegHandle* h) {
 
 ncclResult_t dereg_mr(void* comm, void* mhandle) {
   if (!comm || !mhandle) return ncclInvalidArgument;
-  auto& c = *static_cast<CommBase*>(comm);
+  CommHead& head = from_nccl(comm);
+  if (head.fused) return fused_dereg_mr(static_cast<FusedComm&>(head), mhandle);
+  return dereg_on(static_cast<CommBase&>(head), mhandle);
+}
+
+ncclResult_t dereg_on(CommBase& c, void* mhandle) {
+  if (!mhandle) return ncclSuccess;
   std::unique_ptr<RegHandle> h(static_cast<RegHandle*>(mhandle));
   forget_in_flight(c, h.get());
   std::lock_guard<std::mutex> lock(c.reg_mutex);

@@ -107,7 +107,7 @@ struct AttemptPorts {
 AttemptPorts choose_standby_ports(CommBase& c);
 // Port `d` as a candidate for connections whose port here is `primary` (one of local_candidates:
 // face.hpp).
-Candidate candidate_for(const Device& d, const Device& primary);
+Candidate candidate_for(const Device& d, const Device& primary, const Device* sibling = nullptr);
 // The pair (dev, peer_dev) failed: the next choice skips it until the reset.
 void standby_ports_failed(CommBase& c, int dev, int peer_dev);
 // Every pair may be tried again (after the backoff).

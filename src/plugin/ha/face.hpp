@@ -48,9 +48,10 @@ void comm_discarded(CommBase& c);
 
 // ---- where the comm's traffic goes, as setup finds it (comm_life.cpp, standby.cpp)
 // This node's ports as candidates for a connection whose port here is `primary` (each port's state,
-// standby load and topology; `primary` flagged, its HA_NCCL_STANDBY_MAP standby port preferred), sorted
-// by device, at most kMaxCandidates (the primary always among them). standby.cpp.
-std::vector<Candidate> local_candidates(const Device& primary);
+// standby load and topology; `primary` flagged, its HA_NCCL_STANDBY_MAP standby port preferred, else
+// `sibling`: a fused device's member's next member, CommBase::sibling), sorted by device, at most
+// kMaxCandidates (the primary always among them). standby.cpp.
+std::vector<Candidate> local_candidates(const Device& primary, const Device* sibling = nullptr);
 // The slot that carries the comm's traffic from now on (ControlPlane::active), its ports counted
 // again: a failover's switch, a rescue adopting the peer's numbering of the slots, a connection
 // that starts on its standby pair (setup, before anyone else sees the comm). standby.cpp.

@@ -30,14 +30,14 @@ struct ActiveWriter {
 namespace {
 StandbyPorts& ports_of(CommBase& c) noexcept { return PortsWriter::of(c); }
 }  // namespace
-Candidate candidate_for(const Device& d, const Device& primary) {
+Candidate candidate_for(const Device& d, const Device& primary, const Device* sibling) {
   Candidate c;
   c.dev = static_cast<std::uint8_t>(d.index);
   c.link_layer = static_cast<std::uint8_t>(d.port.link_layer);
   if (d.port_up.load(std::memory_order_relaxed)) c.flags |= kCandUp;
   if (&d == &primary)
     c.flags |= kCandPrimary;
-  else if (primary.standby_mapped && primary.standby_port == d.index)
+  else if (primary.standby_mapped ? primary.standby_port == d.index : &d == sibling)
     c.flags |= kCandPreferred;
   c.load = candidate_load(static_cast<std::size_t>(std::max(0, d.standby_comms.load(std::memory_order_relaxed))));
   c.topo = d.topo;
@@ -53,12 +53,12 @@ bool failed(const CommBase& c, const PortPair& p) {
 
 }  // namespace
 
-std::vector<Candidate> local_candidates(const Device& primary) {
+std::vector<Candidate> local_candidates(const Device& primary, const Device* sibling) {
   std::vector<Candidate> out;
-  out.push_back(candidate_for(primary, primary));
+  out.push_back(candidate_for(primary, primary, sibling));
   for (const auto& d : state()->devices) {
     if (out.size() == kMaxCandidates) break;  // the wire's bound: the ports NCCL lists first
-    if (d.get() != &primary && d->index <= 255) out.push_back(candidate_for(*d, primary));
+    if (d.get() != &primary && d->index <= 255) out.push_back(candidate_for(*d, primary, sibling));
   }
   std::sort(out.begin(), out.end(), [](const Candidate& x, const Candidate& y) { return x.dev < y.dev; });
   return out;
@@ -70,7 +70,7 @@ AttemptPorts choose_standby_ports(CommBase& c) {
     out.why = "single path";
     return out;
   }
-  std::vector<Candidate> mine = local_candidates(*c.home);
+  std::vector<Candidate> mine = local_candidates(*c.home, c.sibling);
   // This comm's own standby does not count against the port it is on: staying there is no move.
   for (Candidate& m : mine)
     if (ports_of(c).counted_standby && m.dev == ports_of(c).counted_standby->index && m.load > 0) --m.load;

@@ -132,6 +132,7 @@ void write_stats(const CommBase& c, const char* event, const std::function<void(
   j.kv("comm_id", hex64(c.params.comm_id));
   j.kv("peer", c.peer);
   j.kv("kind", c.kind == CommKind::send ? "send" : "recv");
+  if (!c.member.empty()) j.kv("member", c.member);  // a fused device's member: "rxe0+rxe1 2/2"
   j.kv("primary", c.home->port.id());  // the connection's own port
   const Device* sb = c.devs[c.standby_slot()];
   j.kv("standby_port", sb ? sb->port.id() : std::string());  // the standby's, whatever its state

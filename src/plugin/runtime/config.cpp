@@ -181,6 +181,7 @@ Config Config::from_lookup(const net::EnvLookup& env) {
               "default: islands from the address (each port's own subnet)", len->c_str());
   }
   c.stats_file = net::env_string(env, {"HA_NCCL_STATS_FILE"}).value_or("");
+  c.stripe_weights_file = net::env_string(env, {"HA_NCCL_STRIPE_WEIGHTS_FILE"}).value_or("");
   c.prom_file = net::env_string(env, {"HA_NCCL_PROM_FILE"}).value_or("");
   c.prom_interval_ms = env_int(env, "HA_NCCL_PROM_INTERVAL_MS", c.prom_interval_ms, 100, 3600000);
   c.force_ib_timeout = env_bool(env, "HA_NCCL_FORCE_IB_TIMEOUT", c.force_ib_timeout);
@@ -320,6 +321,7 @@ std::string describe(const Config& c) {
   add("HA_NCCL_IB_MERGE_VFS", b(c.ib_merge_vfs));
   add("HA_NCCL_IB_DEVICE_PCI_ORDER", b(c.ib_device_pci_order));
   add("HA_NCCL_IB_MERGE_NICS", b(c.ib_merge_nics));
+  add("HA_NCCL_STRIPE_WEIGHTS_FILE", quoted_if_needed(c.stripe_weights_file));
   add("HA_NCCL_DMABUF_ENABLE", std::to_string(c.dmabuf_enable));
   add("HA_NCCL_IB_PCI_RELAXED_ORDERING", std::to_string(c.relaxed_ordering));
   add("HA_NCCL_IB_GDR_FLUSH_DISABLE", b(c.gdr_flush_disable));

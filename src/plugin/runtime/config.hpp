@@ -52,6 +52,9 @@ struct Config {
   std::string stats_file;            // HA_NCCL_STATS_FILE (%h host, %p pid, %% expanded at init)
   std::string prom_file;             // HA_NCCL_PROM_FILE: Prometheus text snapshot (%h, %p, %% expanded)
   int prom_interval_ms = 10000;      // HA_NCCL_PROM_INTERVAL_MS 100..3600000: its period
+  // HA_NCCL_STRIPE_WEIGHTS_FILE: the weights of fused devices' members, read again whenever it
+  // changes (stripe_weights.hpp); "": each port weighs its speed.
+  std::string stripe_weights_file;
   // HA_NCCL_FORCE_FLUSH 0/1: every iflush of received data reads the last buffer back with an RDMA
   // READ through the NIC that wrote it (what GPU buffers written by GPUDirect RDMA need before
   // the GPU reads them), also for host memory; reported as forceFlush. Costs a loopback QP per

@@ -121,6 +121,10 @@ struct Device {
   std::atomic<int> last_fault{0};           // reactor::DeviceEventKind of the last fault
   // PORT_ACTIVE and GID-change events so far: re-protection onto this port starts at once.
   std::atomic<std::uint32_t> recover_gen{0};
+  // Its share of each message of a fused device it is a member of (issue #33): its speed, unless
+  // the stripe-weights file (stripe_weights.hpp) says otherwise. Written by that file's watcher on
+  // the progress thread, read by every isend on a fused device (relaxed).
+  std::atomic<std::uint32_t> stripe_weight{1};
   std::unique_ptr<reactor::AsyncEventPump> events;
   reactor::AsyncEventPump::Subscription subscription;
   // One completion channel for every comm CQ on this device (control.cpp): an event names the

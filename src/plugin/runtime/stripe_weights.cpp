@@ -9,6 +9,13 @@
 #include <charconv>
 #include <cstring>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "runtime/device.hpp"
+#include "runtime/log.hpp"
 #include "runtime/mr_ops.hpp"
 
 namespace nccl_ha::plugin {
@@ -141,6 +148,65 @@ std::optional<WeightsFile::Change> WeightsFile::poll() {
   }
   c.entries = std::move(*entries);
   return c;
+}
+
+std::uint32_t weight_for(std::span<const WeightEntry> entries, std::string_view device, std::uint32_t port,
+                         int speed_mbps) noexcept {
+  const WeightEntry* whole = nullptr;
+  for (const WeightEntry& e : entries) {
+    if (e.device != device) continue;
+    if (e.port == port) return e.weight;
+    if (e.port == 0) whole = &e;
+  }
+  if (whole) return whole->weight;
+  return speed_mbps > 0 ? static_cast<std::uint32_t>(speed_mbps) : 1u;
+}
+
+namespace {
+
+namespace asio = boost::asio;
+
+void set_weights(std::span<const WeightEntry> entries, std::span<const std::unique_ptr<Device>> devices) {
+  for (const auto& d : devices)
+    d->stripe_weight.store(weight_for(entries, d->port.device, d->port.port, d->port.speed_mbps), std::memory_order_relaxed);
+}
+
+std::string weights_text(std::span<const std::unique_ptr<Device>> devices) {
+  std::string s;
+  for (const auto& d : devices)
+    s += (s.empty() ? "" : ", ") + d->port.id() + " " + std::to_string(d->stripe_weight.load(std::memory_order_relaxed));
+  return s;
+}
+
+asio::awaitable<void> watch(std::string path, std::span<const std::unique_ptr<Device>> devices) {
+  WeightsFile file(std::move(path));
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    if (auto change = file.poll()) {
+      if (change->entries) {
+        set_weights(*change->entries, devices);
+        HA_INFO("NET/HA: stripe weights from %s: %s", file.path().c_str(), weights_text(devices).c_str());
+      } else {
+        HA_WARN("NET/HA: stripe weights file %s refused: %s; the weights in force stay (%s)", file.path().c_str(),
+                change->error.c_str(), weights_text(devices).c_str());
+      }
+    }
+    timer.expires_after(std::chrono::milliseconds(kWeightsPollMs));
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) co_return;  // the reactor stops
+  }
+}
+
+}  // namespace
+
+void start_stripe_weights(reactor::Reactor& r, const std::string& path, std::span<const std::unique_ptr<Device>> devices) {
+  set_weights({}, devices);
+  if (path.empty()) return;
+  HA_INFO("NET/HA: stripe weights of fused devices' ports from %s (looked at every %d ms; each port weighs its "
+          "speed until the file says otherwise)", path.c_str(), kWeightsPollMs);
+  r.spawn("stripe weights", watch(path, devices));
 }
 
 }  // namespace nccl_ha::plugin

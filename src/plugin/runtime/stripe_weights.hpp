@@ -11,12 +11,15 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "nccl_ha/reactor/expected.hpp"
+#include "nccl_ha/reactor/reactor.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -71,5 +74,18 @@ class WeightsFile {
 // refused), a regular file, owned by `uid` or root, not writable by group or others, at most
 // kMaxWeightsFileBytes. Pure apart from the reads; `uid` is the process's effective uid.
 Expected<std::string> read_trusted_file(const std::string& path, uid_t uid);
+
+// A port's weight under `entries`: its own line's ("<device>:<port>"), else its device's
+// ("<device>"), else its speed in Mbps (at least 1: a port of unknown speed still carries its part).
+// Pure; unit-tested.
+std::uint32_t weight_for(std::span<const WeightEntry> entries, std::string_view device, std::uint32_t port,
+                         int speed_mbps) noexcept;
+
+struct Device;
+// Every port's Device::stripe_weight from its speed; then, with a `path`, the file watched on the
+// reactor (looked at every kWeightsPollMs): each change read, checked and applied to every port
+// (INFO naming the weights), a refused file WARNed about with the weights in force kept.
+constexpr int kWeightsPollMs = 200;
+void start_stripe_weights(reactor::Reactor& r, const std::string& path, std::span<const std::unique_ptr<Device>> devices);
 
 }  // namespace nccl_ha::plugin

@@ -98,7 +98,9 @@ struct Candidate {
 };
 constexpr std::uint8_t kCandUp = 1;         // the port is ACTIVE
 constexpr std::uint8_t kCandPrimary = 2;    // the connection's primary port on this side
-constexpr std::uint8_t kCandPreferred = 4;  // HA_NCCL_STANDBY_MAP names it as the standby port of this side's primary
+// HA_NCCL_STANDBY_MAP names it as the standby port of this side's primary; else, for a fused
+// device's member, it is the next member's port (CommBase::sibling)
+constexpr std::uint8_t kCandPreferred = 4;
 constexpr std::uint8_t kCandFlags = kCandUp | kCandPrimary | kCandPreferred;
 constexpr std::size_t kMaxCandidates = 32;  // per side, on the wire
 
@@ -128,8 +130,8 @@ bool reachable(const Candidate& x, const Candidate& y) noexcept;
 // both sides compute the same list from the same inputs). Candidates: every (x in a, y in b) with
 // reachable(x, y), both kCandUp, and (x.dev, y.dev) != active. Order (lexicographic, first
 // difference wins):
-//   1. preferred: both ports kCandPreferred, before one, before none (HA_NCCL_STANDBY_MAP
-//      overrides the automatic order on its side);
+//   1. preferred: both ports kCandPreferred, before one, before none (HA_NCCL_STANDBY_MAP, or a
+//      fused device's next member, overrides the automatic order on its side);
 //   2. separation from the active pair, per side: 0 = another physical NIC (topo.nic differs, or
 //      is unknown on either port), 1 = another port of the same NIC, 2 = the active port itself;
 //      the max of the two sides, then the sum;

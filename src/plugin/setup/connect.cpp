@@ -18,6 +18,7 @@
 #include "core/conn_msg.hpp"
 #include "core/path_ops.hpp"
 #include "core/state.hpp"
+#include "datapath/fused.hpp"
 #include "ha/face.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "setup/handle.hpp"
@@ -39,9 +40,20 @@ struct ConnectOp {
   };
   std::atomic<int> state{pending};
   CommParams params;               // the connecting communicator's
+  int member = 0;                  // which of the listener's ports (Handle::members) it connects to
+  int members = 1;                 // of how many
+  std::string fused;               // our ports' names joined by '+' (a fused device's: name_member)
+  const Device* sibling = nullptr; // a fused device's: our port of the next member (name_member)
   std::shared_ptr<SendComm> comm;  // valid once ready
   std::string error;               // valid once failed
   bool dropped = false;            // ConnectOps::mutex: finalize dropped it (drop_connect_ops)
+};
+
+// One connect() of NCCL: a connection to each of the listener's ports (one, or a fused device's
+// members), each its own handshake; NCCL gets them as one comm once all are ready (fused.hpp).
+struct ConnectGroup {
+  std::vector<std::shared_ptr<ConnectOp>> ops;
+  std::string ports;  // ours, for log lines (port ids joined by '+')
 };
 
 // The connects in progress, by Handle::stage. Never destroyed: drop_connect_ops() runs from
@@ -49,7 +61,7 @@ struct ConnectOp {
 // order against this one's statics is not defined. It is empty once the state is gone.
 struct ConnectOps {
   std::mutex mutex;
-  std::unordered_map<std::uint64_t, std::shared_ptr<ConnectOp>> by_stage;
+  std::unordered_map<std::uint64_t, std::shared_ptr<ConnectGroup>> by_stage;
 };
 ConnectOps& connect_ops() {
   alignas(ConnectOps) static unsigned char storage[sizeof(ConnectOps)];
@@ -64,7 +76,7 @@ ConnRequest make_request(const SendComm& c, bool offer_standby) {
   r.fifo = keys_of(c, c.fifo, &SlotKeys::ring);
   r.ctrl = keys_of(c, &c.ctrl, &SlotKeys::ctrl);
   r.qos = c.qos;
-  r.candidates = local_candidates(*c.devs[0]);
+  r.candidates = local_candidates(*c.devs[0], c.sibling);
   return r;
 }
 
@@ -147,10 +159,12 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   tcp::socket& sock = *plan.sock;
   Channel& ch = plan.channel.emplace(sock, keys->session, token, true);
   SendComm& c = *owned;
+  name_member(c, op.fused, op.member, op.members, op.sibling);
   c.params = op.params;
   set_qos(c, resolve_qos(state()->config, c.params.traffic_class));
   c.peer = peer_name(peer.address());
   ConnRequest request = make_request(c, unprotected.empty());
+  request.member = static_cast<std::uint8_t>(op.member);
   request.rescue = rescue_point(owned, keys->rescue);
   const ConnRequest& sent = request;
   if (auto s = co_await ch.send(static_cast<std::uint16_t>(HandshakeMsg::conn_request), encode_request(sent), timeout); !s)
@@ -215,10 +229,11 @@ void drop_connect_ops() {
   std::vector<std::shared_ptr<SendComm>> orphans;
   {
     std::lock_guard<std::mutex> lock(connect_ops().mutex);
-    for (auto& [id, op] : connect_ops().by_stage) {
-      op->dropped = true;  // a handshake still running discards its comm itself
-      if (op->comm) orphans.push_back(std::move(op->comm));
-    }
+    for (auto& [id, group] : connect_ops().by_stage)
+      for (auto& op : group->ops) {
+        op->dropped = true;  // a handshake still running discards its comm itself
+        if (op->comm) orphans.push_back(std::move(op->comm));
+      }
     connect_ops().by_stage.clear();
   }
   for (auto& c : orphans) discard(*c);
@@ -226,11 +241,51 @@ void drop_connect_ops() {
     HA_INFO("NET/HA: finalize: %zu connection(s) that connect() never returned closed", orphans.size());
 }
 
+namespace {
+
+// The handshake of one member connection, on the reactor.
+void spawn_connect(const std::shared_ptr<ConnectOp>& op, Device* dev, const Handle& h) {
+  State* st = state();
+  st->reactor.spawn("connect to " + handle_address(h),
+                    [](std::shared_ptr<ConnectOp> o, Device* dv, tcp::endpoint peer, std::uint64_t token,
+                       net::Key secret, bool peer_ha, Millis timeout) -> asio::awaitable<void> {
+                      StandbyPlan plan;
+                      auto s = co_await run_connect(*o, dv, peer, token, secret, peer_ha, timeout, plan);
+                      std::shared_ptr<SendComm> orphan;
+                      {
+                        std::lock_guard<std::mutex> lock(connect_ops().mutex);
+                        if (!s) o->error = s.error().message;
+                        if (o->dropped) orphan = std::move(o->comm);  // finalize came first
+                        o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
+                      }
+                      if (orphan) discard(*orphan);
+                      if (s && plan.path)
+                        co_await run_standby(*plan.channel, *plan.path, plan.remote, timeout, StandbySide::connector);
+                    }(op, dev, handle_endpoint(h), h.token, handle_secret(h), (h.flags & kOfferStandby) != 0,
+                      Millis(st->config.handshake_timeout_ms)));
+}
+
+// What NCCL gets from a group whose handshakes all ended well: its one comm, or the fused comm over
+// its members' (each handed to its control plane).
+void* hand_over(ConnectGroup& group) {
+  std::vector<std::shared_ptr<CommBase>> comms;
+  for (auto& op : group.ops) {
+    std::shared_ptr<SendComm> c = std::move(op->comm);
+    c->self = c;  // NCCL's reference, until closeSend
+    start_control(c);
+    comms.push_back(std::move(c));
+  }
+  if (comms.size() == 1) return to_nccl(comms.front().get());
+  return to_nccl(make_fused(CommKind::send, comms).release());  // NCCL's until closeSend
+}
+
+}  // namespace
+
 ncclResult_t connect(const CommParams& params, int dev, void* handle, void** send_comm) {
   if (!send_comm || !handle) return ncclInvalidArgument;
   *send_comm = nullptr;
-  Device* d = device_or_warn(dev, "connect");
-  if (!d) return ncclInvalidArgument;
+  const auto ours = members_or_warn(dev, "connect");
+  if (!ours) return ncclInvalidArgument;
   // NCCL's buffer, of any alignment: read as bytes; connect() keeps its stage in it (NCCL passes
   // the same buffer on every call, as for its own IB transport).
   auto* bytes = static_cast<std::uint8_t*>(handle);
@@ -241,36 +296,36 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
   }
   const Handle& h = *decoded;
   auto set_stage = [bytes](std::uint64_t stage) { std::memcpy(bytes + offsetof(Handle, stage), &stage, sizeof stage); };
-  if (h.stage == 0) {  // first call for this connection: start the handshake
-    auto op = std::make_shared<ConnectOp>();
-    op->params = params;
+  if (h.stage == 0) {  // first call for this connection: start the handshakes, one per listener port
+    auto group = std::make_shared<ConnectGroup>();
+    std::string names;
+    for (int i = 0; i < ours->count; ++i) {
+      const Device& d = *ours->ports[static_cast<std::size_t>(i)];
+      group->ports += (i ? "+" : "") + d.port.id();
+      names += (i ? "+" : "") + d.name;
+    }
+    for (int i = 0; i < h.members; ++i) {
+      auto op = std::make_shared<ConnectOp>();
+      op->params = params;
+      op->member = i;
+      op->members = h.members;
+      op->fused = names;
+      op->sibling = ours->ports[static_cast<std::size_t>((i + 1) % ours->count)];  // member i runs on our port i % count
+      if (op->sibling == ours->ports[static_cast<std::size_t>(i % ours->count)]) op->sibling = nullptr;
+      group->ops.push_back(std::move(op));
+    }
     std::uint64_t id = net::random_token();
     {
       std::lock_guard<std::mutex> lock(connect_ops().mutex);
-      connect_ops().by_stage.emplace(id, op);
+      connect_ops().by_stage.emplace(id, group);
     }
     set_stage(id);
-    State* st = state();
-    st->reactor.spawn("connect to " + handle_address(h),
-                      [](std::shared_ptr<ConnectOp> o, Device* dv, tcp::endpoint peer, std::uint64_t token,
-                         net::Key secret, bool peer_ha, Millis timeout) -> asio::awaitable<void> {
-                        StandbyPlan plan;
-                        auto s = co_await run_connect(*o, dv, peer, token, secret, peer_ha, timeout, plan);
-                        std::shared_ptr<SendComm> orphan;
-                        {
-                          std::lock_guard<std::mutex> lock(connect_ops().mutex);
-                          if (!s) o->error = s.error().message;
-                          if (o->dropped) orphan = std::move(o->comm);  // finalize came first
-                          o->state.store(s ? ConnectOp::ready : ConnectOp::failed, std::memory_order_release);
-                        }
-                        if (orphan) discard(*orphan);
-                        if (s && plan.path)
-                          co_await run_standby(*plan.channel, *plan.path, plan.remote, timeout, StandbySide::connector);
-                      }(op, d, handle_endpoint(h), h.token, handle_secret(h), (h.flags & kOfferStandby) != 0,
-                        Millis(st->config.handshake_timeout_ms)));
+    // Member i of the listener's from our port i (net_ib pairs a fused device's QPs the same way).
+    for (int i = 0; i < h.members; ++i)
+      spawn_connect(group->ops[static_cast<std::size_t>(i)], ours->ports[static_cast<std::size_t>(i % ours->count)], h);
     return ncclSuccess;
   }
-  std::shared_ptr<ConnectOp> op;
+  std::shared_ptr<ConnectGroup> group;
   {
     std::lock_guard<std::mutex> lock(connect_ops().mutex);
     auto& ops = connect_ops().by_stage;
@@ -279,19 +334,24 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
       HA_WARN("NET/HA: connect: the handle names no connection in progress (reused or corrupted handle)");
       return ncclInvalidUsage;
     }
-    op = it->second;
-    if (op->state.load(std::memory_order_acquire) == ConnectOp::pending) return ncclSuccess;
+    group = it->second;
+    for (const auto& op : group->ops)
+      if (op->state.load(std::memory_order_acquire) == ConnectOp::pending) return ncclSuccess;
     ops.erase(it);
   }
   set_stage(0);
-  if (op->state.load(std::memory_order_acquire) == ConnectOp::failed) {
-    HA_WARN("NET/HA: connect to %s on %s failed: %s", handle_address(h).c_str(), d->port.id().c_str(), op->error.c_str());
+  for (const auto& op : group->ops) {
+    if (op->state.load(std::memory_order_acquire) != ConnectOp::failed) continue;
+    if (group->ops.size() == 1)
+      HA_WARN("NET/HA: connect to %s on %s failed: %s", handle_address(h).c_str(), group->ports.c_str(), op->error.c_str());
+    else
+      HA_WARN("NET/HA: connect to %s on %s failed: its connection to the listener's port %d of %zu: %s",
+              handle_address(h).c_str(), group->ports.c_str(), op->member, group->ops.size(), op->error.c_str());
+    for (auto& other : group->ops)  // the members that did connect go: NCCL gets no comm
+      if (other->comm) discard(*other->comm);
     return ncclSystemError;
   }
-  std::shared_ptr<SendComm> c = std::move(op->comm);
-  c->self = c;  // NCCL's reference, until closeSend
-  start_control(c);
-  *send_comm = c.get();
+  *send_comm = hand_over(*group);
   return ncclSuccess;
 }
 

@@ -22,7 +22,7 @@ const char* unusable(const asio::ip::address& a) {
 }  // namespace
 
 Handle make_handle(const asio::ip::tcp::endpoint& listener, std::uint64_t token, const net::Key& secret,
-                   std::uint32_t flags) {
+                   std::uint32_t flags, int members) {
   Handle h{};
   h.magic = kHandleMagic;
   h.version = kHandleVersion;
@@ -42,6 +42,7 @@ Handle make_handle(const asio::ip::tcp::endpoint& listener, std::uint64_t token,
   }
   h.token = token;
   std::memcpy(h.secret, secret.data(), sizeof h.secret);
+  h.members = static_cast<std::uint8_t>(members);
   return h;
 }
 
@@ -68,6 +69,9 @@ Status validate_handle(const Handle& h) {
   if (h.port == 0) return make_error(Errc::invalid_argument, "handle port 0");
   if (h.token == 0) return make_error(Errc::bad_token, "handle without id");
   if (net::all_zero(net::Bytes(h.secret, sizeof h.secret))) return make_error(Errc::bad_token, "handle without secret");
+  if (h.members < 1 || h.members > kMaxHandleMembers)
+    return make_error(Errc::invalid_argument, "handle names " + std::to_string(h.members) + " ports (1.." +
+                                                  std::to_string(kMaxHandleMembers) + ")");
   if (!net::all_zero(net::Bytes(h.zero, sizeof h.zero))) return make_error(Errc::invalid_argument, "handle: reserved bytes set");
   const auto addr = handle_endpoint(h).address();
   if (const char* why = unusable(addr))

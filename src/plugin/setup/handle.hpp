@@ -15,7 +15,9 @@
 //                        uses as its own scope id (NCCL ships sockaddr_in6 whole, same rule); else 0
 //       52   32 secret   random, not all zero: the key a connector proves it holds before the
 //                        listener answers anything (handshake_auth.hpp); it never crosses our sockets
-//       84   44 -        zero
+//       84    1 members  the listener's ports: 1, or a fused device's members (2..8): the
+//                        connector makes that many connections, member i its request's `member`
+//       85   43 -        zero
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -45,7 +47,10 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // its endpoint when both standby QPs offer ECE (handshake_common.hpp, #32).
 // 9: an endpoint names up to 8 QPs and whether its side splits data across them (72 bytes;
 // NCCL_IB_QPS_PER_CONNECTION, #32): a v8 peer would refuse every message that carries one.
-constexpr std::uint16_t kHandleVersion = 9;
+// 10: the handle names the listener's ports (a fused device's members), the connection request
+// which of them it is for (ConnRequest::member, #33).
+constexpr std::uint16_t kHandleVersion = 10;
+constexpr int kMaxHandleMembers = 8;  // runtime/vdevice.hpp kMaxVDeviceMembers
 
 struct Handle {
   std::uint32_t magic;
@@ -59,18 +64,19 @@ struct Handle {
   std::uint64_t stage;
   std::uint32_t scope_id;
   std::uint8_t secret[32];
-  std::uint8_t zero[44];
+  std::uint8_t members;
+  std::uint8_t zero[43];
 };
 static_assert(sizeof(Handle) == NCCL_NET_HANDLE_MAXSIZE);
 
 // The handle of a listener at `listener` (its address and port; an IPv6 address's scope id goes
-// into scope_id) with `token` and `flags` (kOfferStandby), stage 0. Pure.
+// into scope_id) with `token` and `flags` (kOfferStandby) on `members` ports, stage 0. Pure.
 Handle make_handle(const boost::asio::ip::tcp::endpoint& listener, std::uint64_t token, const net::Key& secret,
-                   std::uint32_t flags);
+                   std::uint32_t flags, int members = 1);
 // The handle's secret.
 net::Key handle_secret(const Handle& h);
 // Checks magic, version, length, family, port, token (not 0; its value is checked by the
-// listener), the secret (not all zero), the zero bytes, and the address: not unspecified (0.0.0.0 / :: would reach this host), not
+// listener), the secret (not all zero), members (1..kMaxHandleMembers), the zero bytes, and the address: not unspecified (0.0.0.0 / :: would reach this host), not
 // multicast or broadcast, and a link-local IPv6 address only with its scope id. Pure.
 Status validate_handle(const Handle& h);
 // The same on the bytes NCCL hands to connect(): NCCL_NET_HANDLE_MAXSIZE of them, any alignment.

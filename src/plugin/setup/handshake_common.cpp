@@ -77,6 +77,13 @@ void set_qos(CommBase& c, const Qos& q) {
     if (p) p->qos = q;
 }
 
+void name_member(CommBase& c, const std::string& ports, int index, int count, const Device* sibling) {
+  if (count <= 1) return;
+  c.sibling = sibling;
+  c.member = ports + " " + std::to_string(index + 1) + "/" + std::to_string(count);
+  c.id += " (member " + std::to_string(index + 1) + "/" + std::to_string(count) + " of " + ports + ")";
+}
+
 // A comm NCCL never got (or will never get): its QPs go to ERROR and its paths to the reaper,
 // as closeSend / closeRecv do; nothing is destroyed on the calling thread.
 void discard(CommBase& c) {

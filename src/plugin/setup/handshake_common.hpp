@@ -93,6 +93,12 @@ void take_peer(CommBase& c, std::vector<Candidate> candidates);
 // The communicator's traffic class and service level, on the comm and each of its paths.
 void set_qos(CommBase& c, const Qos& q);
 
+// Names c member `index` (0-based) of the `count` connections of a fused device over `ports` (its
+// ports' names joined by '+'), whose next member's port here is `sibling`: CommBase::member,
+// CommBase::sibling, and its id for log lines. Nothing for count 1. Before the comm is shared with
+// another thread.
+void name_member(CommBase& c, const std::string& ports, int index, int count, const Device* sibling);
+
 // A comm NCCL never got (or will never get): its QPs go to ERROR and its paths to the reaper,
 // as closeSend / closeRecv do; nothing is destroyed on the calling thread.
 void discard(CommBase& c);

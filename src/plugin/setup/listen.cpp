@@ -10,6 +10,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -23,6 +25,7 @@
 #include "core/conn_msg.hpp"
 #include "core/path_ops.hpp"
 #include "core/state.hpp"
+#include "datapath/fused.hpp"
 #include "ha/face.hpp"
 #include "nccl_ha/net/handshake.hpp"
 #include "runtime/admission.hpp"
@@ -39,15 +42,20 @@ using namespace hs;
 
 struct ListenState {
   explicit ListenState(asio::io_context& io) : acceptor(io) {}
-  Device* dev = nullptr;
+  Device* dev = nullptr;   // its first port (named in log lines)
+  DeviceMembers ports;     // its ports: `dev`, or a fused device's members (Handle::members)
+  std::string names;       // their names joined by '+' (name_member)
   CommParams params;  // the listening communicator's (v11+)
   std::uint64_t token = 0;  // the handle's public id: the header token of this listener's frames
   net::Key secret{};        // the handle's secret (handshake_auth.hpp)
   Millis ack_delay{0};     // HA_NCCL_TEST_ACK_DELAY_MS (tests only)
   tcp::acceptor acceptor;  // progress thread only (after listen() returns)
   hs::NonceLog nonces;     // progress thread: the connectors' hello nonces seen (replays are refused)
-  std::mutex mutex;        // guards ready / closed / error (accept() vs the progress thread)
-  std::deque<std::shared_ptr<RecvComm>> ready;
+  std::mutex mutex;        // guards ready / members / closed / error (accept() vs the progress thread)
+  std::deque<std::shared_ptr<RecvComm>> ready;  // one port: each connection for accept()
+  // A fused device: the connection to each member (ConnRequest::member), until all are there and
+  // accept() hands them to NCCL as one comm (fused.hpp).
+  std::array<std::shared_ptr<RecvComm>, kMaxVDeviceMembers> members;
   bool closed = false;
   std::string error;
 };
@@ -68,9 +76,17 @@ enum class AckResult {
   closed,  // closeListen() came first: nothing sent (the caller sends the error frame)
   failed   // conn_ack could not be written whole (`why`): the comm is not queued
 };
-AckResult ack_and_queue(ListenState& ls, Channel& ch, std::shared_ptr<RecvComm>& comm, std::string& why) {
+AckResult ack_and_queue(ListenState& ls, Channel& ch, std::shared_ptr<RecvComm>& comm, int member, std::string& why) {
   std::lock_guard<std::mutex> lock(ls.mutex);
   if (ls.closed) return AckResult::closed;
+  std::shared_ptr<RecvComm>* place = nullptr;  // a fused device's member's
+  if (ls.ports.count > 1) {
+    place = &ls.members[static_cast<std::size_t>(member)];
+    if (*place) {
+      why = "a second connection to the listener's port " + std::to_string(member) + " before the first was accepted";
+      return AckResult::failed;
+    }
+  }
   // Sealed only now: a frame sealed takes the channel's next sequence number, and the error frame
   // that follows a close must have it.
   const std::vector<std::uint8_t> ack = ch.seal(static_cast<std::uint16_t>(HandshakeMsg::conn_ack), {});
@@ -82,7 +98,10 @@ AckResult ack_and_queue(ListenState& ls, Channel& ch, std::shared_ptr<RecvComm>&
     why = "sending the acknowledgement: " + (ec ? ec.message() : std::to_string(n) + " of " + std::to_string(ack.size()) + " bytes");
     return AckResult::failed;
   }
-  ls.ready.push_back(std::move(comm));
+  if (place)
+    *place = std::move(comm);
+  else
+    ls.ready.push_back(std::move(comm));
   return AckResult::queued;
 }
 
@@ -183,15 +202,15 @@ Expected<Start> decide_start(const Device& dev, const ConnRequest& req, const st
   return make_error(Errc::not_found, s.home_down + ", and " + s.unprotected);
 }
 
-void log_accepted(const ListenState& ls, const RecvComm& c, const ConnRequest& req, const Start& start) {
+void log_accepted(Device& dev, const RecvComm& c, const ConnRequest& req, const Start& start) {
   if (!start.home_down.empty()) {
     HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)%s",
-            ls.dev->port.id().c_str(), req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn,
+            dev.port.id().c_str(), req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn,
             start.home_down.c_str(), c.qos.traffic_class, c.qos.service_level, path_note(*c.paths[1]).c_str());
     return;
   }
-  if (!start.unprotected.empty()) note_unprotected(*ls.dev, "recv", start.unprotected);
-  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)%s", ls.dev->port.id().c_str(), c.paths[0]->local.qpn,
+  if (!start.unprotected.empty()) note_unprotected(dev, "recv", start.unprotected);
+  HA_INFO("NET/HA: accepted on %s QP %u <- QP %u%s%s (tc %u sl %u)%s", dev.port.id().c_str(), c.paths[0]->local.qpn,
           req.primary.qpn, c.paths[1] ? ", standby on " : ", single path", c.paths[1] ? c.devs[1]->port.id().c_str() : "",
           c.qos.traffic_class, c.qos.service_level, path_note(*c.paths[0]).c_str());
 }
@@ -249,11 +268,16 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
   auto decoded = decode_request(frame->payload);  // nothing is created for a request that does not decode
   if (!decoded) co_return std::move(decoded).error();
   const ConnRequest& req = *decoded;
-  const std::vector<Candidate> mine = local_candidates(*ls->dev);
+  if (req.member >= ls->ports.count)
+    co_return make_error(Errc::invalid_argument, "connection to port " + std::to_string(req.member) + " of a listener on " +
+                                                     std::to_string(ls->ports.count));
+  Device& dev = *ls->ports.ports[req.member];  // a fused device's member i: its port i
+  const Device* sibling = ls->ports.count > 1 ? ls->ports.ports[(req.member + 1u) % ls->ports.count] : nullptr;
+  const std::vector<Candidate> mine = local_candidates(dev, sibling);
   const std::string from = peer_name(sock.remote_endpoint(peer_ec).address());
   ConnRequest ranked = req;  // the loads of the connector's ports as they will be, with our choices for it
   ranked.candidates = with_our_choices(req.candidates, from, req.rescue.port);
-  auto decided = decide_start(*ls->dev, ranked, mine, from);
+  auto decided = decide_start(dev, ranked, mine, from);
   if (!decided) co_return std::move(decided).error();
   Start& start = *decided;
   const std::optional<PortPair>& pair = start.pair;
@@ -264,13 +288,14 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
   // exists): handshakes running at once - NCCL opens its channels together - spread their standbys.
   if (standby) standby->standby_comms.fetch_add(1, std::memory_order_relaxed);
   const CommEnv env = state()->comm_env();
-  auto create = [env, ls, standby] { return build_recv_comm(env, *ls->dev, standby); };  // verbs work: on a reactor worker
+  auto create = [env, d = &dev, standby] { return build_recv_comm(env, *d, standby); };  // verbs work: on a reactor worker
   auto comm = co_await state()->reactor.offload(create, reactor::JobOrder::peer_waits);  // the connector waits
   if (standby) standby->standby_comms.fetch_sub(1, std::memory_order_relaxed);
   if (!comm) co_return std::move(comm).error();
   std::shared_ptr<RecvComm> owned = std::move(comm).value();
   const DiscardUnclaimed<RecvComm> unclaimed{owned};
   RecvComm& c = *owned;
+  name_member(c, ls->names, req.member, ls->ports.count, sibling);
   c.params = ls->params;
   c.peer = peer_name(sock.remote_endpoint(peer_ec).address());
   take_keys(c, req.fifo, c.remote_fifo, &SlotKeys::peer_fifo);
@@ -278,9 +303,9 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
   take_peer(c, req.candidates);
   take_rescue_point(c, sock.remote_endpoint(peer_ec).address(), req.rescue);
   // The connector's, as NCCL does (NCCL_IB_FIFO_TC aside).
-  set_qos(c, receiver_qos(state()->config, req.qos, ls->dev->port.roce()));
+  set_qos(c, receiver_qos(state()->config, req.qos, dev.port.roce()));
   c.paths[0]->remote = req.primary;
-  if (auto s = co_await connect_primary(*ls->dev, c, req, start); !s) co_return s;
+  if (auto s = co_await connect_primary(dev, c, req, start); !s) co_return s;
   ConnReply answer = make_reply(c, pair, mine, !home_down.empty());
   answer.rescue = rescue_point(owned, rescue_key);
   const std::vector<std::uint8_t> reply = encode_reply(answer);
@@ -305,11 +330,11 @@ asio::awaitable<Status> run_accept_one(ListenState* ls, Channel& ch, const net::
   if (!home_down.empty())
     if (auto s = co_await start_on_standby(ch, c, *ready->standby, timeout, home_down, StandbySide::listener); !s)
       co_return s;
-  log_accepted(*ls, c, req, start);
+  log_accepted(dev, c, req, start);
   co_await hold_ack(*ls, ch, c);
   const std::shared_ptr<Path> standby_path = home_down.empty() ? c.paths[1] : nullptr;  // phase two still to run
   std::string why;
-  switch (ack_and_queue(*ls, ch, owned, why)) {
+  switch (ack_and_queue(*ls, ch, owned, req.member, why)) {
     case AckResult::queued:
       break;
     case AckResult::failed:
@@ -397,11 +422,14 @@ asio::awaitable<void> run_acceptor(std::shared_ptr<ListenState> ls, Millis timeo
 }  // namespace
 
 ncclResult_t listen(const CommParams& params, int dev, void* handle, void** listen_comm) {
-  Device* d = device_or_warn(dev, "listen");
-  if (!d || !handle || !listen_comm) return ncclInvalidArgument;
+  const auto ports = members_or_warn(dev, "listen");
+  if (!ports || !handle || !listen_comm) return ncclInvalidArgument;
+  Device* d = &ports->first();
   State* st = state();
   auto ls = std::make_shared<ListenState>(st->reactor.context());
   ls->dev = d;
+  ls->ports = *ports;
+  for (int i = 0; i < ports->count; ++i) ls->names += (i ? "+" : "") + ports->ports[static_cast<std::size_t>(i)]->name;
   ls->params = params;
   ls->token = net::random_token();
   ls->secret = net::random_key();
@@ -418,7 +446,8 @@ ncclResult_t listen(const CommParams& params, int dev, void* handle, void** list
     return ncclSystemError;
   }
   const std::uint32_t flags = (st->config.enable_standby && d->standby_port >= 0) ? kOfferStandby : 0;
-  const Handle h = make_handle(tcp::endpoint(addr, ls->acceptor.local_endpoint(ec).port()), ls->token, ls->secret, flags);
+  const Handle h =
+      make_handle(tcp::endpoint(addr, ls->acceptor.local_endpoint(ec).port()), ls->token, ls->secret, flags, ports->count);
   std::memcpy(handle, &h, sizeof h);
   st->reactor.spawn("listener on " + d->port.id(), run_acceptor(ls, Millis(st->config.handshake_timeout_ms)));
   auto lc = std::make_unique<ListenComm>();
@@ -433,12 +462,25 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
   *recv_comm = nullptr;
   auto& ls = *static_cast<ListenComm*>(listen_comm)->state;
   std::lock_guard<std::mutex> lock(ls.mutex);
-  if (!ls.ready.empty()) {
+  if (ls.ports.count > 1) {  // a fused device: once every member's connection is there
+    const auto n = static_cast<std::size_t>(ls.ports.count);
+    if (std::all_of(ls.members.begin(), ls.members.begin() + static_cast<std::ptrdiff_t>(n), [](const auto& c) { return c != nullptr; })) {
+      std::vector<std::shared_ptr<CommBase>> comms;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::shared_ptr<RecvComm> c = std::move(ls.members[i]);
+        c->self = c;  // NCCL's reference, until closeRecv
+        start_control(c);
+        comms.push_back(std::move(c));
+      }
+      *recv_comm = to_nccl(make_fused(CommKind::recv, comms).release());  // NCCL's until closeRecv
+      return ncclSuccess;
+    }
+  } else if (!ls.ready.empty()) {
     std::shared_ptr<RecvComm> c = std::move(ls.ready.front());
     ls.ready.pop_front();
     c->self = c;  // NCCL's reference, until closeRecv
     start_control(c);
-    *recv_comm = c.get();
+    *recv_comm = to_nccl(c.get());
     return ncclSuccess;
   }
   if (!ls.error.empty()) {
@@ -456,6 +498,8 @@ ncclResult_t close_listen(void* listen_comm) {
     std::lock_guard<std::mutex> lock(lc->state->mutex);
     lc->state->closed = true;
     unaccepted.swap(lc->state->ready);
+    for (auto& c : lc->state->members)
+      if (c) unaccepted.push_back(std::move(c));
   }
   for (auto& c : unaccepted) discard(*c);
   // The acceptor lives on the progress thread: close it there. Handshakes in flight keep the

@@ -87,16 +87,22 @@ def check_fuse(run, role):
     fused = {tuple(f["devs"]): f for f in r["fused"]}
     expect(sorted(fused) == sorted([(0, 1), (0, 2), (0, 1, 2, 3), (1, 1), (0, 9)]),
            f"list-hca: {role}: every --fuse answered ({sorted(fused)})")
-    for want in ((0, 1), (0, 2), (0, 1, 2, 3)):
+    first = len(devs)  # virtual devices are numbered after the ports, in the order made
+    for k, want in enumerate(((0, 1), (0, 2), (0, 1, 2, 3))):
         f = fused[want]
-        expect(f["result"] == INVALID_USAGE and f["index"] == -1,
-               f"list-hca: {role}: makeVDevice {list(want)} refused, nothing made ({f})")
         name = "+".join(devs[i]["name"] for i in want)
         speed = sum(devs[i]["speed_mbps"] for i in want)
         plane = VIRT_PLANE
         for i in want:
             plane |= 1 << plane_idx[i]
-        line = f"NET/HA: makeVDevice {name} (speed {speed}, rail -1, plane {plane}): not made: connections are not striped"
+        expect(f["result"] == 0 and f["index"] == first + k, f"list-hca: {role}: makeVDevice {list(want)} made "
+               f"device {first + k} ({f})")
+        expect(f.get("name") == name and f.get("speed_mbps") == speed and f.get("rail_id") in (-1, None)
+               and f.get("plane_id") == plane and f.get("vdevs") == list(want),
+               f"list-hca: {role}: device {first + k} reported as net_ib merges it: {name}, {speed} Mbps, rail -1, "
+               f"plane {plane}, vProps {list(want)} ({f})")
+        line = (f"NET/HA: makeVDevice {name} is device {first + k} (speed {speed}, rail -1, plane {plane}): "
+                f"each connection on it stripes over its {len(want)} ports")
         expect(lines(r, "INFO", line), f"list-hca: {role}: INFO '{line}'")
     twice = f"makeVDevice [1,1]: port 1 ({devs[1]['name']}) named twice"
     expect(fused[(1, 1)]["result"] == INVALID_USAGE and lines(r, "WARN", twice), f"list-hca: {role}: WARN '{twice}'")

@@ -64,6 +64,7 @@ ConnRequest request(bool offer) {
   r.qos = {96, 5};
   r.candidates = connector_ports();
   r.rescue = {0x1234, 0x0102030405060708ull};
+  r.member = 3;
   return r;
 }
 
@@ -202,7 +203,7 @@ BOOST_AUTO_TEST_CASE(sizes_and_layout_are_the_wire_format) {
   BOOST_TEST(b[kTcOff] == 96);
   BOOST_TEST(b[kSlOff] == 5);
   BOOST_TEST(b[kReqCountOff] == 4);
-  BOOST_TEST(b[kReqCountOff + 1] == 0);
+  BOOST_TEST(b[kReqCountOff + 1] == 3);  // the member
   // Candidate 1: device 1, Ethernet, up + preferred, rail and island known, load 3, 10.21.0.0/24 in 10.20.0.0/15.
   const std::size_t c = req_cand(1);
   BOOST_TEST(b[c + kDev] == 1);
@@ -334,7 +335,8 @@ BOOST_AUTO_TEST_CASE(bad_request_fields_are_refused_by_name) {
       {"control block address 0", [](auto& b) { put_u64(b, kReqCtrlOff, 0); }, "control block address 0"},
       {"control block rkey 0", [](auto& b) { put_u32(b, kReqCtrlOff + 8, 0); }, "control block rkey 0"},
       {"control block rkey of slot 1", [](auto& b) { put_u32(b, kReqCtrlOff + 12, 7); }, "control block rkey of slot 1"},
-      {"byte 71", [](auto& b) { b[kReqCountOff + 1] = 1; }, "byte 71 not 0"},
+      {"member 8", [](auto& b) { b[kReqCountOff + 1] = 8; }, "member 8 (0..7)"},
+      {"member 255", [](auto& b) { b[kReqCountOff + 1] = 255; }, "member 255 (0..7)"},
       {"candidate count 0", [](auto& b) { b[kReqCountOff] = 0; }, "candidate count 0 (1..32)"},
       {"candidate count 33", [](auto& b) { b[kReqCountOff] = 33; }, "candidate count 33"},
       {"link layer 0", [c1](auto& b) { b[c1 + kLink] = 0; }, "candidate 1: link layer 0 (1 or 2)"},
@@ -467,6 +469,7 @@ Handle good_v4() {
   std::memcpy(h.addr, v4, sizeof v4);
   h.token = 0x1234;
   h.secret[0] = 1;
+  h.members = 1;
   return h;
 }
 Handle with_v6(const char* text, std::uint32_t scope) {
@@ -519,8 +522,18 @@ BOOST_AUTO_TEST_CASE(a_handle_without_its_secret_or_with_reserved_bytes_is_refus
   auto s = validate_handle(h);
   BOOST_TEST((!s.ok() && s.error().code == Errc::bad_token));
   h = good_v4();
-  h.zero[43] = 1;
+  h.zero[42] = 1;
   BOOST_TEST(!validate_handle(h).ok());
+  for (int m : {0, 9, 255}) {  // a fused listener has 2..8 ports
+    h = good_v4();
+    h.members = static_cast<std::uint8_t>(m);
+    auto v = validate_handle(h);
+    BOOST_TEST(!v.ok(), m);
+    if (!v.ok()) BOOST_TEST(v.error().message == "handle names " + std::to_string(m) + " ports (1..8)");
+  }
+  h = good_v4();
+  h.members = 8;
+  BOOST_TEST(validate_handle(h).ok());
 }
 
 BOOST_AUTO_TEST_CASE(make_handle_round_trips_through_decode) {
@@ -535,6 +548,8 @@ BOOST_AUTO_TEST_CASE(make_handle_round_trips_through_decode) {
   BOOST_TEST(d->token == 0x1234u);
   BOOST_TEST(d->flags == kOfferStandby);
   BOOST_TEST(d->stage == 0u);
+  BOOST_TEST(d->members == 1u);
+  BOOST_TEST(make_handle(v4, 0x1234, secret, 0, 4).members == 4u);
   BOOST_TEST((handle_secret(*d) == secret));
   BOOST_TEST((handle_endpoint(*d) == v4));
   const asio::ip::address_v6 ll = asio::ip::make_address_v6("fe80::1");

@@ -51,6 +51,7 @@ nccl_ha::plugin::Handle good_handle() {
   std::memcpy(h.addr, v4, sizeof v4);
   h.token = 0x1234;
   h.secret[0] = 1;
+  h.members = 1;
   return h;
 }
 

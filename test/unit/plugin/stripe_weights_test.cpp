@@ -208,4 +208,17 @@ BOOST_AUTO_TEST_CASE(a_poll_reports_each_change_once) {
   BOOST_TEST(((*c->entries)[0] == WeightEntry{"rxe1", 0, 5}));
 }
 
+// A port's own line wins over its device's; neither: its speed (at least 1); a weight of 0 stays 0.
+BOOST_AUTO_TEST_CASE(a_port_weighs_its_line_else_its_device_else_its_speed) {
+  const std::vector<WeightEntry> e{{"mlx5_0", 0, 7}, {"mlx5_0", 2, 3}, {"rxe1", 1, 0}};
+  BOOST_TEST(weight_for(e, "mlx5_0", 1, 400000) == 7u);
+  BOOST_TEST(weight_for(e, "mlx5_0", 2, 400000) == 3u);
+  BOOST_TEST(weight_for(e, "rxe1", 1, 2500) == 0u);
+  BOOST_TEST(weight_for(e, "rxe1", 2, 2500) == 2500u);  // another port of that device
+  BOOST_TEST(weight_for(e, "rxe0", 1, 2500) == 2500u);
+  BOOST_TEST(weight_for(e, "mlx5_00", 1, 100) == 100u);  // names match whole
+  BOOST_TEST(weight_for({}, "rxe0", 1, 0) == 1u);
+  BOOST_TEST(weight_for({}, "rxe0", 1, -5) == 1u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

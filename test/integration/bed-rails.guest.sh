@@ -7,7 +7,11 @@
 # with NCCL_IB_HCA naming each device's rail (10 + the bed's rail) and plane (its island) into
 # list-hca.json, before smoke-rails takes a rail down; that run also asks makeVDevice to fuse
 # ports (--fuse: inside an island, across islands, all four, a port twice, a port that is not
-# there), and once more with NCCL_IB_MERGE_NICS=0 (list-nomerge.json). Checked by checks/bed_rails.py.
+# there), and once more with NCCL_IB_MERGE_NICS=0 (list-nomerge.json). Then a --one-way stream b -> a
+# on the fused device of each host's devices 0 and 1 (ha-net-driver --fuse 0,1; islands known,
+# HA_NCCL_ISLAND_PREFIX_LEN=15): a's are rails 0 and 1, b's rails 2 and 3, so each member's own pair
+# crosses islands and must never be tried (issue #33 item 4): each member starts on a pair inside an
+# island (fused-islands.*). Checked by checks/bed_rails.py.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${NCCL_HA_BUILD_DIR:-$REPO/build}
@@ -27,4 +31,10 @@ NCCL_IB_HCA=$hca NCCL_IB_MERGE_NICS=0 "$BUILD/tools/ha-ping/ha-ping" --list --js
   --plugin "$BUILD/src/plugin/libnccl-net-ha.so" --fuse 0,1 >"$VM_OUT/list-nomerge.json" 2>"$VM_OUT/list-nomerge.log" \
   || rc=$?
 echo "$rc" >"$VM_OUT/list-nomerge.rc"
+(
+  source "$REPO/test/integration/plugin-lib.sh"
+  pl_failover_env
+  export NCCL_SOCKET_IFNAME=$VM_MGMT_IF HA_NCCL_ISLAND_PREFIX_LEN=15
+  pl_stream fused-islands 18790 "${PL_STREAM_ARGS[@]}" --fuse 0,1 --min-seconds 6
+)
 exec "$REPO/test/vm/smoke-rails.sh" "$@"

@@ -186,6 +186,8 @@ CommSample sample_comm(const CommBase& c) {
   s.counters.messages = c.stats.messages;
   s.counters.bytes_sent = c.stats.bytes_sent;
   s.counters.bytes_received = c.stats.bytes_received;
+  s.member = c.member;
+  s.home_port = c.home->port.id();
   return s;
 }
 

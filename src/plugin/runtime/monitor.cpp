@@ -171,6 +171,27 @@ std::string format_prom(const PromSnapshot& s) {
     e.sample("nccl_ha_port_connections", label("port", port) + label("role", "active"), u.active);
     e.sample("nccl_ha_port_connections", label("port", port) + label("role", "standby"), u.standby);
   }
+  // Fused devices' members: each member's bytes over the connections open now (its share of the
+  // device's traffic), by the device's ports, the member and its own port.
+  struct MemberBytes {
+    std::uint64_t sent = 0, received = 0;
+  };
+  std::map<std::string, MemberBytes> members;  // key: the labels
+  for (const auto& c : s.comms) {
+    const auto space = c.member.rfind(' ');
+    if (!c.valid || space == std::string::npos) continue;
+    MemberBytes& m = members[label("device", c.member.substr(0, space)) + label("member", c.member.substr(space + 1)) +
+                             label("port", c.home_port)];
+    m.sent += c.counters.bytes_sent;
+    m.received += c.counters.bytes_received;
+  }
+  e.family("nccl_ha_member_bytes", "gauge",
+           "Fused devices (makeVDevice): bytes each member connection sent and received, summed over the "
+           "connections open now: each member port's share of its device's traffic.");
+  for (const auto& [labels, m] : members) {
+    e.sample("nccl_ha_member_bytes", labels + label("direction", "sent"), m.sent);
+    e.sample("nccl_ha_member_bytes", labels + label("direction", "received"), m.received);
+  }
   return e.take();
 }
 

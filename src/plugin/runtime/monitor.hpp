@@ -42,6 +42,10 @@ struct CommSample {
   std::string active_port;       // "rxe0:1"
   std::string standby_port;      // empty unless the standby is up
   CommCounters counters;
+  // A fused device's member (CommBase::member: "rxe0+rxe1 2/2", else empty) and its own port
+  // ("rxe1:1"): its bytes go to nccl_ha_member_bytes as well.
+  std::string member;
+  std::string home_port;
 };
 
 struct PortSample {

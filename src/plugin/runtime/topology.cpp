@@ -270,13 +270,22 @@ int primary_dev(std::span<const Candidate> side) noexcept {
   return -1;
 }
 
+namespace {
+const Candidate* primary_of(std::span<const Candidate> side) noexcept {
+  for (const auto& c : side)
+    if (c.flags & kCandPrimary) return &c;
+  return nullptr;
+}
+}  // namespace
+
 bool home_pair_up(std::span<const Candidate> a, std::span<const Candidate> b) noexcept {
-  auto up = [](std::span<const Candidate> side) {
-    for (const auto& c : side)
-      if (c.flags & kCandPrimary) return (c.flags & kCandUp) != 0;
-    return false;
-  };
-  return up(a) && up(b);
+  const Candidate *x = primary_of(a), *y = primary_of(b);
+  return x && y && (x->flags & kCandUp) && (y->flags & kCandUp);
+}
+
+bool home_pair_reachable(std::span<const Candidate> a, std::span<const Candidate> b) noexcept {
+  const Candidate *x = primary_of(a), *y = primary_of(b);
+  return !x || !y || reachable(*x, *y);
 }
 
 bool reachable(const Candidate& x, const Candidate& y) noexcept {

@@ -112,6 +112,16 @@ int primary_dev(std::span<const Candidate> side) noexcept;
 // ends. Both sides of a handshake decide from the same two lists: a connection whose pair is down
 // starts on another pair (handshake_common.hpp start_on_standby).
 bool home_pair_up(std::span<const Candidate> a, std::span<const Candidate> b) noexcept;
+// Whether the two primaries can reach each other (reachable: one island; true when either is not
+// listed). A pair that cannot (e.g. a fused device's member i whose ports at the two ends lie in
+// different islands) is not tried when the connection has a standby pair inside an island: it
+// starts there (home_usable); with none it is tried as NCCL chose it.
+bool home_pair_reachable(std::span<const Candidate> a, std::span<const Candidate> b) noexcept;
+// The connection starts on its own pair: up at both ends, and reachable unless there is no other
+// pair to start on (`has_standby_pair`: the listener's offer). Both ends decide alike.
+inline bool home_usable(std::span<const Candidate> a, std::span<const Candidate> b, bool has_standby_pair) noexcept {
+  return home_pair_up(a, b) && (home_pair_reachable(a, b) || !has_standby_pair);
+}
 
 struct PortPair {
   int a = -1;  // device index on side A (the connector / sender)

@@ -178,10 +178,12 @@ asio::awaitable<Status> run_connect(ConnectOp& op, Device* dev, tcp::endpoint pe
   take_peer(c, rep.candidates);
   take_rescue_point(c, peer.address(), rep.rescue);
   if (unprotected.empty()) unprotected = check_offer(sent, rep);
-  // The connection's own pair down at either end (the listener decided the same from the same
-  // lists), or the listener's primary did not connect: it starts on the standby pair.
-  std::string home_down =
-      home_pair_up(sent.candidates, rep.candidates) ? std::string() : home_down_reason(*dev, sent.candidates, rep.candidates);
+  // The connection's own pair down at either end or across islands (the listener decided the same
+  // from the same lists and its offer), or the listener's primary did not connect: it starts on the
+  // standby pair.
+  std::string home_down = home_usable(sent.candidates, rep.candidates, rep.standby.has_value())
+                              ? std::string()
+                              : home_down_reason(*dev, sent.candidates, rep.candidates);
   if (rep.start_on_standby && home_down.empty()) home_down = kPeerPrimaryFailed;
   if (!rep.start_on_standby && !home_down.empty())
     co_return make_error(Errc::invalid_argument, home_down + ", and the peer does not start on the standby pair");
@@ -345,8 +347,8 @@ ncclResult_t connect(const CommParams& params, int dev, void* handle, void** sen
     if (group->ops.size() == 1)
       HA_WARN("NET/HA: connect to %s on %s failed: %s", handle_address(h).c_str(), group->ports.c_str(), op->error.c_str());
     else
-      HA_WARN("NET/HA: connect to %s on %s failed: its connection to the listener's port %d of %zu: %s",
-              handle_address(h).c_str(), group->ports.c_str(), op->member, group->ops.size(), op->error.c_str());
+      HA_WARN("NET/HA: connect to %s on %s failed: its member %d/%zu: %s", handle_address(h).c_str(),
+              group->ports.c_str(), op->member + 1, group->ops.size(), op->error.c_str());
     for (auto& other : group->ops)  // the members that did connect go: NCCL gets no comm
       if (other->comm) discard(*other->comm);
     return ncclSystemError;

@@ -120,6 +120,15 @@ std::string port_states(std::span<const Candidate> side, bool ours) {
 std::string home_down_reason(const Device& dev, std::span<const Candidate> mine, std::span<const Candidate> theirs) {
   const int peer = primary_dev(theirs);
   const bool here = !up_in(mine, dev.index), there = !up_in(theirs, peer);
+  if (!here && !there) {  // up at both ends: in different islands (topology.hpp home_pair_up)
+    auto island = [](std::span<const Candidate> side, int d) {
+      for (const auto& c : side)
+        if (c.dev == d) return c.topo.island.str();
+      return std::string("?");
+    };
+    return "its own pair " + dev.port.id() + " <-> the peer's device " + std::to_string(peer) +
+           " crosses islands (" + island(mine, dev.index) + " here, " + island(theirs, peer) + " at the peer)";
+  }
   return "its own pair " + dev.port.id() + " <-> the peer's device " + std::to_string(peer) + " is down (" +
          (here && there ? "at both ends" : here ? "here" : "at the peer") + ")";
 }

@@ -194,7 +194,7 @@ Expected<Start> decide_start(const Device& dev, const ConnRequest& req, const st
                              const std::string& from) {
   Start s;
   s.pair = choose_standby_pair(dev, req, mine, from, s.unprotected);
-  if (home_pair_up(req.candidates, mine)) return s;
+  if (home_usable(req.candidates, mine, s.pair.has_value())) return s;
   s.home_down = home_down_reason(dev, mine, req.candidates);
   if (s.pair) return s;
   const bool offered = no_standby_here(dev).empty() && req.offer_standby;  // then no pair was up at both ends
@@ -202,7 +202,7 @@ Expected<Start> decide_start(const Device& dev, const ConnRequest& req, const st
   return make_error(Errc::not_found, s.home_down + ", and " + s.unprotected);
 }
 
-void log_accepted(Device& dev, const RecvComm& c, const ConnRequest& req, const Start& start) {
+void log_accepted(const Device& dev, const RecvComm& c, const ConnRequest& req, const Start& start) {
   if (!start.home_down.empty()) {
     HA_INFO("NET/HA: accepted on %s <- QP %u on the pair through %s QP %u: %s (tc %u sl %u)%s",
             dev.port.id().c_str(), req.primary.qpn, c.devs[1]->port.id().c_str(), c.paths[1]->local.qpn,

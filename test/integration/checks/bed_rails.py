@@ -8,13 +8,20 @@ speed > 0, railId and planeId undefined, as net_ib reports them (the plugin's ow
 addresses are never reported: on one flat subnet they would put every NIC on one rail); with
 NCCL_IB_HCA naming each device's rail and plane (list-hca.json: rail 10 + the bed's rail, plane
 its island) exactly those, so the same rail has the same railId on both hosts whatever the
-device numbering. makeVDevice (the same run's --fuse, on each guest's real ports): every fusion
-refused with ncclInvalidUsage (connections are not striped yet), and its INFO line names the
-device net_ib would make - the names joined by '+', the speeds summed, no rail (each port has its
-own), the virtual plane bit with each member's plane bit (planes numbered in device order, as
-net_ib does); a port named twice and a port that is not there refused with a WARN naming it; with
-NCCL_IB_MERGE_NICS=0 refused as net_ib does, with its INFO line."""
+device numbering. makeVDevice (the same run's --fuse, on each guest's real ports): every good
+fusion made, numbered after the ports, reported as net_ib makes it - the names joined by '+', the
+speeds summed, no rail (each port has its own), the virtual plane bit with each member's plane bit
+(planes numbered in device order, as net_ib does), vProps the members - and an INFO line saying
+so; a port named twice and a port that is not there refused with a WARN naming it; with
+NCCL_IB_MERGE_NICS=0 refused as net_ib does, with its INFO line. fused-islands (issue #33 item 4):
+a stream on each host's devices 0 and 1 fused - rails 0 and 1 on a, rails 2 and 3 on b - every
+byte verified; each member's own pair crosses islands: it is never tried (every member says so at
+both ends and starts on a pair inside an island), no failover, every member's active pair inside
+one island."""
+import re
+
 from check import expect
+from failover_common import expect_no_crash, expect_stream_ok, log_text, stats
 
 
 def rows(run, role, name):
@@ -40,6 +47,35 @@ def check(run):
     expect(any(want == "fail" and island(ra) != island(rb) for ra, rb, want, _, _ in reach),
            "a pair across islands fails")
     check_list(run, maps)
+    check_fused_islands(run, maps)
+
+
+CROSSES = re.compile(r"its own pair (rxe\d):1 <-> the peer's device (\d) crosses islands \((\S+) here, (\S+) at the peer\)")
+
+
+def check_fused_islands(run, maps):
+    expect_stream_ok(run, "fused-islands", 6)
+    dev_rail = {role: {m[2]: int(r) for r, m in maps[role].items()} for role in ("a", "b")}  # "rxe0" -> rail
+    island = {int(r): m[6] for r, m in maps["a"].items()}
+    for role in ("a", "b"):
+        peer = "b" if role == "a" else "a"
+        said = CROSSES.findall(log_text(run, role, "fused-islands"))
+        # The stream's comms and the driver's ring both run on the fused device: every member of each
+        # (two members, send and recv) names its own pair as crossing islands, here and at the peer.
+        expect(len(said) >= 4 and all(i == "10.20.0.0/15" and j == "10.22.0.0/15" or i == "10.22.0.0/15" and
+                                      j == "10.20.0.0/15" for _, _, i, j in said),
+               f"{role} fused-islands: every member's own pair crosses islands and is not tried ({said})")
+        events = stats(run, role, "fused-islands")
+        members = [e for e in events if e.get("member")]
+        expect(members and not [e for e in events if e["event"] in ("failover", "fatal")],
+               f"{role} fused-islands: {len(members)} member records, no failover")
+        for e in members:
+            mine = dev_rail[role].get(e["active"].split(":")[0])
+            theirs = dev_rail[peer].get(f"rxe{e['active_peer_dev']}")
+            expect(mine is not None and theirs is not None and island[mine] == island[theirs],
+                   f"{role} fused-islands: member {e['member']} ({e['kind']}) active on rail {mine} <-> the peer's "
+                   f"rail {theirs}, inside one island")
+    expect_no_crash(run, "fused-islands")
 
 
 def check_list(run, maps):

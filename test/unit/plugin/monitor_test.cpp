@@ -154,6 +154,43 @@ BOOST_AUTO_TEST_CASE(empty_process_still_exposes_every_family) {
   BOOST_TEST(m.count("nccl_ha_connections{host=\"h\",pid=\"1\",state=\"failed\"}") == 1u);
 }
 
+// A fused device's members (issue #33): each member's bytes, summed over its connections open now,
+// by device, member and port; a connection of its own adds nothing there.
+BOOST_AUTO_TEST_CASE(fused_members_bytes_by_member) {
+  PromSnapshot s;
+  s.host = "h";
+  s.pid = 1;
+  auto member = [](const char* m, const char* port, std::uint64_t sent, std::uint64_t received) {
+    CommSample c;
+    c.valid = true;
+    c.protection = Protection::protected_;
+    c.active_port = port;
+    c.member = m;
+    c.home_port = port;
+    c.counters.bytes_sent = sent;
+    c.counters.bytes_received = received;
+    return c;
+  };
+  CommSample alone = member("", "rxe2:1", 1000, 1000);
+  CommSample unsampled = member("rxe0+rxe1 1/2", "rxe0:1", 5, 5);
+  unsampled.valid = false;
+  s.comms = {member("rxe0+rxe1 1/2", "rxe0:1", 300, 0), member("rxe0+rxe1 2/2", "rxe1:1", 100, 0),
+             member("rxe0+rxe1 1/2", "rxe0:1", 0, 40), member("rxe0+rxe1 2/2", "rxe1:1", 0, 60), alone, unsampled};
+  const std::string text = format_prom(s);
+  std::map<std::string, std::string> types;
+  const auto m = samples(text, &types);
+  const std::string one = "nccl_ha_member_bytes{host=\"h\",pid=\"1\",device=\"rxe0+rxe1\",member=\"1/2\",port=\"rxe0:1\",";
+  const std::string two = "nccl_ha_member_bytes{host=\"h\",pid=\"1\",device=\"rxe0+rxe1\",member=\"2/2\",port=\"rxe1:1\",";
+  BOOST_TEST(m.at(one + "direction=\"sent\"}") == "300", text);
+  BOOST_TEST(m.at(one + "direction=\"received\"}") == "40");
+  BOOST_TEST(m.at(two + "direction=\"sent\"}") == "100");
+  BOOST_TEST(m.at(two + "direction=\"received\"}") == "60");
+  std::size_t series = 0;
+  for (const auto& [k, v] : m) series += k.rfind("nccl_ha_member_bytes{", 0) == 0 ? 1 : 0;
+  BOOST_TEST(series == 4u, text);
+  BOOST_TEST(types["nccl_ha_member_bytes"] == "gauge");
+}
+
 BOOST_AUTO_TEST_CASE(counters_add_up) {
   CommCounters a;
   a.failovers = 1;

@@ -264,6 +264,30 @@ BOOST_AUTO_TEST_CASE(a_home_pair_down_at_either_end_starts_on_a_live_pair) {
   BOOST_TEST(!home_pair_up(none, b));  // no primary listed: nothing to call up
 }
 
+// A home pair across islands is never tried (issue #33 item 4: a fused device's member i whose
+// ports lie in different islands at the two ends): it is "not up", and the pairs it starts on
+// are all inside one island.
+BOOST_AUTO_TEST_CASE(a_home_pair_across_islands_starts_on_a_pair_inside_one) {
+  const auto a = node({0, 1, 2, 3}, 0, 15), b = node({2, 3, 0, 1}, 0, 15);  // b's device 0 on rail 2
+  BOOST_TEST(home_pair_up(a, b));
+  BOOST_TEST(!home_pair_reachable(a, b));
+  BOOST_TEST(!home_pair_reachable(b, a));
+  BOOST_TEST(!home_usable(a, b, true));  // a pair inside an island to start on: the home pair is not tried
+  BOOST_TEST(home_usable(a, b, false));  // none: tried as NCCL chose it (it may still work)
+  const auto pairs = rank_standby_pairs(a, b, {0, 0});
+  BOOST_TEST(!pairs.empty());
+  for (const PortPair& p : pairs)
+    BOOST_TEST(reachable(a[static_cast<std::size_t>(p.a)], b[static_cast<std::size_t>(p.b)]), p.a << "," << p.b);
+  BOOST_TEST(home_usable(a, node({0, 3, 2, 1}, 0, 15), true));  // rail 0 at both ends
+  BOOST_TEST(home_usable(a, node({1, 0, 2, 3}, 0, 15), true));  // rails 0 and 1: one island (10.20.0.0/15)
+  auto down = b;
+  down[0].flags &= static_cast<std::uint8_t>(~kCandUp);
+  BOOST_TEST(!home_usable(a, down, false));  // down is down, whatever else there is
+  auto none = a;
+  for (auto& c : none) c.flags &= static_cast<std::uint8_t>(~kCandPrimary);
+  BOOST_TEST(home_pair_reachable(none, b));  // nothing to say it cannot
+}
+
 BOOST_AUTO_TEST_CASE(the_standby_map_preference_wins) {
   auto a = node({0, 1, 2, 3}, 0), b = node({0, 1, 2, 3}, 0);
   a[3].flags |= kCandPreferred;

@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_REQUIRE(size == kRequestHeadSize + r->candidates.size() * kCandidateSize + kRescueSize);
     FUZZ_REQUIRE(r->qos.service_level <= kMaxServiceLevel && r->fifo.addr != 0 && r->ctrl.addr != 0);
     FUZZ_REQUIRE(r->fifo.rkey[0] != 0 && r->ctrl.rkey[0] != 0 && r->fifo.rkey[1] == 0 && r->ctrl.rkey[1] == 0);
-    FUZZ_REQUIRE(r->member < kMaxRequestMembers);
+    FUZZ_REQUIRE(r->member < kMaxVDeviceMembers);
     canonical(*r, in, encode_request, decode_request);
     check_list(r->candidates);
   } else {

@@ -23,7 +23,7 @@ void check(std::span<const std::uint8_t> b) {
   FUZZ_REQUIRE(validate_handle(*h).ok());
   FUZZ_REQUIRE(h->magic == kHandleMagic && h->version == kHandleVersion && h->length == sizeof(Handle));
   FUZZ_REQUIRE(h->port != 0 && h->token != 0 && (h->family == AF_INET || h->family == AF_INET6));
-  FUZZ_REQUIRE(h->members >= 1 && h->members <= kMaxHandleMembers);
+  FUZZ_REQUIRE(h->members >= 1 && h->members <= kMaxVDeviceMembers);
   const auto ep = handle_endpoint(*h);
   FUZZ_REQUIRE(ep.port() == h->port);
   FUZZ_REQUIRE(!ep.address().is_unspecified() && !ep.address().is_multicast());

@@ -275,8 +275,8 @@ Expected<ConnRequest> decode_request(std::span<const std::uint8_t> payload) {
     return malformed(kWhat, "service level " + std::to_string(r.qos.service_level) + " (0..15)");
   in.u8();  // the count
   r.member = in.u8();
-  if (r.member >= kMaxRequestMembers)
-    return malformed(kWhat, "member " + std::to_string(r.member) + " (0.." + std::to_string(kMaxRequestMembers - 1) + ")");
+  if (r.member >= kMaxVDeviceMembers)
+    return malformed(kWhat, "member " + std::to_string(r.member) + " (0.." + std::to_string(kMaxVDeviceMembers - 1) + ")");
   auto list = read_candidates(in, *n, r.primary, kWhat);
   if (!list) return std::move(list).error();
   r.candidates = std::move(list).value();

@@ -87,6 +87,7 @@
 #include "nccl_ha/reactor/expected.hpp"
 #include "runtime/config.hpp"
 #include "runtime/topology.hpp"
+#include "runtime/vdevice.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -104,7 +105,6 @@ constexpr std::size_t kReplyHeadSize = net::kEndpointSize + 4 + kRemoteKeysSize 
 constexpr std::size_t kReadySize = 4 + net::kEndpointSize + 8;
 constexpr std::uint8_t kMaxServiceLevel = 15;
 constexpr std::int32_t kMaxNumaNode = 65535;
-constexpr int kMaxRequestMembers = 8;  // a fused device's members (runtime/vdevice.hpp kMaxVDeviceMembers)
 static_assert(kReplyHeadSize + kMaxCandidates * kCandidateSize + kRescueSize <= net::kMaxPayload);
 
 // A remote buffer: its address and its rkey on every device slot.
@@ -130,7 +130,7 @@ struct ConnRequest {            // connector -> listener
   std::vector<Candidate> candidates;  // the connector's ports (exactly one with kCandPrimary: its primary), <= kMaxCandidates
   RescuePoint rescue;                 // the connector's
   // Which of the listener's ports (its handle's `members`: a fused device) this connection is for.
-  std::uint8_t member = 0;            // < kMaxRequestMembers
+  std::uint8_t member = 0;            // < kMaxVDeviceMembers
 };
 
 struct StandbyOffer {           // the listener's decision, in the reply

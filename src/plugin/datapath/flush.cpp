@@ -173,6 +173,11 @@ ncclResult_t poll_flush(RecvComm& c, int slot) {
 }
 
 ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request) {
+  *request = nullptr;
+  if (n < 0 || n > kMaxRecvs) {
+    HA_WARN("NET/HA: iflush of %d buffers (0..%d supported)", n, kMaxRecvs);
+    return ncclInvalidArgument;
+  }
   CommHead& h = from_nccl(recv_comm);
   if (h.fused) return fused_iflush(static_cast<FusedComm&>(h), n, data, sizes, mhandles, request);
   return flush_on(static_cast<RecvComm&>(h), n, data, sizes, mhandles, request);

@@ -2,7 +2,6 @@
 #include "datapath/fused.hpp"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <type_traits>
 
@@ -14,7 +13,7 @@ namespace nccl_ha::plugin {
 namespace {
 
 static_assert(std::is_standard_layout_v<FusedRequest>, "FusedRequest and its head convert (ReqType::fused)");
-static_assert(kMaxFusedMembers <= 8, "bit masks of 8 members");
+static_assert(kMaxVDeviceMembers <= 8, "bit masks of 8 members");
 
 FusedRequest& of_head(Request& head) noexcept { return *reinterpret_cast<FusedRequest*>(&head); }
 
@@ -98,7 +97,7 @@ std::string members_text(const FusedComm& f) {
 
 std::unique_ptr<FusedComm> make_fused(CommKind kind, std::span<const std::shared_ptr<CommBase>> members) {
   auto f = std::make_unique<FusedComm>(kind);
-  f->count = static_cast<int>(std::min<std::size_t>(members.size(), kMaxFusedMembers));
+  f->count = static_cast<int>(std::min<std::size_t>(members.size(), kMaxVDeviceMembers));
   std::string ports;
   for (int i = 0; i < f->count; ++i) {
     const auto k = static_cast<std::size_t>(i);
@@ -118,7 +117,7 @@ std::unique_ptr<FusedComm> make_fused(CommKind kind, std::span<const std::shared
 ncclResult_t fused_isend(FusedComm& f, void* data, std::size_t size, int tag, void* mhandle, void* phandle,
                          void** request) {
   if (!f.pending.req) {  // a new send: split by the weights as they are now, kept until every part is posted
-    std::uint32_t weights[kMaxFusedMembers];
+    std::uint32_t weights[kMaxVDeviceMembers];
     for (int i = 0; i < f.count; ++i) weights[i] = f.weights[static_cast<std::size_t>(i)]->load(std::memory_order_relaxed);
     weighted_offsets(size, std::span<const std::uint32_t>(weights, static_cast<std::size_t>(f.count)),
                      std::span<std::uint64_t>(f.offsets.data(), static_cast<std::size_t>(f.count) + 1));
@@ -138,11 +137,7 @@ ncclResult_t fused_isend(FusedComm& f, void* data, std::size_t size, int tag, vo
 
 ncclResult_t fused_irecv(FusedComm& f, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
                          void** phandles, void** request) {
-  if (n < 1 || n > kMaxRecvs) {
-    HA_WARN("NET/HA: irecv of %d buffers (1..%d supported)", n, kMaxRecvs);
-    return ncclInvalidArgument;
-  }
-  auto post = [&](int i, void** part) {
+  auto post = [&](int i, void** part) {  // n is 1..kMaxRecvs (irecv checked it)
     void* mh[kMaxRecvs];
     member_handles(mhandles, n, i, mh);
     return recv_on(static_cast<RecvComm&>(*f.members[static_cast<std::size_t>(i)]), n, data, sizes, tags, mh,
@@ -184,7 +179,7 @@ ncclResult_t fused_test(Request& head, int* done, int* sizes) {
   FusedRequest& r = of_head(head);
   *done = 0;
   bool recv = false;
-  for (int i = 0; i < kMaxFusedMembers && r.waiting; ++i) {
+  for (int i = 0; i < kMaxVDeviceMembers && r.waiting; ++i) {
     if (!(r.waiting & bit(i))) continue;
     auto* part = static_cast<Request*>(r.parts[static_cast<std::size_t>(i)]);
     recv = recv || part->type == ReqType::recv;

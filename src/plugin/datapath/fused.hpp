@@ -27,14 +27,13 @@
 #include "core/comm.hpp"
 #include "core/request.hpp"
 #include "nccl_net_abi.h"
+#include "runtime/vdevice.hpp"
 
 namespace nccl_ha::plugin {
 
-constexpr int kMaxFusedMembers = 8;  // runtime/vdevice.hpp kMaxVDeviceMembers
-
 struct FusedRequest {
   Request head;  // what NCCL holds: head.type is ReqType::fused (first member: the two convert)
-  std::array<void*, kMaxFusedMembers> parts{};  // each member's request
+  std::array<void*, kMaxVDeviceMembers> parts{};  // each member's request
   std::uint8_t waiting = 0;                     // members whose part test() has not seen done (bit mask)
   std::array<std::size_t, kMaxRecvs> sizes{};   // bytes each buffer received over all parts (send: [0] sent)
   bool busy = false;                            // handed out (or being posted), not yet tested done
@@ -52,19 +51,19 @@ struct FusedPending {
 
 // A registration on a fused comm: one per member (each on the member's devices).
 struct FusedReg {
-  std::array<void*, kMaxFusedMembers> members{};
+  std::array<void*, kMaxVDeviceMembers> members{};
 };
 
 struct FusedComm : CommHead {
   explicit FusedComm(CommKind k) : kind(k) { fused = true; }
   CommKind kind;
-  int count = 0;                                              // members, 2..kMaxFusedMembers
-  std::array<std::shared_ptr<CommBase>, kMaxFusedMembers> members;  // each NCCL's reference until close
+  int count = 0;                                              // members, 2..kMaxVDeviceMembers
+  std::array<std::shared_ptr<CommBase>, kMaxVDeviceMembers> members;  // each NCCL's reference until close
   // Each member's share: its home port's Device::stripe_weight (the file's watcher writes it).
-  std::array<const std::atomic<std::uint32_t>*, kMaxFusedMembers> weights{};
+  std::array<const std::atomic<std::uint32_t>*, kMaxVDeviceMembers> weights{};
   std::array<FusedRequest, kMaxRequests * kMaxRecvs> reqs{};  // sends, or receives and flushes
   FusedPending pending;
-  std::array<std::uint64_t, kMaxFusedMembers + 1> offsets{};  // the parts of the send being posted
+  std::array<std::uint64_t, kMaxVDeviceMembers + 1> offsets{};  // the parts of the send being posted
   std::string id;  // "fused send comm 0x... (rxe0+rxe1)" for log lines
 };
 

@@ -18,6 +18,7 @@ struct Request;
 // isend; the message lands at `remote_offset` in the receiver's buffer (a fused device's part).
 ncclResult_t send_on(SendComm& c, void* data, std::size_t size, int tag, void* mhandle, void* phandle,
                      std::size_t remote_offset, void** request);
+// irecv of 1..kMaxRecvs buffers (irecv checks n).
 ncclResult_t recv_on(RecvComm& c, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
                      void** phandles, void** request);
 ncclResult_t flush_on(RecvComm& c, int n, void** data, const int* sizes, void** mhandles, void** request);

@@ -303,10 +303,6 @@ ncclResult_t send_on(SendComm& c, void* data, std::size_t size, int tag, void* m
 ncclResult_t recv_on(RecvComm& c, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
                      void** phandles, void** request) {
   *request = nullptr;
-  if (n < 1 || n > kMaxRecvs) {
-    HA_WARN("NET/HA: irecv of %d buffers (1..%d supported)", n, kMaxRecvs);
-    return ncclInvalidArgument;
-  }
   Hold hold(c);
   if (!hold) return ncclSuccess;  // the control plane is on the comm: not yet
   if (!can_post(c)) return c.error;
@@ -359,6 +355,11 @@ ncclResult_t isend(void* send_comm, void* data, std::size_t size, int tag, void*
 
 ncclResult_t irecv(void* recv_comm, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,
                    void** phandles, void** request) {
+  *request = nullptr;
+  if (n < 1 || n > kMaxRecvs) {
+    HA_WARN("NET/HA: irecv of %d buffers (1..%d supported)", n, kMaxRecvs);
+    return ncclInvalidArgument;
+  }
   CommHead& h = from_nccl(recv_comm);
   if (h.fused) return fused_irecv(static_cast<FusedComm&>(h), n, data, sizes, tags, mhandles, phandles, request);
   return recv_on(static_cast<RecvComm&>(h), n, data, sizes, tags, mhandles, phandles, request);

@@ -69,9 +69,9 @@ Status validate_handle(const Handle& h) {
   if (h.port == 0) return make_error(Errc::invalid_argument, "handle port 0");
   if (h.token == 0) return make_error(Errc::bad_token, "handle without id");
   if (net::all_zero(net::Bytes(h.secret, sizeof h.secret))) return make_error(Errc::bad_token, "handle without secret");
-  if (h.members < 1 || h.members > kMaxHandleMembers)
+  if (h.members < 1 || h.members > kMaxVDeviceMembers)
     return make_error(Errc::invalid_argument, "handle names " + std::to_string(h.members) + " ports (1.." +
-                                                  std::to_string(kMaxHandleMembers) + ")");
+                                                  std::to_string(kMaxVDeviceMembers) + ")");
   if (!net::all_zero(net::Bytes(h.zero, sizeof h.zero))) return make_error(Errc::invalid_argument, "handle: reserved bytes set");
   const auto addr = handle_endpoint(h).address();
   if (const char* why = unusable(addr))

@@ -28,6 +28,7 @@
 #include "nccl_ha/net/auth.hpp"
 #include "nccl_ha/reactor/expected.hpp"
 #include "nccl_net_abi.h"
+#include "runtime/vdevice.hpp"
 
 namespace nccl_ha::plugin {
 
@@ -50,7 +51,6 @@ constexpr std::uint32_t kHandleMagic = 0x31484148u;  // "HAH1"
 // 10: the handle names the listener's ports (a fused device's members), the connection request
 // which of them it is for (ConnRequest::member, #33).
 constexpr std::uint16_t kHandleVersion = 10;
-constexpr int kMaxHandleMembers = 8;  // runtime/vdevice.hpp kMaxVDeviceMembers
 
 struct Handle {
   std::uint32_t magic;
@@ -76,8 +76,9 @@ Handle make_handle(const boost::asio::ip::tcp::endpoint& listener, std::uint64_t
 // The handle's secret.
 net::Key handle_secret(const Handle& h);
 // Checks magic, version, length, family, port, token (not 0; its value is checked by the
-// listener), the secret (not all zero), members (1..kMaxHandleMembers), the zero bytes, and the address: not unspecified (0.0.0.0 / :: would reach this host), not
-// multicast or broadcast, and a link-local IPv6 address only with its scope id. Pure.
+// listener), the secret (not all zero), members (1..kMaxVDeviceMembers), the zero bytes, and the
+// address: not unspecified (0.0.0.0 / :: would reach this host), not multicast or broadcast, and a
+// link-local IPv6 address only with its scope id. Pure.
 Status validate_handle(const Handle& h);
 // The same on the bytes NCCL hands to connect(): NCCL_NET_HANDLE_MAXSIZE of them, any alignment.
 Expected<Handle> decode_handle(std::span<const std::uint8_t> bytes);

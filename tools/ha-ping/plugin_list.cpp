@@ -202,7 +202,7 @@ struct PluginNotes {
     for (const auto& l : log) read(l.text);
   }
   void read(const std::string& t) {
-    if (auto s = after(t, "NET/HA: settings: "); !s.empty()) settings = s;
+    if (auto s = after(t, "NET/HA: settings: "); !s.empty()) settings += (settings.empty() ? "" : " ") + s;  // in lines
     else if (t.find("GPU peer memory") != std::string::npos || t.find("GPU peer-memory") != std::string::npos)
       gpu = after(t, "NET/HA: ");
     else if (auto h = after(t, "handshakes on "); !h.empty()) handshake = h;

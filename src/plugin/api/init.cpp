@@ -324,12 +324,22 @@ std::unique_ptr<Device> open_port(const State& s, net::PortInfo port, std::vecto
   return d;
 }
 
+// The settings line, in lines that NCCL's logger does not cut (1024 bytes with its prefix): the
+// plugin's own settings, then from HA_NCCL_IB_TC on those of NCCL's IB transport, then the test
+// hooks; each line begins "NET/HA: settings: " (readers join them).
+void log_settings(const std::string& all, const std::string& hooks) {
+  const auto ib = all.find(" HA_NCCL_IB_TC=");
+  HA_INFO("NET/HA: settings: %s", all.substr(0, ib).c_str());
+  if (ib != std::string::npos) HA_INFO("NET/HA: settings: %s", all.substr(ib + 1).c_str());
+  if (!hooks.empty()) HA_INFO("NET/HA: settings: %s", hooks.c_str());
+}
+
 ncclResult_t create_state() {
   auto s = std::make_unique<State>();
   s->config = Config::from_env();
   s->hooks = TestHooks::from_lookup(net::process_env());
   const std::string hooks = s->hooks.settings();  // test builds only
-  HA_INFO("NET/HA: settings: %s%s%s", describe(s->config).c_str(), hooks.empty() ? "" : " ", hooks.c_str());
+  log_settings(describe(s->config), hooks);
   if (const auto unhonoured = unhonoured_nccl_settings(net::process_env()); !unhonoured.empty()) {
     std::string list;
     for (const auto& u : unhonoured) list += (list.empty() ? "" : "; ") + u;

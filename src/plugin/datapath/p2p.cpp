@@ -262,8 +262,13 @@ ncclResult_t send_on(SendComm& c, void* data, std::size_t size, int tag, void* m
   const std::uint32_t nreqs = e.nreqs;
   const std::uint32_t index = match_cts(e, c.matched, tag);
   if (index == nreqs) return ncclSuccess;  // this slot has no receive for that tag (yet)
-  if (size > e.size[index] || remote_offset > e.size[index] - size) {
-    HA_WARN("NET/HA: %s on %s: message of %zu bytes at offset %zu (tag %d) does not fit the receive buffer of %llu bytes",
+  if (size > e.size[index]) {
+    HA_WARN("NET/HA: %s on %s: message of %zu bytes (tag %d) is larger than the receive buffer of %llu bytes",
+            c.id.c_str(), c.device().port.id().c_str(), size, tag, static_cast<unsigned long long>(e.size[index]));
+    return ncclInvalidUsage;
+  }
+  if (remote_offset > e.size[index] - size) {  // a fused device's part (fused.cpp): the message is too large
+    HA_WARN("NET/HA: %s on %s: part of %zu bytes at offset %zu (tag %d) is beyond the receive buffer of %llu bytes",
             c.id.c_str(), c.device().port.id().c_str(), size, remote_offset, tag,
             static_cast<unsigned long long>(e.size[index]));
     return ncclInvalidUsage;

@@ -144,6 +144,32 @@ BOOST_AUTO_TEST_CASE(make_vdevice_refuses_what_it_cannot_fuse) {
   BOOST_TEST(v12->finalize(ctx) == ncclSuccess);
 }
 
+// Every setting at init, in lines NCCL's logger does not cut (its buffer is 1024 bytes, its prefix
+// included): each "NET/HA: settings:" line well below that, together naming the first and the last.
+BOOST_AUTO_TEST_CASE(the_settings_lines_fit_nccls_log_buffer) {
+  Loaded p;
+  BOOST_REQUIRE(p.lib);
+  auto* v12 = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  void* ctx = nullptr;
+  g_lines.clear();
+  ::setenv("HA_NCCL_DEBUG", "1", 1);  // INFO lines reach the logger (as ha-ping --list has them)
+  BOOST_REQUIRE_EQUAL(v12->init(&ctx, 1, nullptr, capture, nullptr), ncclSuccess);
+  ::unsetenv("HA_NCCL_DEBUG");
+  std::string all;
+  int n = 0;
+  for (const auto& l : g_lines)
+    if (const auto at = l.find("NET/HA: settings: "); at != std::string::npos) {
+      ++n;
+      BOOST_TEST(l.size() - at < 900u, l);
+      all += l.substr(at + 18) + " ";
+    }
+  BOOST_TEST(n >= 2);
+  for (const char* want : {"HA_NCCL_MAX_POLL=", "HA_NCCL_FORCE_FLUSH=", "HA_NCCL_IB_TC=", "HA_NCCL_STRIPE_WEIGHTS_FILE=",
+                           "HA_NCCL_IB_AR_THRESHOLD="})
+    BOOST_TEST(all.find(want) != std::string::npos, want << " in " << all);
+  BOOST_TEST(v12->finalize(ctx) == ncclSuccess);
+}
+
 BOOST_AUTO_TEST_CASE(v6_table_initializes_too) {
   Loaded p;
   BOOST_REQUIRE(p.lib);

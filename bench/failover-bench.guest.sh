@@ -9,6 +9,9 @@
 #            emulated CPU); per case an unfaulted run, then the same with the fault at 4 s:
 #            sender (b) rail-down 0, receiver (a) rail-down 0, black hole (a: 100 % loss on rail 0);
 #            the rail is restored (fault.sh clear 0) after each case
+#  member    (issue #33) the stall stream on a fused device of rails 0 and 1 (--fuse 0,1: a
+#            connection on each, each message split between them, each member's standby on the
+#            other member's port), b's rail 1 pulled at 4 s: only that member fails over, onto rail 0
 #  backup-bw a one-way 4 MiB stream (sampled verification), b's rail 0 pulled at 5 s: the rest
 #            runs on the standby; then ib_write_bw (same direction, 4 MiB, 8 in flight) on the rail
 #            the stream failed over to (each side's from its stats: pl_stream_rail; written to
@@ -21,6 +24,9 @@ export NCCL_SOCKET_IFNAME=$VM_MGMT_IF  # pl_failover_env's eth2 is a rail on the
 [[ $(vm_rdma_dev 0) == rxe0 ]] || vm_die "rail 0 is $(vm_rdma_dev 0), not rxe0 (--rail-order is not supported)"
 export NCCL_DEBUG=${NCCL_HA_BENCH_NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET}
 ROUNDS=${NCCL_HA_BENCH_ROUNDS:-4}
+# The parts to run (NCCL_HA_BENCH_PARTS, failover-bench.sh --parts): all by default.
+PARTS=" ${NCCL_HA_BENCH_PARTS:-overhead memory stall member backup} "
+part() { [[ $PARTS == *" $1 "* ]]; }
 STALL_SECONDS=${NCCL_HA_BENCH_STALL_SECONDS:-12}
 COMMS=${NCCL_HA_BENCH_COMMS:-256}
 port=18740
@@ -57,14 +63,16 @@ perftest_bw() { # NAME RAIL_A RAIL_B ARGS...: ib_write_bw, server on a's rail RA
   vm_barrier "$name-done"
 }
 
-restore() { # ROLE: undo the fault of the last case on ROLE's rail 0
-  [[ $VM_ROLE == "$1" ]] && { vm_fault clear 0 || vm_log "fault.sh clear 0 failed"; }
+restore() { # ROLE [RAIL]: undo the fault of the last case on ROLE's rail RAIL (0)
+  local rail=${2:-0}
+  [[ $VM_ROLE == "$1" ]] && { vm_fault clear "$rail" || vm_log "fault.sh clear $rail failed"; }
   vm_barrier "restored-$port"
 }
 
 # (i) HA overhead: the same --bw run with and without the standby QP, interleaved A-B, B-A, ...
 # so that the emulator's drift hits both alike; every size moves the same volume.
 BW=(--dev 0 --messages 0 --bw --sizes 64K,1M,4M --inflight 8 --bw-bytes "${NCCL_HA_BENCH_BW_BYTES:-96M}" --timeout 600)
+part overhead || ROUNDS=0
 for r in $(seq "$ROUNDS"); do
   order=(ha single)
   ((r % 2)) || order=(single ha)
@@ -75,20 +83,34 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # (iv) Memory per comm with and without the standby.
-bench_driver comms-ha --dev 0 --messages 0 --comms "$COMMS" --timeout 600
-PL_ENV=(HA_NCCL_ENABLE_STANDBY=0)
-bench_driver comms-single --dev 0 --messages 0 --comms "$COMMS" --timeout 600
+if part memory; then
+  bench_driver comms-ha --dev 0 --messages 0 --comms "$COMMS" --timeout 600
+  PL_ENV=(HA_NCCL_ENABLE_STANDBY=0)
+  bench_driver comms-single --dev 0 --messages 0 --comms "$COMMS" --timeout 600
+fi
 
 # (ii) Stall excess: each fault against an unfaulted run of the same length.
 STALL=(--one-way --dev 0 --sizes 64K --inflight 8 --messages 100 --timeout 120 --min-seconds "$STALL_SECONDS"
   --verify sampled)
-for case in "sender b rail-down 0" "receiver a rail-down 0" "blackhole a loss 0 100"; do
+cases=()
+part stall && cases=("sender b rail-down 0" "receiver a rail-down 0" "blackhole a loss 0 100")
+for case in ${cases[@]+"${cases[@]}"}; do
   read -r name role fault <<<"$case"
   bench_stream "stall-$name-base" "${STALL[@]}"
   PL_FAULTS=("$role 4000 $fault")
   bench_stream "stall-$name" "${STALL[@]}"
   restore "$role"
 done
+# A fused device's member lost: the same stream on --fuse 0,1, b's rail 1 pulled.
+if part member; then
+  FSTALL=(--one-way --fuse 0,1 --sizes 64K --inflight 8 --messages 100 --timeout 120 --min-seconds "$STALL_SECONDS"
+    --verify sampled)
+  bench_stream stall-member-base "${FSTALL[@]}"
+  PL_FAULTS=("b 4000 rail-down 1")
+  bench_stream stall-member "${FSTALL[@]}"
+  restore b 1
+fi
+part backup || exit 0
 
 # (iii) Bandwidth on the standby after a failover, against perftest on the rail the stream
 # failed over to (and on rail 0).

@@ -5,7 +5,9 @@
 #         hole (100 % loss, port up), each against an unfaulted stream of the same length
 #   (iii) bandwidth on the standby after a failover vs ib_write_bw on the rail it failed over to
 #   (iv)  host memory per comm with the standby vs single path (RSS delta of --comms N)
-#   bench/failover-bench.sh [--rails 2|4]
+#   (ii b) the same for a fused device's member (issue #33): a stream on --fuse 0,1, rail 1 pulled
+#   bench/failover-bench.sh [--rails 2|4] [--parts "overhead memory stall member backup"]
+#     --parts P            only those parts (default all) -> results named failover-<parts>-<date>
 #     --rails 2 (default)  -> bench/results/failover-<date>.{json,md,svg}, logs LOGDIR/failover-bench
 #     --rails 4            -> bench/results/failover-4rails-<date>.{json,md,svg}, LOGDIR/failover-bench-4rails
 #   (run-pair.sh --rails N: the plugin picks each connection's standby among the other rails)
@@ -21,13 +23,15 @@ while (($#)); do
   case $1 in
     --rails) RAILS=${2:?--rails needs a value}; shift 2 ;;
     --rails=*) RAILS=${1#*=}; shift ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "failover-bench: unknown argument '$1' (usage: $0 [--rails 2|4])" >&2; exit 2 ;;
+    --parts) export NCCL_HA_BENCH_PARTS=${2:?--parts needs a list}; shift 2 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "failover-bench: unknown argument '$1' (usage: $0 [--rails 2|4] [--parts LIST])" >&2; exit 2 ;;
   esac
 done
 [[ $RAILS == 2 || $RAILS == 4 ]] || { echo "failover-bench: --rails must be 2 or 4 (got '$RAILS')" >&2; exit 2; }
 TAG=''  # the default bed keeps its names
 [[ $RAILS == 2 ]] || TAG=-${RAILS}rails
+[[ -z ${NCCL_HA_BENCH_PARTS:-} ]] || TAG+=-$(echo $NCCL_HA_BENCH_PARTS | tr ' ' '-')
 if [[ ${NCCL_HA_BENCH_NO_BUILD:-0} != 1 ]]; then
   bash "$REPO/scripts/setup.sh"
   cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null

@@ -28,7 +28,8 @@ TARGETS = {"overhead_max": 0.02, "port_down_stall_excess_ms_max": 100, "black_ho
            "backup_bw_ratio_min": 0.95, "memory_ratio_max": 2.0}
 WINDOW_MS = 3000  # a fault's stall must overlap [fault, fault + WINDOW_MS]
 CASES = (("sender", "b", "rail 0 down on the sender"), ("receiver", "a", "rail 0 down on the receiver"),
-         ("blackhole", "a", "black hole on rail 0 (receiver's egress)"))
+         ("blackhole", "a", "black hole on rail 0 (receiver's egress)"),
+         ("member", "b", "a fused device's member lost: rail 1 down on the sender, stream on --fuse 0,1"))
 
 
 def load(path):
@@ -272,7 +273,8 @@ def main(logdir, prefix):
     for case, role, what in CASES:
         ra, rb = load(a / f"stall-{case}.json"), load(b / f"stall-{case}.json")
         base = load(a / f"stall-{case}-base.json")
-        row = {"case": case, "what": what, "fault_side": role}
+        row = {"case": case, "what": what, "fault_side": role,
+               "ran": (a / f"stall-{case}.rc").exists() or (a / f"stall-{case}-base.rc").exists()}
         if ra and ra.get("timeline") and base and base.get("timeline"):
             t = ra["timeline"]
             tf, took = fault_time(out, role, f"stall-{case}", rb)
@@ -361,7 +363,8 @@ def main(logdir, prefix):
                   f"{ok(v['overhead_worst'] <= TARGETS['overhead_max']) if resolved else 'not resolved: the spread exceeds the target'} |")
     for r in stalls:
         if r.get("excess_ms") is None:
-            md.append(f"| stall excess, {r['what']} | n/a (run failed) | | |")
+            if r.get("ran", True):
+                md.append(f"| stall excess, {r['what']} | n/a (run failed) | | |")
             continue
         target = TARGETS["black_hole_stall_excess_ms_max" if r["case"] == "blackhole" else "port_down_stall_excess_ms_max"]
         md.append(f"| stall excess, {r['what']} | {r['excess_ms']:.0f} ms | <= {target} ms | {ok(r['excess_ms'] <= target)} |")
@@ -408,7 +411,8 @@ def main(logdir, prefix):
            "|---|---:|---:|---:|---:|---|---|---|---:|"]
     for r in stalls:
         if r.get("stall_ms") is None:
-            md.append(f"| {r['what']} | run failed | | | | | | | |")
+            if r.get("ran", True):
+                md.append(f"| {r['what']} | run failed | | | | | | | |")
             continue
         later = r["later_stalls_ms"]
         later_txt = (f"{len(later)}: {', '.join(f'{n} ms at +{at / 1000:.1f} s' for at, n in later)}" if later

@@ -521,6 +521,7 @@ std::optional<DeviceMembers> members_or_warn(int dev, const char* what) noexcept
   }
   for (int i = 0; i < v->count; ++i) m.ports[static_cast<std::size_t>(i)] = s->devices[static_cast<std::size_t>(v->members[static_cast<std::size_t>(i)])].get();
   m.count = v->count;
+  m.vdevice = v;
   return m;
 }
 
@@ -606,7 +607,7 @@ ncclResult_t get_properties(int dev, Props* props) {
   const auto m = members_or_warn(dev, "getProperties");
   if (!m || !props) return ncclInvalidArgument;
   State& s = *state();
-  const VDevice* v = s.vdevices->find(dev);
+  const VDevice* v = m->vdevice;
   if (!v) {
     port_properties(s, dev, m->first(), props);
     return ncclSuccess;
@@ -654,14 +655,13 @@ ncclResult_t make_vdevice(std::span<const int> devs, int max_members, int* out) 
     HA_INFO("NET/HA: makeVDevice %s: not made, NCCL_IB_MERGE_NICS=0", v->name.c_str());
     return ncclInvalidUsage;
   }
-  VDevice made = *v;
-  auto index = s->vdevices->add(std::move(made));
+  auto index = s->vdevices->add(*v);
   if (!index) {
     HA_WARN("NET/HA: makeVDevice %s: %s", v->name.c_str(), index.error().message.c_str());
     return ncclInvalidUsage;
   }
   // Each connection on it has a connection on every member pair and splits each message between
-  // them by the members' speeds (datapath/fused.hpp); each of those keeps its own standby.
+  // them by the members' weights (datapath/fused.hpp); each of those keeps its own standby.
   HA_INFO("NET/HA: makeVDevice %s is device %d (speed %d, rail %d, plane %d): each connection on it stripes over "
           "its %d ports",
           v->name.c_str(), *index, v->speed, v->rail_id, v->plane_id, v->count);

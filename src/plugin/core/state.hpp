@@ -112,6 +112,7 @@ Device* device_or_warn(int dev, const char* what) noexcept;
 struct DeviceMembers {
   std::array<Device*, kMaxVDeviceMembers> ports{};
   int count = 0;
+  const VDevice* vdevice = nullptr;  // the fused device itself (null: a port)
   Device& first() const noexcept { return *ports[0]; }
 };
 std::optional<DeviceMembers> members_or_warn(int dev, const char* what) noexcept;

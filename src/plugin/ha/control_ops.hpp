@@ -50,7 +50,8 @@ std::uint64_t control_step(CommBase& c, std::uint64_t now);
 void wake_here(CommBase& c);
 // The device's completion channel: wakes the comm of every CQ event (progress thread).
 void watch_channel(Device& d);
-// Port events of d: every comm with a path on it runs its control step now.
+// Port events of d: every comm with a path on it runs its control step now, first those whose
+// traffic runs on d (their failover), then those with only a standby or flush path there.
 void wake_watchers(Device& d);
 // The comm is woken by d's port events too (its standby moved there). Progress thread.
 void watch_device(const std::shared_ptr<CommBase>& c, Device& d);

@@ -23,6 +23,8 @@ export NCCL_SOCKET_IFNAME=$VM_MGMT_IF  # pl_failover_env's eth2 is a rail on the
 # The plugin numbers its devices by name (--dev 0 = rxe0); the faults below name rail 0.
 [[ $(vm_rdma_dev 0) == rxe0 ]] || vm_die "rail 0 is $(vm_rdma_dev 0), not rxe0 (--rail-order is not supported)"
 export NCCL_DEBUG=${NCCL_HA_BENCH_NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET}
+# Every log line stamped with the wall clock in ms (a failover's timeline read from the logs)
+export NCCL_DEBUG_TIMESTAMP_LEVELS=WARN,INFO NCCL_DEBUG_TIMESTAMP_FORMAT='%s.%3f '
 ROUNDS=${NCCL_HA_BENCH_ROUNDS:-4}
 # The parts to run (NCCL_HA_BENCH_PARTS, failover-bench.sh --parts): all by default.
 PARTS=" ${NCCL_HA_BENCH_PARTS:-overhead memory stall member backup} "

@@ -33,14 +33,18 @@ run_driver() { # NAME ARGS...
 # NAME ARGS...: this tree's plugin as NAME; with a baseline (NCCL_HA_BENCH_BEFORE_PLUGIN) also the
 # baseline's as before-NAME, with NCCL_HA_BENCH_HA_OFF=1 this tree's with HA off
 # (HA_NCCL_ENABLE_STANDBY=0: no standby pair, no heartbeats) as off-NAME, and with
-# NCCL_HA_BENCH_FUSE=1 this tree's on the fused device of rails 0 and 1 as fused-NAME; their order
-# turns by one each round, so that no variant always runs first after perftest.
+# NCCL_HA_BENCH_FUSE=1 this tree's on the fused device of rails 0 and 1 as fused-NAME, with
+# NCCL_HA_BENCH_SHARP_PLUGIN NVIDIA's sharp plugin on rail 0 as sharp-NAME and on the fused device as
+# sharp-fused-NAME; their order turns by one each round, so that no variant always runs first after
+# perftest.
 BEFORE=${NCCL_HA_BENCH_BEFORE_PLUGIN:-}
 AFTER=$PLUGIN
 VARIANTS=(after)
 [[ -z $BEFORE ]] || VARIANTS+=(before)
 [[ ${NCCL_HA_BENCH_HA_OFF:-0} != 1 ]] || VARIANTS+=(off)
 [[ ${NCCL_HA_BENCH_FUSE:-0} != 1 ]] || VARIANTS+=(fused)
+SHARP=${NCCL_HA_BENCH_SHARP_PLUGIN:-}
+[[ -z $SHARP ]] || VARIANTS+=(sharp sharp-fused)
 driver() {
   local name=$1 i n=${#VARIANTS[@]} which
   shift
@@ -55,6 +59,19 @@ driver() {
       fused)
         PL_ENV=("HA_NCCL_IB_HCA==rxe0,rxe1" "HA_NCCL_STATS_FILE=$VM_OUT/fused-$name.stats.jsonl")
         PLUGIN=$AFTER run_driver "fused-$name" "$@" --fuse 0,1
+        PL_ENV=() ;;
+      # The sharp plugin's IB transport reads NCCL's own variables (NCCL_SOCKET_IFNAME as exported).
+      # NCCL_DEBUG=NONE: its WARN for a device without a PCI path (rxe's) passes a char for a %s,
+      # which NCCL (and the driver) format only when NCCL_DEBUG asks for WARN lines. It keeps its
+      # async thread and the device's fds after finalize: not checked (--no-release-checks), and
+      # it stays loaded (--no-dlclose: that thread runs on).
+      sharp)
+        PL_ENV=("NCCL_IB_HCA==rxe0" NCCL_DEBUG=NONE)
+        PLUGIN=$SHARP run_driver "sharp-$name" "$@" --no-release-checks --no-dlclose
+        PL_ENV=() ;;
+      sharp-fused)
+        PL_ENV=("NCCL_IB_HCA==rxe0,rxe1" NCCL_DEBUG=NONE)
+        PLUGIN=$SHARP run_driver "sharp-fused-$name" "$@" --fuse 0,1 --no-release-checks --no-dlclose
         PL_ENV=() ;;
     esac
   done

@@ -34,14 +34,13 @@ def spread(runs):
     return (max(runs) - min(runs)) / statistics.mean(runs) if len(runs) > 1 and statistics.mean(runs) else 0.0
 
 
-def before_after(a, rounds, pre="before-", names=("before", "after"), prefixed_is_base=True):
-    """The baseline's runs (before-rN-*; with pre="off-", this tree's with HA off) against this
-    tree's (rN-*) of the same boot: per size the means, after/before (on/off), and the larger of
-    the two spreads; a ratio beyond the spread (worse) is flagged. prefixed_is_base=False: the
-    prefixed runs are the ones compared (pre="fused-": this tree's on a fused device against its
-    one-port runs)."""
+def before_after(a, rounds, base_pre, cur_pre, names):
+    """Two variants' runs of the same boot, base_pre-rN-* against cur_pre-rN-* (the baseline's
+    "before-" against this tree's ""; with HA off "off-" against ""; one port "" against a fused
+    device's "fused-"; the sharp plugin's "sharp-fused-" against this tree's "fused-"): per size the
+    means, cur/base, and the larger of the two spreads; a ratio beyond the spread (worse) is flagged."""
     base, cur = names
-    order = (("before", pre), ("after", "")) if prefixed_is_base else (("before", ""), ("after", pre))
+    order = (("before", base_pre), ("after", cur_pre))
     rows = []
     for kind, key, field, higher in (("bandwidth MiB/s", "plugin-bw", "bandwidth", True),
                                      ("latency RTT/2 us, ahead 2", "plugin-lat", "latency", False),
@@ -95,7 +94,7 @@ def comparison_md(rows, names, bad, bad_text, ok_text):
     """One comparison's table (rows of before_after with these names) and its verdict line."""
     base, cur = names
     title = {"before": "before", "after": "after", "off": "HA off", "on": "HA on", "port": "one port",
-             "fused": "fused rxe0+rxe1"}
+             "fused": "fused rxe0+rxe1", "sharp": "sharp plugin, one port", "sharp_fused": "sharp plugin, fused rxe0+rxe1"}
     md = [f"| figure | size | {title[base]} | {title[cur]} | {cur} / {base} | spread | |", "|---|---:|---:|---:|---:|---:|---|"]
     md += [f"| {r['figure']} | {r['size']} | {r[base]:.1f} | {r[cur]:.1f} | {r[f'{cur}_over_{base}']:.3f} | "
            f"{r['spread']:.3f} | {'**worse beyond spread**' if r['worse_beyond_spread'] else 'within spread'} |"
@@ -108,10 +107,14 @@ def main(logdir, prefix, meta_path=None):
     a, b = out / "a" / "out", out / "b" / "out"
     rounds = sorted({p.name.split("-")[0] for p in a.glob("r*-plugin-bw.json")})
     meta = json.loads(Path(meta_path).read_text()) if meta_path else None
-    ba = before_after(a, rounds) if meta else []
-    ha = before_after(a, rounds, "off-", ("off", "on")) if any(a.glob("off-r*-plugin-bw.json")) else []
-    fu = before_after(a, rounds, "fused-", ("port", "fused"), prefixed_is_base=False) \
-        if any(a.glob("fused-r*-plugin-bw.json")) else []
+    ba = before_after(a, rounds, "before-", "", ("before", "after")) if meta else []
+    ha = before_after(a, rounds, "off-", "", ("off", "on")) if any(a.glob("off-r*-plugin-bw.json")) else []
+    fu = before_after(a, rounds, "", "fused-", ("port", "fused")) if any(a.glob("fused-r*-plugin-bw.json")) else []
+    # NVIDIA's nccl-rdma-sharp-plugins (its IB transport) on the same fused device and on one port
+    sf = before_after(a, rounds, "sharp-fused-", "fused-", ("sharp_fused", "fused")) \
+        if any(a.glob("sharp-fused-r*-plugin-bw.json")) else []
+    sp = before_after(a, rounds, "sharp-", "", ("sharp", "port")) if any(a.glob("sharp-r*-plugin-bw.json")) else []
+    sharp = json.loads((out / "sharp.json").read_text()) if (out / "sharp.json").exists() else {}
     shares = member_shares(out) if fu else {}
     bw, lat, jit = {}, {}, {}
     for r in rounds:
@@ -183,6 +186,12 @@ def main(logdir, prefix, meta_path=None):
         result["fused_one_port"] = fu
         result["member_shares"] = shares
         result["verdict"]["fused_worse_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in fu if r["worse_beyond_spread"]]
+    if sf or sp:
+        result["sharp_plugin"] = sharp
+        result["fused_vs_sharp_fused"] = sf
+        result["port_vs_sharp_port"] = sp
+        result["verdict"]["fused_worse_than_sharp_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in sf if r["worse_beyond_spread"]]
+        result["verdict"]["port_worse_than_sharp_beyond_spread"] = [f"{r['figure']} {r['size']}" for r in sp if r["worse_beyond_spread"]]
     v = result["verdict"]
     Path(prefix + ".json").write_text(json.dumps(result, indent=2) + "\n")
 
@@ -252,6 +261,24 @@ def main(logdir, prefix, meta_path=None):
         for side, per in sorted(shares.items()):
             total = sum(n for _, n in per.values()) or 1
             md += [f"| {side} | {m} | {port} | {n} | {n / total:.1%} |" for m, (port, n) in sorted(per.items())]
+    if sf or sp:
+        md += ["", "## Against NVIDIA's nccl-rdma-sharp-plugins (same boot, same driver)", "",
+               f"The sharp plugin's IB transport (`{sharp.get('describe', 'unknown')}`, built by bench/sharp-lib.sh without",
+               "SHARP and UCX, against a stand-in for the CUDA runtime that its IB transport does not call), driven by",
+               "the same ha-net-driver: on the fused device of rxe0 and rxe1 (its makeVDevice, `NCCL_IB_HCA==rxe0,rxe1`)",
+               "and on rxe0 alone, with its defaults. Runs interleaved with this tree's (the order turns each round);",
+               "spread as above; a figure where this plugin is worse than the sharp plugin's by more than the spread",
+               "is flagged.", ""]
+        if sf:
+            md += comparison_md(sf, ("sharp_fused", "fused"), result["verdict"]["fused_worse_than_sharp_beyond_spread"],
+                                "this plugin's fused device is slower than the sharp plugin's beyond the spread at: ",
+                                "this plugin's fused device is as fast as the sharp plugin's or faster "
+                                "(every figure within the spread or better).")
+        if sp:
+            md += [""] + comparison_md(sp, ("sharp", "port"), result["verdict"]["port_worse_than_sharp_beyond_spread"],
+                                       "this plugin on one port is slower than the sharp plugin beyond the spread at: ",
+                                       "this plugin on one port is as fast as the sharp plugin or faster "
+                                       "(every figure within the spread or better).")
     md += ["", f"Plot: `{Path(prefix).name}.svg`.", ""]
     Path(prefix + ".md").write_text("\n".join(md))
     Path(prefix + ".svg").write_text(svg(bw_rows))

@@ -132,7 +132,7 @@ void finish(const Options& o, Report& rep, Plugin& net) {
   // ends: nothing to wait for (the check is informational then).
   const std::int64_t finalized_at = now_ns();
   wait_fds_at_most(rep.before_init->fds, 1000);
-  if (net.has_finalize() && !destruction_may_outlive_finalize(o))
+  if (net.has_finalize() && !destruction_may_outlive_finalize(o) && o.release_checks)
     for (Deadline d(kBackgroundBoundS); count_fds() > rep.before_init->fds && count_threads() > rep.before_init->threads &&
                                         !d.expired();)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -451,8 +451,9 @@ void evaluate(const Options& o, Report& rep) {
   // device's fd stays open, the plugin's reaper threads run): informational here; with --linger
   // the same checks apply after the linger instead.
   const bool background = destruction_may_outlive_finalize(o);
-  auto resource_check = [&rep, background](const std::string& name, bool ok, const std::string& detail) {
+  auto resource_check = [&rep, &o, background](const std::string& name, bool ok, const std::string& detail) {
     if (background) rep.checks.push_back({name + " (informational: QPs on the dead port are destroyed in the background)", true, detail});
+    else if (!o.release_checks) rep.checks.push_back({name + " (informational: --no-release-checks)", true, detail});
     else rep.check(name, ok, detail);
   };
   if (rep.before_init && rep.after_close) {

@@ -108,6 +108,8 @@ Drives an NCCL net plugin the way NCCL's proxy does, between two ranks.
   --close-late S       at the end, this rank closes its ring comms S s after the peer closed its own
                        (no plugin call meanwhile), as ranks do at a job's end
   --no-dlclose         keep the plugin loaded at exit (default: dlclose like NCCL, then check threads)
+  --no-release-checks  another plugin driven as a reference (a benchmark's): the fds, QPs and threads it
+                       keeps after finalize / dlclose are reported, not checked, and not waited for
   --linger S           after dlclose, wait up to S s until the thread count is back to its value before
                        init (a plugin's background threads), before the last snapshot and the exit;
                        the fd, QP and thread checks then apply after the linger (at finalize they
@@ -183,6 +185,7 @@ constexpr Flag kFlags[] = {
     {"--churn-retry", &Options::churn_retry, true},
     {"--check-resources", &Options::check_resources, true},
     {"--no-dlclose", &Options::dlclose, false},
+    {"--no-release-checks", &Options::release_checks, false},
     {"--one-way", &Options::one_way, true},
 };
 

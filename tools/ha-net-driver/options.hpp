@@ -51,6 +51,7 @@ struct Options {
   double timeout_s = 60;              // --timeout S: per phase, per peer wait, per plugin call
   std::string json;                   // --json FILE
   bool dlclose = true;                // --no-dlclose
+  bool release_checks = true;         // --no-release-checks: what the plugin releases is reported, not checked
   std::string fault;                  // --fault NAME: an error-path scenario instead of the ring (fault.hpp)
   bool sampled_verify = false;        // --verify sampled: integrity phase checks 3 windows per message
   bool one_way = false;               // --one-way: integrity phase only rank 1 -> rank 0

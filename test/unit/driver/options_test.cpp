@@ -121,6 +121,8 @@ BOOST_AUTO_TEST_CASE(usage_errors) {
   BOOST_TEST(usage_error({"--check-resources", "--fault", "bad-dev"}).find("integrity phase") != std::string::npos);
   BOOST_TEST(usage_error({"--linger", "30", "--no-dlclose"}).find("--linger waits after dlclose") == 0u);
   BOOST_TEST(ok({"--linger", "30"}).linger_s == 30.0);
+  BOOST_TEST(ok({}).release_checks);
+  BOOST_TEST(!ok({"--no-release-checks"}).release_checks);
 }
 
 // --fault: the scenario's name and the options it needs, checked against the scenario table after

@@ -8,7 +8,8 @@
 #  stall     one-way 64 KiB streams (--verify sampled: the timeline measures the network, not the
 #            emulated CPU); per case an unfaulted run, then the same with the fault at 4 s:
 #            sender (b) rail-down 0, receiver (a) rail-down 0, black hole (a: 100 % loss on rail 0);
-#            the rail is restored (fault.sh clear 0) after each case
+#            the rail is restored (fault.sh clear 0) after each case; NCCL_HA_BENCH_STALL_RUNS=N
+#            faulted runs per case (stall-NAME, stall-NAME-r2, ..., the rail restored after each)
 #  member    (issue #33) the stall stream on a fused device of rails 0 and 1 (--fuse 0,1: a
 #            connection on each, each message split between them, each member's standby on the
 #            other member's port), b's rail 1 pulled at 4 s: only that member fails over, onto rail 0
@@ -30,6 +31,19 @@ ROUNDS=${NCCL_HA_BENCH_ROUNDS:-4}
 PARTS=" ${NCCL_HA_BENCH_PARTS:-overhead memory stall member backup} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 STALL_SECONDS=${NCCL_HA_BENCH_STALL_SECONDS:-12}
+STALL_RUNS=${NCCL_HA_BENCH_STALL_RUNS:-1}
+# NAME ROLE RAIL FAULT...: after stall-NAME-base (unfaulted), the faulted stream STALL_RUNS times
+# (stall-NAME, stall-NAME-r2, ...), ROLE's FAULT at 4 s, its rail RAIL restored after each run.
+stall_case() {
+  local name=$1 role=$2 rail=$3 fault=$4 run
+  shift 4
+  bench_stream "stall-$name-base" "$@"
+  for ((run = 1; run <= STALL_RUNS; run++)); do
+    PL_FAULTS=("$role 4000 $fault")
+    bench_stream "stall-$name$( ((run == 1)) || echo "-r$run")" "$@"
+    restore "$role" "$rail"
+  done
+}
 COMMS=${NCCL_HA_BENCH_COMMS:-256}
 port=18740
 
@@ -98,19 +112,12 @@ cases=()
 part stall && cases=("sender b rail-down 0" "receiver a rail-down 0" "blackhole a loss 0 100")
 for case in ${cases[@]+"${cases[@]}"}; do
   read -r name role fault <<<"$case"
-  bench_stream "stall-$name-base" "${STALL[@]}"
-  PL_FAULTS=("$role 4000 $fault")
-  bench_stream "stall-$name" "${STALL[@]}"
-  restore "$role"
+  stall_case "$name" "$role" 0 "$fault" "${STALL[@]}"
 done
 # A fused device's member lost: the same stream on --fuse 0,1, b's rail 1 pulled.
 if part member; then
-  FSTALL=(--one-way --fuse 0,1 --sizes 64K --inflight 8 --messages 100 --timeout 120 --min-seconds "$STALL_SECONDS"
-    --verify sampled)
-  bench_stream stall-member-base "${FSTALL[@]}"
-  PL_FAULTS=("b 4000 rail-down 1")
-  bench_stream stall-member "${FSTALL[@]}"
-  restore b 1
+  stall_case member b 1 "rail-down 1" --one-way --fuse 0,1 --sizes 64K --inflight 8 --messages 100 --timeout 120 \
+    --min-seconds "$STALL_SECONDS" --verify sampled
 fi
 part backup || exit 0
 

@@ -12,6 +12,7 @@
 #     --rails 4            -> bench/results/failover-4rails-<date>.{json,md,svg}, LOGDIR/failover-bench-4rails
 #   (run-pair.sh --rails N: the plugin picks each connection's standby among the other rails)
 # Environment: NCCL_HA_BENCH_ROUNDS (4), NCCL_HA_BENCH_BW_BYTES (96M), NCCL_HA_BENCH_STALL_SECONDS (12),
+# NCCL_HA_BENCH_STALL_RUNS (1: faulted runs per stall case; the report gives their median excess),
 # NCCL_HA_BENCH_COMMS (256), NCCL_HA_BUILD_DIR (build), NCCL_HA_BENCH_NO_BUILD=1 (use the build as is).
 # Absolute figures are emulation artefacts (TCG); compare the ratios and differences measured in
 # the same boot.
@@ -24,7 +25,7 @@ while (($#)); do
     --rails) RAILS=${2:?--rails needs a value}; shift 2 ;;
     --rails=*) RAILS=${1#*=}; shift ;;
     --parts) export NCCL_HA_BENCH_PARTS=${2:?--parts needs a list}; shift 2 ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "failover-bench: unknown argument '$1' (usage: $0 [--rails 2|4] [--parts LIST])" >&2; exit 2 ;;
   esac
 done

@@ -40,6 +40,16 @@ struct Loaded {
   }
 };
 
+// The library's v12 table, initialised with the capturing logger (its lines from here on in g_lines).
+ncclNet_v12_t* init_v12(Loaded& p, void** ctx) {
+  BOOST_REQUIRE(p.lib);
+  auto* v12 = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  BOOST_REQUIRE(v12);
+  g_lines.clear();
+  BOOST_REQUIRE_EQUAL(v12->init(ctx, 1, nullptr, capture, nullptr), ncclSuccess);
+  return v12;
+}
+
 nccl_ha::plugin::Handle good_handle() {
   nccl_ha::plugin::Handle h{};
   h.magic = nccl_ha::plugin::kHandleMagic;
@@ -73,11 +83,8 @@ BOOST_AUTO_TEST_CASE(exports_every_version_and_nothing_else) {
 
 BOOST_AUTO_TEST_CASE(init_without_devices_and_bad_device_indices) {
   Loaded p;
-  BOOST_REQUIRE(p.lib);
-  auto* net = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
   void* ctx = nullptr;
-  g_lines.clear();
-  BOOST_REQUIRE_EQUAL(net->init(&ctx, 1, nullptr, capture, nullptr), ncclSuccess);
+  auto* net = init_v12(p, &ctx);
   BOOST_TEST(ctx != nullptr);
   int ndev = -1;
   BOOST_REQUIRE_EQUAL(net->devices(&ndev), ncclSuccess);
@@ -111,11 +118,9 @@ BOOST_AUTO_TEST_CASE(init_without_devices_and_bad_device_indices) {
 // v12, 8 in v12), a port that is not there, null arguments: refused, each with its WARN, nothing made.
 BOOST_AUTO_TEST_CASE(make_vdevice_refuses_what_it_cannot_fuse) {
   Loaded p;
-  BOOST_REQUIRE(p.lib);
-  auto* v12 = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
-  auto* v9 = p.sym<ncclNet_v9_t>("ncclNetPlugin_v9");
   void* ctx = nullptr;
-  BOOST_REQUIRE_EQUAL(v12->init(&ctx, 1, nullptr, capture, nullptr), ncclSuccess);
+  auto* v12 = init_v12(p, &ctx);
+  auto* v9 = p.sym<ncclNet_v9_t>("ncclNetPlugin_v9");
   auto warned = [](const std::string& text) {
     for (const auto& l : g_lines)
       if (l.rfind(std::to_string(NCCL_LOG_WARN) + " ", 0) == 0 && l.find(text) != std::string::npos) return true;
@@ -148,12 +153,9 @@ BOOST_AUTO_TEST_CASE(make_vdevice_refuses_what_it_cannot_fuse) {
 // included): each "NET/HA: settings:" line well below that, together naming the first and the last.
 BOOST_AUTO_TEST_CASE(the_settings_lines_fit_nccls_log_buffer) {
   Loaded p;
-  BOOST_REQUIRE(p.lib);
-  auto* v12 = p.sym<ncclNet_v12_t>("ncclNetPlugin_v12");
   void* ctx = nullptr;
-  g_lines.clear();
   ::setenv("HA_NCCL_DEBUG", "1", 1);  // INFO lines reach the logger (as ha-ping --list has them)
-  BOOST_REQUIRE_EQUAL(v12->init(&ctx, 1, nullptr, capture, nullptr), ncclSuccess);
+  auto* v12 = init_v12(p, &ctx);
   ::unsetenv("HA_NCCL_DEBUG");
   std::string all;
   int n = 0;

@@ -69,11 +69,32 @@ cmake -S "$REPO" -B "$BUILD" -G Ninja -DNCCL_HA_WERROR=ON -DCMAKE_CXX_FLAGS_RELW
   -DNCCL_HA_UNITY_BUILD=ON -DNCCL_HA_TEST_HOOKS=ON
 cmake --build "$BUILD"
 
+# vm_verdicts: each failed VM test's failed checks again, last: ctest prints a failed test's whole
+# output (hundreds of check lines) where it ran, and a reader of a cut of this output (CI shows the
+# head and the tail) gets the verdicts here, next to ctest's summary.
+vm_verdicts() {
+  local line name log
+  while IFS= read -r line; do
+    name=${line#*:}
+    name=${name#vm.}
+    log=$BUILD/vm-logs/$name/check.log
+    echo "test.sh: $line failed:"
+    if grep -q '^check: FAIL' "$log" 2>/dev/null; then
+      grep -m 20 '^check: FAIL' "$log" | cut -c1-600
+    elif [[ -s $log ]]; then
+      echo "  (no failed check printed: check.py itself failed; see $log)"
+      tail -n 5 "$log"
+    else
+      echo "  (no check.log: the guests or the bed failed; see $BUILD/vm-logs/$name/summary.txt)"
+      tail -n 5 "$BUILD/vm-logs/$name/summary.txt" 2>/dev/null || true
+    fi
+  done < <(grep '^[0-9]*:vm\.' "$BUILD/Testing/Temporary/LastTestsFailed.log" 2>/dev/null || true)
+}
 # shellcheck disable=SC2086
 run_ctest() { ctest --test-dir "$BUILD" --output-on-failure "$@" ${CTEST_ARGS:-}; }
 case $what in
   unit) step "unit tests"; run_ctest -L unit ;;
-  vm) step "VM tests"; run_ctest -L vm ;;
+  vm) step "VM tests"; run_ctest -L vm || { rc=$?; vm_verdicts; exit "$rc"; } ;;
   all)
     step "sanitizer build (clang: fuzzers, unit tests)"
     bash "$REPO/scripts/fuzz.sh" --build-only
@@ -103,6 +124,6 @@ case $what in
     cat "$fuzz_log"
     ((${#failed[@]} == 0)) || { echo "test.sh: FAILED: ${failed[*]}" >&2; exit 1; }
     step "VM tests"
-    run_ctest -L vm
+    run_ctest -L vm || { rc=$?; vm_verdicts; exit "$rc"; }
     ;;
 esac

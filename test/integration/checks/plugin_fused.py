@@ -12,7 +12,7 @@ loopback QP.
 weights: b's HA_NCCL_STRIPE_WEIGHTS_FILE says rxe0 3, rxe1 1, then (6 s in) rxe0 1, rxe1 3: b's
 INFO lines name both; rail 0 carries 75 % of rails 0+1's packets before the change and 25 % after
 it (each within 10 % of its weight), on both hosts.
-member: b pulls rail 1 at 4 s, restores it at 7 s (failback on, 2 s hold). The member on rail 1
+member: b pulls rail 1 at 4 s, restores it at 9 s (failback on, 2 s hold). The member on rail 1
 fails over to rail 0 on both sides, once, its parts in flight replayed exactly once (no duplicate
 dropped, every byte verified), the member on rail 0 never switches; while rail 1 is down, rail 0
 carries (almost) all the packets; the member is re-protected on rail 1 and fails back after the
@@ -155,7 +155,9 @@ def check_member(run, calm_gap_ms):
         down_t0 = downs[0][1] + 1000 + (0 if role == "b" else offset)
         down_t1 = ups[0][0] + (0 if role == "b" else offset)
         delta, share = rail_share(counters(run, role, "member"), down_t0, down_t1)
-        expect(delta is not None and share >= 0.95,
+        expect(delta is not None, f"{role} member: counter samples while rail 1 was down (from 1 s after the "
+                                  f"fault, {down_t1 - down_t0:.0f} ms)")
+        expect(delta is None or share >= 0.95,
                f"{role} member: while rail 1 was down, rail 0 carried the stream ({delta}, share {share})")
         # After the failback (the sender's, on its clock): both halves again.
         fb_b = [e for e in member_events(run, "b", "member").get("rxe1:1", []) if e["event"] == "failback"]

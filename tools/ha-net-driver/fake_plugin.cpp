@@ -19,6 +19,10 @@
 //   FAKE_LAZY_NULL=SLOT,...    FAKE_NET_LAZY: mandatory slots (devices, isend, ...) init leaves NULL
 //   FAKE_DEVICES=N        N devices fake0 .. fake<N-1> (1..4, default 1), all on the same loopback
 //   FAKE_VDEVICE_REFUSE=1 makeVDevice (v10) refuses every fusion of several devices
+//   FAKE_PROFILE_RETRY=1  v10: after an isend / irecv returned "try again", the next test() starts a
+//                         profiler event (of its own plugin id) under the step handle that call
+//                         was given, as a plugin that keeps part of the message posted across the
+//                         retry may (a fused comm)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -162,6 +167,24 @@ void maybe_hang(const char* entry) {
 }
 
 bool retry_now() { return g_retry_every > 0 && ++g_post_calls % static_cast<unsigned long>(g_retry_every) == 0; }
+
+// FAKE_PROFILE_RETRY (v10): the step handle of the last call that returned no request, and the
+// next test() (of any request: the caller's loop tests before it repeats the call) starts an event
+// under it - after the call returned, as a fused comm's member part or its control plane may.
+ncclProfilerCallback_t g_prof = nullptr;  // v10 init's
+bool g_profile_retry = false;
+std::atomic<void*> g_retried_step{nullptr};
+constexpr int64_t kFakeProfilerId = 0x46414b45;  // "FAKE": not nccl-ha's id
+
+[[maybe_unused]] void profile_retry(void* phandle, void* request) {  // v10 only
+  if (g_profile_retry && g_prof && phandle && !request) g_retried_step.store(phandle);
+}
+void profile_retried_step() {
+  if (void* step = g_retried_step.exchange(nullptr)) {
+    void* e = nullptr;
+    g_prof(&e, ncclProfilerNetEventStart, step, kFakeProfilerId, nullptr);
+  }
+}
 
 ncclResult_t progress_send(Comm* c) {
   while (!c->queue.empty()) {
@@ -518,6 +541,7 @@ ncclResult_t fake_test(void* request, int* done, int* sizes) {
   auto* r = static_cast<Req*>(request);
   *done = 0;
   maybe_hang("test");
+  profile_retried_step();
   if (g_fail_after >= 0 && g_completed >= static_cast<unsigned long>(g_fail_after)) {
     FAKE_WARN("FAKE_FAIL_AFTER: failing test() after %lu completed requests", g_completed);
     return ncclSystemError;
@@ -593,7 +617,11 @@ ncclResult_t fake_irecv_consumed(void* recvComm, int n, void* request) {
   return ncclSuccess;
 }
 
-ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t /*prof*/) { return fake_init_common(logger); }
+ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof) {
+  g_prof = prof;
+  if (const char* p = std::getenv("FAKE_PROFILE_RETRY")) g_profile_retry = std::strcmp(p, "1") == 0;
+  return fake_init_common(logger);
+}
 ncclResult_t v10_props(int dev, ncclNetProperties_v10_t* p) { return fake_props(dev, p); }
 ncclResult_t v10_connect(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
                          ncclNetDeviceHandle_v10_t** /*devHandle*/) {
@@ -603,13 +631,17 @@ ncclResult_t v10_connect(int dev, ncclNetCommConfig_v10_t* config, void* handle,
 ncclResult_t v10_accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v10_t** /*devHandle*/) {
   return fake_accept(listenComm, recvComm);
 }
-ncclResult_t v10_isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void* /*phandle*/,
+ncclResult_t v10_isend(void* sendComm, void* data, std::size_t size, int tag, void* mhandle, void* phandle,
                        void** request) {
-  return fake_isend(sendComm, data, size, tag, mhandle, request);
+  const ncclResult_t rc = fake_isend(sendComm, data, size, tag, mhandle, request);
+  if (rc == ncclSuccess) profile_retry(phandle, *request);
+  return rc;
 }
 ncclResult_t v10_irecv(void* recvComm, int n, void** data, std::size_t* sizes, int* tags, void** mhandles,
-                       void** /*phandles*/, void** request) {
-  return fake_irecv(recvComm, n, data, sizes, tags, mhandles, request);
+                       void** phandles, void** request) {
+  const ncclResult_t rc = fake_irecv(recvComm, n, data, sizes, tags, mhandles, request);
+  if (rc == ncclSuccess && phandles) profile_retry(phandles[0], *request);
+  return rc;
 }
 
 // Fuses up to 4 distinct physical devices into a new one (its number after the physical ones and

@@ -1,8 +1,9 @@
 // ha-net-driver: a stand-in for NCCL's side of the net plugin profiler (the callback NCCL passes
 // to init() from v10 on, and a profiler plugin behind it), strict where NCCL is fragile:
 //   - the driver gives every isend / irecv buffer a step handle (what NCCL's proxy step handle is
-//     to the callback) that is "in flight" from just before the call until test() reports the
-//     request done (or the call returned no request);
+//     to the callback) that is "in flight" from just before its first call until test() reports
+//     the request done (a call that returned no request is repeated with the same handle, which
+//     stays in flight, as NCCL's proxy step event does: a fused comm may hold it in a member's part);
 //   - a start must name such a handle while it is in flight (NCCL dereferences it), with the
 //     plugin id and a descriptor of nccl-ha's (nccl_ha_profiler.h); an update or a stop must name
 //     an event that is open. Anything else is an error, recorded with what it was.

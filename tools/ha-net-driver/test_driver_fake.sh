@@ -65,6 +65,13 @@ RANK0_ENV="FAKE_DEVICES=2 FAKE_VDEVICE_REFUSE=1" RANK1_ENV="FAKE_DEVICES=2 FAKE_
   run_pair fuse-refused 3 3 "$FAKE10" --fuse 0,1 --messages 10 --timeout 30
 check_json fuse-refused 'r["exit_code"] == 3 and "makeVDevice(0,1)" in r["errors"][0]'
 
+# A step handle stays in flight across a "try again": a plugin may start a profiler event under
+# it then (NCCL's step is open until its request is done), and the stand-in takes it.
+RANK0_ENV="FAKE_RETRY_EVERY=3 FAKE_PROFILE_RETRY=1" RANK1_ENV="FAKE_RETRY_EVERY=2 FAKE_PROFILE_RETRY=1" \
+  run_pair profile-retry 0 0 "$FAKE10" --messages 40 --sizes 0,8,4K --timeout 30
+check_json profile-retry 'r["ok"] and r["integrity"]["isend_retries"] > 0 and r["integrity"]["irecv_retries"] > 0' \
+  'r["profiler"]["other_plugins"] > 0 and r["profiler"]["errors"] == []'
+
 # --one-way + --min-seconds: rank 1 streams to rank 0 for at least 1.5 s, counts agreed over mgmt.
 RANK1_ENV=FAKE_RETRY_EVERY=3 RANK0_ARGS="--phase-file $WORK/one-way-timed/phase0" \
   run_pair one-way-timed 0 0 "$FAKE10" --one-way --min-seconds 1.5 --messages 20 --sizes 0,1,4K,64K,1M \

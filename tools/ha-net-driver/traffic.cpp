@@ -184,16 +184,16 @@ void flush_group(DataCtx& c, LastGroup& g, Integrity& st, const Deadline& d) {
 
 // isend of one message: its request, or NULL ("try again", counted) when the plugin cannot take
 // it now (e.g. no clear-to-send from the receiver yet).
-// `step`: the profiler handle NCCL would pass (profiler_standin.hpp), in flight while the request
-// is; null: none (the latency phase).
+// `step`: the profiler handle NCCL would pass (profiler_standin.hpp), in flight from the message's
+// first call until test() reports its request done: a NULL return leaves it in flight, as NCCL's
+// proxy step stays open (posted before its first isend, ended when the request is done; the call
+// is repeated with the same step), and a fused comm may hold it in a member's part meanwhile;
+// null: none (the latency phase).
 void* post_isend(DataCtx& c, void* data, std::size_t size, int tag, Integrity& st, prof::StepHandle* step = nullptr) {
   void* req = nullptr;
   if (step) step->in_flight = true;
   check(c.net.isend(c.send_comm, data, size, tag, c.send_mh, &req, step), "isend");
-  if (!req) {
-    if (step) step->in_flight = false;
-    ++st.isend_retries;
-  }
+  if (!req) ++st.isend_retries;
   return req;
 }
 
@@ -210,10 +210,7 @@ void* post_irecv(DataCtx& c, int n, void** data, std::size_t* sizes, int* tags, 
   check(c.net.irecv(c.recv_comm, n, data, sizes, tags, mhs, &req, steps ? phandles : nullptr), "irecv");
   if (req == kOptionalHint)
     fail(Fail::plugin, "irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request (it must store a real request or NULL)");
-  if (!req) {
-    for (int i = 0; steps && i < n; ++i) steps[i]->in_flight = false;
-    ++st.irecv_retries;
-  }
+  if (!req) ++st.irecv_retries;  // the steps stay in flight, as post_isend's
   return req;
 }
 

@@ -67,6 +67,10 @@ unsigned long g_connects = 0;
 long g_fail_after = -1;           // FAKE_FAIL_AFTER (-1: off)
 unsigned long g_completed = 0;   // requests test() reported done
 long g_retry_every = 0;
+bool g_profile_retry = false;             // FAKE_PROFILE_RETRY=1
+ncclProfilerCallback_t g_prof = nullptr;  // v10 init's
+std::atomic<void*> g_retried_step{nullptr};  // FAKE_PROFILE_RETRY: a retried call's step handle
+constexpr int64_t kFakeProfilerId = 0x46414b45;  // "FAKE": not nccl-ha's id
 // Devices: g_ndev physical ones, then the virtual ones makeVDevice made (v10).
 int g_ndev = 1;
 bool g_vdevice_refuse = false;
@@ -171,11 +175,6 @@ bool retry_now() { return g_retry_every > 0 && ++g_post_calls % static_cast<unsi
 // FAKE_PROFILE_RETRY (v10): the step handle of the last call that returned no request, and the
 // next test() (of any request: the caller's loop tests before it repeats the call) starts an event
 // under it - after the call returned, as a fused comm's member part or its control plane may.
-ncclProfilerCallback_t g_prof = nullptr;  // v10 init's
-bool g_profile_retry = false;
-std::atomic<void*> g_retried_step{nullptr};
-constexpr int64_t kFakeProfilerId = 0x46414b45;  // "FAKE": not nccl-ha's id
-
 [[maybe_unused]] void profile_retry(void* phandle, void* request) {  // v10 only
   if (g_profile_retry && g_prof && phandle && !request) g_retried_step.store(phandle);
 }
@@ -296,6 +295,7 @@ ncclResult_t fake_init_common(ncclDebugLogger_t logger) {
   if (const char* r = std::getenv("FAKE_RETRY_EVERY")) g_retry_every = std::strtol(r, nullptr, 10);
   if (const char* n = std::getenv("FAKE_DEVICES")) g_ndev = std::clamp(static_cast<int>(std::strtol(n, nullptr, 10)), 1, 4);
   if (const char* r = std::getenv("FAKE_VDEVICE_REFUSE")) g_vdevice_refuse = std::strcmp(r, "1") == 0;
+  if (const char* p = std::getenv("FAKE_PROFILE_RETRY")) g_profile_retry = std::strcmp(p, "1") == 0;
   g_hang = std::getenv("FAKE_HANG");
   if (const char* f = std::getenv("FAKE_FAIL_AFTER")) g_fail_after = std::strtol(f, nullptr, 10);
   if (const char* l = std::getenv("FAKE_LEAK_CLOSE")) g_leak_close = std::strcmp(l, "1") == 0;
@@ -619,7 +619,6 @@ ncclResult_t fake_irecv_consumed(void* recvComm, int n, void* request) {
 
 ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof) {
   g_prof = prof;
-  if (const char* p = std::getenv("FAKE_PROFILE_RETRY")) g_profile_retry = std::strcmp(p, "1") == 0;
   return fake_init_common(logger);
 }
 ncclResult_t v10_props(int dev, ncclNetProperties_v10_t* p) { return fake_props(dev, p); }
